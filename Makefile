@@ -1,0 +1,58 @@
+# pytest-jaxstab: two commands set everything up on a fresh machine.
+#   make demo   -> .venv (Python 3.12, newest jax), runs the example suite with the reports
+#   make test   -> .venv, runs the test suite
+#   make test-compat -> .venv-compat (Python 3.11, jax 0.10.2), runs the test suite
+#   make lint   -> ruff + pyright in .venv
+SHELL := /bin/bash
+.ONESHELL:
+.SHELLFLAGS := -eu -o pipefail -c
+
+# python3.12 may exist only as a pyenv shim that is not active; fall back to pyenv's own install.
+find_python = $(shell for p in $(1) $$(pyenv root 2>/dev/null)/versions/$(2)*/bin/$(1); do \
+	  if $$p -c 'import sys' >/dev/null 2>&1; then echo $$p; break; fi; done)
+PYTHON ?= $(call find_python,python3.12,3.12)
+PYTHON_COMPAT ?= $(call find_python,python3.11,3.11)
+JAX_COMPAT_VERSION ?= 0.10.2
+VENV ?= .venv
+VENV_COMPAT ?= .venv-compat
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-compat lint venv venv-compat clean
+
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON)" || { echo "error: python3.12 not found; set PYTHON=/path/to/python3.12"; exit 2; }
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+$(VENV_COMPAT)/.installed: pyproject.toml
+	@test -n "$(PYTHON_COMPAT)" || { echo "error: python3.11 not found; set PYTHON_COMPAT=..."; exit 2; }
+	test -x $(VENV_COMPAT)/bin/python || $(PYTHON_COMPAT) -m venv $(VENV_COMPAT)
+	$(VENV_COMPAT)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV_COMPAT)/bin/python -m pip install --quiet -e '.[test]' \
+	  'jax==$(JAX_COMPAT_VERSION)' 'jaxlib==$(JAX_COMPAT_VERSION)'
+	touch $@
+
+venv: $(VENV)/.installed
+venv-compat: $(VENV_COMPAT)/.installed
+
+test: venv
+	$(VENV)/bin/python -m pytest -n 2 $(PYTEST_ARGS)
+
+test-compat: venv-compat
+	$(VENV_COMPAT)/bin/python -c 'import jax, sys; v = jax.__version__; print("jax", v); sys.exit(v != "$(JAX_COMPAT_VERSION)")'
+	$(VENV_COMPAT)/bin/python -m pytest -n 2 $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check pytest_jaxstab tests benchmarks examples
+	$(VENV)/bin/pyright
+
+demo: venv
+	$(VENV)/bin/python -m pytest examples -p no:cacheprovider -q \
+	  --jaxstab-report --jaxstab-report=html:jaxstab-report.html \
+	  --jaxstab-compare=examples/.jaxstab/baseline.json
+	@echo "HTML report: $(CURDIR)/jaxstab-report.html"
+
+clean:
+	rm -rf $(VENV) $(VENV_COMPAT) jaxstab-report.html .pytest_cache .hypothesis

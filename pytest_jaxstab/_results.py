@@ -1,0 +1,193 @@
+"""The result of checking one function: figures of both variants, witnesses, diagnostics.
+
+Plain data, JSON round-trippable (DESIGN.md section 5's report schema is ``CaseResult.to_json``), so
+results travel from pytest-xdist workers to the controller and into baselines unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+import numpy as np
+
+Verdict = Literal["pass", "fail"]
+
+
+@dataclasses.dataclass
+class VariantStats:
+    """Error figures of one variant (the function as written, or rewritten) over all samples.
+
+    ``max_error_bits``/``mean_error_bits`` are over every output element of every sample whose exact
+    result is real and certain; ``overflows`` counts non-finite results where the exact one is finite.
+    """
+
+    max_error_bits: float = 0.0
+    mean_error_bits: float = 0.0
+    overflows: int = 0
+    verdict: Verdict = "pass"
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> VariantStats:
+        return cls(float(d["max_error_bits"]), float(d["mean_error_bits"]), int(d["overflows"]),
+                   d["verdict"])
+
+
+def encode_array(a: np.ndarray) -> dict[str, Any]:
+    """An array as exact bits: ``{"dtype", "shape", "hex"}``, hex of each element's bit pattern."""
+    a = np.asarray(a)
+    width = a.dtype.itemsize
+    uint = np.dtype(f"u{width}")
+    bits = a.reshape(-1).view(uint)
+    return {"dtype": str(a.dtype), "shape": list(a.shape),
+            "hex": [format(int(b), f"0{2 * width}x") for b in bits]}
+
+
+def decode_array(d: dict[str, Any]) -> np.ndarray:
+    """Inverse of :func:`encode_array`, bit-exact (NaN payloads and signed zeros included)."""
+    from .strategies._dtypes import resolve_dtype
+
+    dtype = resolve_dtype(d["dtype"])
+    uint = np.dtype(f"u{dtype.itemsize}")
+    bits = np.array([int(h, 16) for h in d["hex"]], dtype=uint)
+    return bits.view(dtype).reshape(tuple(d["shape"]))
+
+
+@dataclasses.dataclass
+class Witness:
+    """One input that showed a variant's worst behaviour, stored exactly."""
+
+    args: list[np.ndarray]
+    variant: str  # "original" | "rewritten"
+    error_bits: float
+    overflow: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"args": [encode_array(a) for a in self.args], "variant": self.variant,
+                "error_bits": self.error_bits, "overflow": self.overflow}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Witness:
+        return cls([decode_array(a) for a in d["args"]], d["variant"], float(d["error_bits"]),
+                   bool(d["overflow"]))
+
+
+@dataclasses.dataclass
+class RewriteRecord:
+    """A rewrite that fired: rule name and the user's ``file:line``."""
+
+    rule: str
+    location: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class NanOriginRecord:
+    """Where a non-finite value was born in one variant (see ``jst.find_nan_origin``)."""
+
+    variant: str
+    primitive: str
+    location: str | None
+    kind: str = ""
+    line_text: str = ""
+    path: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class TimingRecord:
+    """Jitted median time of both variants on one backend (``ratio`` = rewritten / original)."""
+
+    backend: str
+    original_s: float
+    rewritten_s: float
+    ratio: float
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Point:
+    """One sample for plots: input magnitude and each variant's worst error bits on it.
+
+    ``magnitude`` is the largest |x| over the sample's input elements, raw (the plot takes log10).
+    """
+
+    magnitude: float
+    original_bits: float
+    rewritten_bits: float
+
+    def to_json(self) -> list[float]:
+        return [self.magnitude, self.original_bits, self.rewritten_bits]
+
+
+@dataclasses.dataclass
+class CaseResult:
+    """Everything one checked function produced; ``to_json`` is one entry of the JSON report."""
+
+    nodeid: str
+    dtype: str
+    samples: int = 0
+    discarded: int = 0
+    uncertain: int = 0
+    outcome: str = "passed"  # "passed" | "failed"
+    original: VariantStats = dataclasses.field(default_factory=VariantStats)
+    rewritten: VariantStats = dataclasses.field(default_factory=VariantStats)
+    rewrites: list[RewriteRecord] = dataclasses.field(default_factory=list)
+    nan_origins: list[NanOriginRecord] = dataclasses.field(default_factory=list)
+    timing: list[TimingRecord] = dataclasses.field(default_factory=list)
+    witnesses: list[Witness] = dataclasses.field(default_factory=list)
+    points: list[Point] = dataclasses.field(default_factory=list)
+    tolerance_bits: float = 8.0
+    judged: str = "original"  # which variant the verdict is about ("rewritten" with apply=True)
+    message: str = ""
+
+    @property
+    def judged_stats(self) -> VariantStats:
+        return self.rewritten if self.judged == "rewritten" else self.original
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "dtype": self.dtype,
+            "samples": self.samples,
+            "discarded": self.discarded,
+            "uncertain": self.uncertain,
+            "outcome": self.outcome,
+            "original": self.original.to_json(),
+            "rewritten": self.rewritten.to_json(),
+            "rewrites": [r.to_json() for r in self.rewrites],
+            "nan_origins": [n.to_json() for n in self.nan_origins],
+            "timing": [t.to_json() for t in self.timing],
+            # extra keys (DESIGN.md allows them):
+            "witnesses": [w.to_json() for w in self.witnesses],
+            "points": [p.to_json() for p in self.points],
+            "tolerance_bits": self.tolerance_bits,
+            "judged": self.judged,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CaseResult:
+        return cls(
+            nodeid=d["nodeid"], dtype=d["dtype"], samples=int(d["samples"]),
+            discarded=int(d["discarded"]), uncertain=int(d["uncertain"]), outcome=d["outcome"],
+            original=VariantStats.from_json(d["original"]),
+            rewritten=VariantStats.from_json(d["rewritten"]),
+            rewrites=[RewriteRecord(**r) for r in d.get("rewrites", [])],
+            nan_origins=[NanOriginRecord(**n) for n in d.get("nan_origins", [])],
+            timing=[TimingRecord(**t) for t in d.get("timing", [])],
+            witnesses=[Witness.from_json(w) for w in d.get("witnesses", [])],
+            points=[Point(*p) for p in d.get("points", [])],
+            tolerance_bits=float(d.get("tolerance_bits", 8.0)),
+            judged=d.get("judged", "original"),
+            message=d.get("message", ""),
+        )
