@@ -1,0 +1,123 @@
+"""``jst.stabilize`` and ``jst.explain``: the rewrite pass as a JAX transformation."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import jax
+import numpy as np
+
+from . import _compat
+from ._errors import JaxstabError, trace_error
+from .rewrites._engine import Explanation, rewrite_jaxpr
+from .rewrites._rule import Rule, resolve
+
+__all__ = ["explain", "stabilize"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _default_rules() -> tuple[Rule, ...]:
+    from .rewrites import STABILITY
+
+    return tuple(STABILITY)
+
+
+def _trace(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
+    try:
+        return _compat.trace(fn, *args, **kwargs)
+    except JaxstabError:
+        raise
+    except (TypeError, ValueError, IndexError, NotImplementedError) as exc:
+        raise trace_error(fn, exc) from exc
+    except Exception as exc:  # JAX's tracer errors have no common public base class
+        if type(exc).__module__.startswith("jax"):
+            raise trace_error(fn, exc) from exc
+        raise
+
+
+def _signature(leaves: list[Any]) -> tuple[Any, ...]:
+    sig = []
+    for leaf in leaves:
+        aval = jax.typeof(leaf) if hasattr(jax, "typeof") else jax.core.get_aval(leaf)  # type: ignore[attr-defined]
+        sig.append((tuple(aval.shape), np.dtype(aval.dtype).str, bool(getattr(aval, "weak_type", False))))
+    return tuple(sig)
+
+
+def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iterable[Rule | str] = ()) -> F:
+    """Rewrite ``fn``'s numerically unstable patterns into stable ones; a JAX transformation.
+
+    The returned function has ``fn``'s signature. On the first call per input signature (tree
+    structure, shapes, dtypes) it traces ``fn`` to a jaxpr, applies ``rules`` to a fixed point (also
+    inside nested ``jit``, ``scan``, ``while``, ``cond`` and custom-derivative primal bodies) and caches
+    the result; every call then evaluates the rewritten jaxpr on the arguments. It composes with
+    ``jax.jit``, ``jax.grad`` and ``jax.vmap`` in any order. Array arguments may be pytrees and keyword
+    arguments; non-array (static) arguments must be bound with ``functools.partial``.
+
+    Args:
+      fn: the function to rewrite.
+      rules: rules or rule names; ``None`` means ``jst.rewrites.STABILITY``.
+      exclude: rules or names to leave out.
+
+    Returns:
+      The stabilized function.
+
+    Example::
+
+        f = jst.stabilize(lambda x: jnp.log(jnp.sum(jnp.exp(x))))
+        f(jnp.array([1000.0, 0.0]))   # 1000.0, not inf
+    """
+    chosen = resolve(rules, exclude, _default_rules() if rules is None else ())
+    cache: dict[Any, tuple[Any, Any]] = {}
+
+    @functools.wraps(fn)
+    def stabilized(*args: Any, **kwargs: Any) -> Any:
+        leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
+        key = (in_tree, _signature(leaves))
+        entry = cache.get(key)
+        if entry is None:
+            closed, _, out_tree = _trace(fn, args, kwargs)
+            new, _ = rewrite_jaxpr(closed, chosen)
+            entry = (new, out_tree)
+            # A function closing over an outer trace's values (called inside someone's jit) yields
+            # tracer consts: valid for this trace only, so never cached.
+            if not any(_compat.is_tracer(c) for c in new.consts):
+                cache[key] = entry
+        new, out_tree = entry
+        outs = _compat.eval_jaxpr(new, *leaves)
+        return jax.tree_util.tree_unflatten(out_tree, outs)
+
+    stabilized.jaxstab_rules = chosen  # type: ignore[attr-defined]
+    stabilized.jaxstab_cache = cache  # type: ignore[attr-defined]
+    return stabilized  # type: ignore[return-value]
+
+
+def explain(fn: Callable[..., Any], *example_args: Any, rules: Iterable[Rule | str] | None = None,
+            exclude: Iterable[Rule | str] = (), **example_kwargs: Any) -> Explanation:
+    """List the rewrites ``jst.stabilize`` would apply to ``fn`` on arguments like these.
+
+    Returns an :class:`Explanation`: a list of ``Applied(rule, location, before, after, path)`` in
+    program order; ``str()`` prints one short before/after per rewrite with the user's ``file:line``.
+
+    Example::
+
+        print(jst.explain(lambda x: jnp.log(1 + x), jnp.ones(3)))
+        # model.py:3: log1p
+        #     - log(add(1, x))
+        #     + log1p(x)
+    """
+    chosen = resolve(rules, exclude, _default_rules() if rules is None else ())
+    closed, _, _ = _trace(fn, example_args, example_kwargs)
+    _, applied = rewrite_jaxpr(closed, chosen, describe=True)
+    return Explanation(applied)
+
+
+def rewrite(fn: Callable[..., Any], *example_args: Any, rules: Iterable[Rule | str] | None = None,
+            exclude: Iterable[Rule | str] = (), **example_kwargs: Any) -> tuple[Any, Explanation]:
+    """The rewritten closed jaxpr of ``fn`` on arguments like these, with the rewrites applied."""
+    chosen = resolve(rules, exclude, _default_rules() if rules is None else ())
+    closed, _, _ = _trace(fn, example_args, example_kwargs)
+    new, applied = rewrite_jaxpr(closed, chosen, describe=True)
+    return new, Explanation(applied)

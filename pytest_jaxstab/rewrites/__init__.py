@@ -1,0 +1,44 @@
+"""Rewrites: the pattern DSL, the rule registry and the built-in catalogues.
+
+- ``STABILITY``: the default catalogue ``jst.stabilize`` applies (numerical stability, same math).
+- ``PERFORMANCE``: opt-in rules that change the program's shape for speed (e.g. moving a reduction
+  into the ``scan`` that produces its input); they may reorder float sums.
+- ``OPT_IN``: rules that change results on purpose (``inv_jitter``); applied only when named.
+
+Write your own rule with :mod:`pattern` and :class:`Rule`, then pass it (``rules=[...]``) or
+:func:`register` it to name it.
+"""
+
+from . import _forms as forms
+from . import _pattern as pattern
+from ._engine import Applied as Applied
+from ._engine import Explanation as Explanation
+from ._engine import rewrite_jaxpr as rewrite_jaxpr
+from ._match import Match as Match
+from ._performance import PERFORMANCE as PERFORMANCE
+from ._rule import Rule as Rule
+from ._rule import get as get
+from ._rule import register as register
+from ._rule import registered as registered
+from ._stability import OPT_IN as OPT_IN
+from ._stability import STABILITY as STABILITY
+
+for _rule in (*STABILITY, *PERFORMANCE, *OPT_IN):
+    register(_rule)
+del _rule
+
+__all__ = [
+    "OPT_IN",
+    "PERFORMANCE",
+    "STABILITY",
+    "Applied",
+    "Explanation",
+    "Match",
+    "Rule",
+    "forms",
+    "get",
+    "pattern",
+    "register",
+    "registered",
+    "rewrite_jaxpr",
+]

@@ -1,0 +1,273 @@
+"""The rewrite pass: find matches, then re-trace the jaxpr with each match replaced.
+
+The pass is an interpreter in the style of JAX's "Writing custom interpreters": it walks the jaxpr and
+binds each equation (under ``jax.make_jaxpr``), except that at the root of a match it calls the rule's
+replacement instead and skips the swallowed equations. Replacements run inside the root equation's
+source context, so every equation they create points at the user's line. Sub-jaxprs (``jit``, ``scan``,
+``while``, ``cond``, the primal body of ``custom_jvp_call``/``custom_vjp_call``) are rewritten
+recursively and re-bound with the same primitive and parameters: a custom derivative rule is kept as
+it is, attached to the rewritten primal body (it still differentiates the same mathematical function).
+
+Order: equations are visited from the last to the first, so the largest enclosing pattern wins
+(``x - log(sum(exp(x)))`` is one ``log_softmax``, not a ``logsumexp`` inside a subtraction); at one
+root, rules are tried in the order given (the catalogue's order puts ``softplus`` before ``log1p``).
+Passes repeat until nothing matches (a fixed point), at most ``max_passes`` times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from .. import _compat
+from ._match import SCOPE_PREFIX, Graph, Match
+from ._rule import Rule
+
+__all__ = ["Applied", "Explanation", "rewrite_jaxpr"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    """One rewrite that fired: rule name, the user's ``file:line``, and the expression before/after."""
+
+    rule: str
+    location: str | None
+    before: str
+    after: str
+    path: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        where = self.location or "<no user frame>"
+        inside = f" (inside {' > '.join(self.path)})" if self.path else ""
+        return f"{where}: {self.rule}{inside}\n    - {self.before}\n    + {self.after}"
+
+
+class Explanation(list[Applied]):
+    """The rewrites :func:`jst.explain` found, in program order; ``str()`` is a short before/after."""
+
+    def __str__(self) -> str:
+        if not self:
+            return "no rewrite applies"
+        return "\n".join(str(a) for a in self)
+
+    @property
+    def rules(self) -> list[str]:
+        """Names of the rules that fired, in order, with repeats."""
+        return [a.rule for a in self]
+
+
+def rewrite_jaxpr(closed: Any, rules: Sequence[Rule], *, describe: bool = False, max_passes: int = 8,
+                  path: tuple[str, ...] = (), fallback_location: str | None = None,
+                  ) -> tuple[Any, list[Applied]]:
+    """Rewrite a closed jaxpr to a fixed point; returns ``(new_closed_jaxpr, applied)``.
+
+    ``describe=True`` also renders each replacement (``Applied.after``), which costs one extra trace
+    per rewrite; ``jst.explain`` asks for it, ``jst.stabilize`` does not.
+    """
+    applied: list[Applied] = []
+    if not rules:
+        return closed, applied
+    for _ in range(max_passes):
+        g = Graph(closed)
+        plan = _plan(g, rules)
+        sub_new: dict[int, dict[_compat.Site, Any]] = {}
+        sub_applied: dict[int, list[Applied]] = {}
+        for i, eqn in enumerate(g.eqns):
+            if i in g.claimed:
+                continue
+            subs = _compat.subjaxprs(eqn)
+            if not subs:
+                continue
+            loc = _compat.location(eqn) or fallback_location
+            for site, sub in subs:
+                new_sub, got = rewrite_jaxpr(sub, rules, describe=describe, max_passes=max_passes,
+                                             path=(*path, _compat.eqn_name(eqn)), fallback_location=loc)
+                if got and _rebindable(eqn, new_sub):
+                    sub_new.setdefault(i, {})[site] = new_sub
+                    sub_applied.setdefault(i, []).extend(got)
+        if not plan and not sub_new:
+            break
+        closed, fired = _retrace(g, plan, sub_new, sub_applied, describe, path, fallback_location)
+        applied.extend(fired)
+        if not plan:
+            break  # only sub-jaxprs changed; they are already at their own fixed point
+    return closed, applied
+
+
+def _rebindable(eqn: Any, new_sub: Any) -> bool:
+    # Loop and branch bodies must stay const-free; a replacement that created array constants is
+    # only re-bound where the primitive takes a closed jaxpr (calls and custom rules).
+    if not new_sub.consts:
+        return True
+    name = _compat.primitive_name(eqn)
+    return name in _compat.CALL_PRIMITIVES or name in _compat.CUSTOM_PRIMITIVES
+
+
+def _plan(g: Graph, rules: Sequence[Rule]) -> dict[int, tuple[Rule, Match]]:
+    plan: dict[int, tuple[Rule, Match]] = {}
+    for i in range(len(g.eqns) - 1, -1, -1):
+        if i in g.claimed:
+            continue
+        for rule in rules:
+            m = rule.find(g, i)
+            if m is not None:
+                g.claimed |= m.swallowed
+                g.claimed.add(i)
+                plan[i] = (rule, m)
+                break
+    return plan
+
+
+def _abstract(atom: Any) -> jax.ShapeDtypeStruct:
+    a = _compat.aval(atom)
+    return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False))
+
+
+def _retrace(g: Graph, plan: dict[int, tuple[Rule, Match]], sub_new: dict[int, dict[Any, Any]],
+             sub_applied: dict[int, list[Applied]], describe: bool, path: tuple[str, ...],
+             fallback_location: str | None) -> tuple[Any, list[Applied]]:
+    closed = g.closed
+    fired: list[Applied] = []
+
+    def run(*args: Any) -> list[Any]:
+        env: dict[Any, Any] = {}
+
+        def read(a: Any) -> Any:
+            return _compat.literal_value(a) if _compat.is_literal(a) else env[a]
+
+        def bind_plain(eqn: Any, params: Any = None) -> None:
+            outs = _compat.bind(eqn, [read(a) for a in eqn.invars], params)
+            for v, o in zip(eqn.outvars, outs):
+                env[v] = o
+
+        for v, c in zip(_compat.constvars(closed), closed.consts):
+            env[v] = c
+        for v, a in zip(_compat.invars(closed), args):
+            env[v] = a
+        for i, eqn in enumerate(g.eqns):
+            if i in plan:
+                rule, m = plan[i]
+                kwargs = {k: (read(v) if k in m.atoms and m.atoms[k] is v else v)
+                          for k, v in m.captures.items()}
+                out = _replace(eqn, rule, kwargs)
+                if out is None:  # the replacement refused: compute the swallowed equations as written
+                    for j in sorted(m.swallowed | {i}):
+                        bind_plain(g.eqns[j])
+                    continue
+                env[eqn.outvars[0]] = out
+                loc = _compat.location(eqn) or fallback_location
+                fired.append(Applied(rule.name, loc, render(g, i, m),
+                                     _render_after(rule, m, kwargs) if describe else "", path))
+            elif i in g.claimed:
+                continue
+            else:
+                bind_plain(eqn, _compat.replace_subjaxprs(eqn, sub_new[i]) if i in sub_new else None)
+                fired.extend(sub_applied.get(i, ()))
+        return [read(a) for a in _compat.outvars(closed)]
+
+    new = jax.make_jaxpr(run)(*[_abstract(v) for v in _compat.invars(closed)])
+    return new, fired
+
+
+def _replace(eqn: Any, rule: Rule, kwargs: dict[str, Any]) -> Any | None:
+    target = _compat.aval(eqn.outvars[0])
+    with _compat.user_context(eqn), jax.named_scope(f"{SCOPE_PREFIX}{rule.name}"):
+        out = jnp.asarray(rule.replacement(**kwargs))
+        if out.shape != target.shape:
+            if out.size == math.prod(target.shape):  # keepdims glue: same elements, unit axes
+                out = jnp.reshape(out, target.shape)
+            elif out.ndim == len(target.shape):
+                try:
+                    out = jnp.broadcast_to(out, target.shape)
+                except ValueError:
+                    return None
+            else:
+                return None
+        if out.dtype != target.dtype:
+            out = jax.lax.convert_element_type(out, target.dtype)
+    return out
+
+
+# ----------------------------------------------------------------------------------- rendering
+def render(g: Graph, root: int, m: Match) -> str:
+    """The matched expression as text, leaves named by their capture names: ``log(reduce_sum(exp(x)))``."""
+    def inside(a: Any) -> bool:
+        prod = g.producer_eqn(a)
+        return prod is not None and prod[0] in m.swallowed
+
+    names = {id(a): n for n, a in m.atoms.items() if not inside(a)}
+
+    def atom_text(a: Any, depth: int) -> str:
+        if _compat.is_literal(a):
+            return _num(_compat.literal_value(a))
+        if id(a) in names:
+            return names[id(a)]
+        prod = g.producer_eqn(a)
+        if prod is not None and prod[0] in m.swallowed and depth < 12:
+            return eqn_text(prod[0], depth + 1)
+        if a in g.const_values:
+            return "const"
+        return "…"
+
+    def eqn_text(i: int, depth: int) -> str:
+        eqn = g.eqns[i]
+        if g.is_glue(eqn) and i != root:
+            return atom_text(eqn.invars[0], depth)
+        args = ", ".join(atom_text(a, depth) for a in eqn.invars)
+        return f"{_compat.primitive_name(eqn)}({args})"
+
+    return _shorten(eqn_text(root, 0))
+
+
+def _render_after(rule: Rule, m: Match, kwargs: dict[str, Any]) -> str:
+    arrays = {k: v for k, v in kwargs.items() if k in m.atoms}
+    static = {k: v for k, v in kwargs.items() if k not in m.atoms}
+    names = list(arrays)
+    avals = [_abstract(m.atoms[k]) for k in names]
+    try:
+        closed = jax.make_jaxpr(lambda *xs: rule.replacement(**dict(zip(names, xs)), **static))(*avals)
+    except Exception as exc:  # pragma: no cover - rendering must never break explain
+        return f"<{rule.name}: {type(exc).__name__}>"
+    return _shorten(render_jaxpr(closed, names))
+
+
+def render_jaxpr(closed: Any, names: Sequence[str]) -> str:
+    """A single-output jaxpr as one nested expression (shared sub-terms inlined), for ``explain``."""
+    env = {id(v): n for v, n in zip(_compat.invars(closed), names)}
+    for v in _compat.constvars(closed):
+        env[id(v)] = "const"
+    for eqn in _compat.eqns(closed):
+        args = [(_num(_compat.literal_value(a)) if _compat.is_literal(a) else env.get(id(a), "…"))
+                for a in eqn.invars]
+        name = _compat.primitive_name(eqn)
+        if name in ("convert_element_type", "broadcast_in_dim", "reshape", "squeeze", "expand_dims",
+                    "copy", "copy_p") and args:
+            text = args[0]
+        elif name == "jit" and eqn.params.get("name") == "_where":
+            text = f"where({', '.join(args)})"
+        elif _compat.subjaxprs(eqn):
+            text = f"{_compat.eqn_name(eqn)}({', '.join(args)})"
+        else:
+            text = f"{name}({', '.join(args)})"
+        for v in eqn.outvars:
+            env[id(v)] = text
+    outs = [(_num(_compat.literal_value(a)) if _compat.is_literal(a) else env.get(id(a), "…"))
+            for a in _compat.outvars(closed)]
+    return ", ".join(outs)
+
+
+def _num(v: Any) -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return "const"
+    return repr(int(f)) if f.is_integer() and abs(f) < 1e15 else f"{f:g}"
+
+
+def _shorten(s: str, limit: int = 160) -> str:
+    return s if len(s) <= limit else s[: limit - 1] + "…"

@@ -1,0 +1,297 @@
+"""Matching patterns against a jaxpr's equations.
+
+A match is only accepted when every equation it swallows (all but the root) has no consumer outside
+the match: the rewritten program must neither compute an intermediate twice nor change what another
+consumer sees. Glue equations JAX inserts (same-dtype ``convert_element_type``, ``broadcast_in_dim``,
+``reshape``, ``copy``, ``squeeze``/``expand_dims``) are seen through and swallowed with the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .. import _compat
+from ._pattern import COMMUTATIVE, AnyOf, Const, Op, Param, Pattern, Var
+
+#: Equations created by a rule's replacement carry this scope and are never matched again, so a
+#: replacement containing its own pattern (the corrected variance contains a variance) is final.
+SCOPE_PREFIX = "jaxstab_"
+
+GLUE = frozenset({"broadcast_in_dim", "reshape", "copy", "copy_p", "squeeze", "expand_dims"})
+
+
+class Graph:
+    """Producer and use-count index of one (closed) jaxpr, built once per rewrite pass."""
+
+    def __init__(self, closed: Any) -> None:
+        self.closed = closed
+        self.eqns = _compat.eqns(closed)
+        self.producer: dict[Any, int] = {}
+        self.uses: Counter[Any] = Counter()
+        for i, eqn in enumerate(self.eqns):
+            for v in eqn.outvars:
+                self.producer[v] = i
+            for a in eqn.invars:
+                if not _compat.is_literal(a):
+                    self.uses[a] += 1
+        for a in _compat.outvars(closed):
+            if not _compat.is_literal(a):
+                self.uses[a] += 1
+        self.const_values = dict(zip(_compat.constvars(closed), closed.consts))
+        self.claimed: set[int] = {i for i, eqn in enumerate(self.eqns)
+                                  if SCOPE_PREFIX in _compat.name_stack(eqn)}
+
+    def producer_eqn(self, atom: Any) -> tuple[int, Any] | None:
+        if _compat.is_literal(atom):
+            return None
+        i = self.producer.get(atom)
+        return None if i is None else (i, self.eqns[i])
+
+    def is_glue(self, eqn: Any) -> bool:
+        name = _compat.primitive_name(eqn)
+        if name in GLUE:
+            return len(eqn.outvars) == 1
+        if name == "convert_element_type":
+            return _compat.aval(eqn.invars[0]).dtype == _compat.aval(eqn.outvars[0]).dtype
+        return False
+
+
+@dataclasses.dataclass
+class Match:
+    """A successful match: captures for the replacement and the equations it replaces."""
+
+    root: int
+    captures: dict[str, Any]  # name -> operand atom (Var captures) or value (Param/Const)
+    atoms: dict[str, Any]  # name -> atom, for Var captures (avals for predicates)
+    swallowed: set[int]
+
+    def aval(self, name: str) -> Any:
+        """The abstract value (``.shape``, ``.dtype``) of a captured operand."""
+        return _compat.aval(self.atoms[name])
+
+
+@dataclasses.dataclass
+class _State:
+    captures: dict[str, Any]
+    atoms: dict[str, Any]
+    shared: dict[Any, Any]
+    swallowed: set[int]
+    edges: Counter[Any]
+
+    def copy(self) -> _State:
+        return _State(dict(self.captures), dict(self.atoms), dict(self.shared), set(self.swallowed),
+                      Counter(self.edges))
+
+
+def _same_atom(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if _compat.is_literal(a) and _compat.is_literal(b):
+        va, vb = np.asarray(_compat.literal_value(a)), np.asarray(_compat.literal_value(b))
+        return va.shape == vb.shape and va.dtype == vb.dtype and bool(np.array_equal(va, vb))
+    return False
+
+
+def _scalar_value(g: Graph, atom: Any, state: _State) -> float | None:
+    """The constant all elements of ``atom`` equal, seeing through broadcasts; None if not constant."""
+    seen = 0
+    while True:
+        if _compat.is_literal(atom):
+            val = np.asarray(_compat.literal_value(atom))
+        elif atom in g.const_values:
+            val = np.asarray(g.const_values[atom])
+        else:
+            prod = g.producer_eqn(atom)
+            if prod is None or seen > 4:
+                return None
+            i, eqn = prod
+            if not (g.is_glue(eqn) or _compat.primitive_name(eqn) == "convert_element_type"):
+                return None
+            if i in g.claimed:
+                return None
+            state.swallowed.add(i)
+            atom = eqn.invars[0]
+            if not _compat.is_literal(atom):
+                state.edges[atom] += 1
+            seen += 1
+            continue
+        if val.size == 0 or val.dtype.kind not in "fiub":
+            return None
+        flat = val.reshape(-1).astype(np.float64)
+        if not np.all(flat == flat[0]):
+            return None
+        return float(flat[0])
+
+
+def match_atom(g: Graph, pat: Pattern, atom: Any, state: _State) -> Iterator[_State]:
+    """All ways ``pat`` matches the value ``atom`` (each a new state)."""
+    if isinstance(pat, AnyOf):
+        for alt in pat.alternatives:
+            yield from match_atom(g, alt, atom, state)
+        return
+    if isinstance(pat, Var):
+        if pat.where is not None and not pat.where(_compat.aval(atom)):
+            return
+        if pat.name in state.atoms:
+            if _same_atom(state.atoms[pat.name], atom):
+                yield state
+            return
+        st = state.copy()
+        st.captures[pat.name] = atom
+        st.atoms[pat.name] = atom
+        yield st
+        return
+    if isinstance(pat, Const):
+        st = state.copy()
+        v = _scalar_value(g, atom, st)
+        if v is None:
+            return
+        ok = pat.value(v) if callable(pat.value) else v == float(pat.value)
+        if ok:
+            if pat.name is not None:
+                st.captures[pat.name] = v
+            yield st
+        return
+    if not isinstance(pat, Op):
+        raise TypeError(f"not a pattern: {pat!r}")
+    key = pat.name if pat.name is not None else id(pat)
+    if _compat.is_literal(atom):
+        return
+    st = state.copy()
+    st.edges[atom] += 1
+    cur = atom
+    while True:  # see through glue down to the equation the pattern names
+        prod = g.producer_eqn(cur)
+        if key in st.shared:  # second use of a shared sub-term: the same (or an identical) equation
+            if cur is st.shared[key]:
+                yield st
+                return
+            dups: list[int] = []
+            if prod is not None and _compat.primitive_name(prod[1]) in pat.prim and _equivalent(
+                    g, st.shared[key], cur, 4, dups) and not any(j in g.claimed for j in dups):
+                for j in dups:
+                    st.swallowed.add(j)
+                    for v in g.eqns[j].invars:
+                        if not _compat.is_literal(v):
+                            st.edges[v] += 1
+                yield st
+                return
+        if prod is None:
+            return
+        i, eqn = prod
+        if i in g.claimed or i in st.swallowed:
+            return
+        if key not in st.shared and _compat.primitive_name(eqn) in pat.prim:
+            break
+        if not (pat.glue and g.is_glue(eqn)):
+            return
+        st.swallowed.add(i)
+        cur = eqn.invars[0]
+        if _compat.is_literal(cur):
+            return
+        st.edges[cur] += 1
+    for st2 in _match_eqn(g, pat, i, eqn, st):
+        st2.shared[key] = cur
+        if pat.name is not None:
+            st2.atoms.setdefault(pat.name, cur)
+        yield st2
+
+
+def _equivalent(g: Graph, a1: Any, a2: Any, depth: int, dups: list[int]) -> bool:
+    """Whether ``a2`` is computed by equations identical to those computing ``a1`` (the user wrote
+    ``exp(x)`` twice); the duplicate equations are appended to ``dups``."""
+    if _same_atom(a1, a2):
+        return True
+    if depth == 0 or _compat.is_literal(a1) or _compat.is_literal(a2):
+        return False
+    p1, p2 = g.producer_eqn(a1), g.producer_eqn(a2)
+    if p1 is None or p2 is None:
+        return False
+    e1, e2 = p1[1], p2[1]
+    if (e1.primitive is not e2.primitive or len(e1.outvars) != 1 or len(e2.outvars) != 1
+            or len(e1.invars) != len(e2.invars) or e1.effects or e2.effects):
+        return False
+    try:
+        if e1.params != e2.params:
+            return False
+    except Exception:  # params that refuse comparison are not provably equal
+        return False
+    mark = len(dups)
+    if not all(_equivalent(g, u, v, depth - 1, dups) for u, v in zip(e1.invars, e2.invars)):
+        del dups[mark:]
+        return False
+    dups.append(p2[0])
+    return True
+
+
+def _match_eqn(g: Graph, pat: Op, i: int, eqn: Any, state: _State) -> Iterator[_State]:
+    if _compat.primitive_name(eqn) not in pat.prim or len(eqn.outvars) != 1:
+        return
+    if len(eqn.invars) != len(pat.args):
+        return
+    captured: dict[str, Any] = {}
+    for pname, want in pat.params:
+        if pname not in eqn.params:
+            return
+        have = eqn.params[pname]
+        if isinstance(want, Param):
+            captured[want.name] = have
+        elif callable(want):
+            if not want(have):
+                return
+        elif have != want:
+            return
+    st = state.copy()
+    st.swallowed.add(i)
+    for name, val in captured.items():
+        if name in st.captures and st.captures[name] != val:
+            return
+        st.captures[name] = val
+    orders = [list(eqn.invars)]
+    if _compat.primitive_name(eqn) in COMMUTATIVE and len(eqn.invars) == 2:
+        orders.append(list(reversed(eqn.invars)))
+    for operands in orders:
+        yield from _match_args(g, pat.args, operands, st)
+
+
+def _match_args(g: Graph, pats: tuple[Pattern, ...], atoms: list[Any], state: _State) -> Iterator[_State]:
+    if not pats:
+        yield state
+        return
+    for st in match_atom(g, pats[0], atoms[0], state):
+        yield from _match_args(g, pats[1:], atoms[1:], st)
+
+
+def match_root(g: Graph, pat: Pattern, i: int) -> Iterator[Match]:
+    """Every acceptable match of ``pat`` rooted at equation ``i`` (use-count checked)."""
+    eqn = g.eqns[i]
+    if i in g.claimed:
+        return
+    roots: list[Op] = []
+    stack: list[Pattern] = [pat]
+    while stack:  # a root pattern may be an alternative of ops
+        p = stack.pop(0)
+        if isinstance(p, AnyOf):
+            stack[0:0] = list(p.alternatives)
+        elif isinstance(p, Op):
+            roots.append(p)
+    for rp in roots:
+        start = _State({}, {}, {}, set(), Counter())
+        for st in _match_eqn(g, rp, i, eqn, start):
+            if _internal_only(g, i, st):
+                yield Match(i, st.captures, st.atoms, st.swallowed)
+
+
+def _internal_only(g: Graph, root: int, st: _State) -> bool:
+    for j in st.swallowed:
+        if j == root:
+            continue
+        for v in g.eqns[j].outvars:
+            if g.uses[v] != st.edges[v]:
+                return False
+    return True

@@ -1,0 +1,125 @@
+"""Rules (a pattern plus a replacement written as ordinary JAX code) and the rule registry."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ._match import Graph, Match, match_root
+from ._pattern import Pattern
+
+__all__ = ["Rule", "get", "register", "registered", "resolve"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Rule:
+    """A rewrite: where ``pattern`` matches, the matched expression is replaced.
+
+    Args:
+      name: unique rule name (reported by ``jst.explain`` and the reports).
+      pattern: a term built with ``jst.rewrites.pattern`` (``op``, ``var``, ``const``, ``param``,
+        ``any_of``). The root must be an ``op`` (or ``any_of`` ops).
+      replacement: ordinary JAX code called with the captures as keyword arguments (operands as
+        arrays/tracers, captured params and constants as Python values); returns the new value of
+        the root. Its result is broadcast/cast to the root's shape and dtype when it differs only by
+        broadcasting or weak typing; any other mismatch skips the match.
+      where: optional predicate on the :class:`Match` (captured avals and params) to refuse a match,
+        e.g. ``lambda m: m.captures["axes"] == m.captures["axes2"]``.
+      doc: the identity, for humans (defaults to the replacement's docstring).
+      matcher: for structural rules a pattern cannot express (e.g. ``reduce_into_scan``): a function
+        ``(graph, eqn_index) -> Match | None`` used instead of ``pattern``; ``replacement`` then gets
+        ``match.captures`` as keyword arguments as usual.
+      example / example_shapes / example_domain: a small function made of the pattern, its input
+        shapes and domain: used by the catalogue soundness test and the docs.
+
+    Example (a user rule: ``x * 2 ** k`` in floating point written as ``ldexp``-style scaling)::
+
+        from pytest_jaxstab.rewrites import Rule, pattern as p
+        x = p.var("x")
+        rule = Rule("log_sqrt", p.op("log", p.op("sqrt", x)), lambda x: 0.5 * jnp.log(x))
+    """
+
+    name: str
+    pattern: Pattern | None
+    replacement: Callable[..., Any]
+    where: Callable[[Match], bool] | None = None
+    doc: str = ""
+    matcher: Callable[[Graph, int], Match | None] | None = None
+    example: Callable[..., Any] | None = None
+    example_shapes: Sequence[tuple[int, ...]] = ((8,),)
+    example_domain: Any = None
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise ValueError(f"Rule name must be a non-empty string, got {self.name!r}")
+        if self.pattern is None and self.matcher is None:
+            raise ValueError(f"Rule {self.name!r} needs a pattern (or a matcher)")
+        if not callable(self.replacement):
+            raise TypeError(f"Rule {self.name!r}: replacement must be callable")
+        if not self.doc:
+            object.__setattr__(self, "doc", (self.replacement.__doc__ or "").strip())
+
+    def find(self, graph: Graph, i: int) -> Match | None:
+        """The first acceptable match rooted at equation ``i`` of ``graph``, or None."""
+        if self.matcher is not None:
+            m = self.matcher(graph, i)
+            return m if m is None or self.where is None or self.where(m) else None
+        assert self.pattern is not None
+        for m in match_root(graph, self.pattern, i):
+            if self.where is None or self.where(m):
+                return m
+        return None
+
+    def __repr__(self) -> str:
+        return f"Rule({self.name!r})"
+
+
+_REGISTRY: dict[str, Rule] = {}
+
+
+def register(rule: Rule, *, replace: bool = False) -> Rule:
+    """Register a rule so it can be named (``rules=["name"]``, ``jst.rewrites.get("name")``).
+
+    Registering a second rule under a taken name is an error unless ``replace=True``.
+    """
+    if not isinstance(rule, Rule):
+        raise TypeError(f"register() expects a Rule, got {type(rule).__name__}")
+    if rule.name in _REGISTRY and _REGISTRY[rule.name] is not rule and not replace:
+        raise ValueError(f"a rule named {rule.name!r} is already registered; pass replace=True")
+    _REGISTRY[rule.name] = rule
+    return rule
+
+
+def get(name: str) -> Rule:
+    """The registered rule called ``name`` (built-in or user-registered)."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY))
+        raise KeyError(f"unknown rewrite rule {name!r}; known rules: {known}") from None
+
+
+def registered() -> dict[str, Rule]:
+    """All registered rules by name (a copy)."""
+    return dict(_REGISTRY)
+
+
+def resolve(rules: Iterable[Rule | str] | None, exclude: Iterable[Rule | str] = (),
+            default: Sequence[Rule] = ()) -> tuple[Rule, ...]:
+    """Normalise a ``rules=`` argument (rules or names; None = ``default``) minus ``exclude``."""
+    if isinstance(rules, (str, Rule)):
+        rules = [rules]
+    chosen = list(default) if rules is None else [get(r) if isinstance(r, str) else r for r in rules]
+    for r in chosen:
+        if not isinstance(r, Rule):
+            raise TypeError(f"rules= expects Rule objects or rule names, got {r!r}")
+    if isinstance(exclude, (str, Rule)):
+        exclude = [exclude]
+    drop = set()
+    for e in exclude:
+        name = e if isinstance(e, str) else e.name
+        if isinstance(e, str):
+            get(name)  # unknown names are an error, not silently ignored
+        drop.add(name)
+    return tuple(r for r in chosen if r.name not in drop)

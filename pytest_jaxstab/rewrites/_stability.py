@@ -1,0 +1,279 @@
+"""The stability catalogue, written in the public pattern DSL (no private shortcut).
+
+Order matters where two rules share a root (see ``_engine``): ``log_softmax``, ``logsumexp``,
+``softplus``, ``log_sigmoid`` and ``logaddexp`` come before ``log1p``, so ``log(1 + exp(x))`` becomes
+softplus and not ``log1p(exp(x))``; ``sigmoid_ratio`` before ``softmax``-like division rules.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from . import _forms
+from ._match import Match
+from ._pattern import any_of, const, op, param, square_of, var
+from ._rule import Rule
+
+x, y, a, b, A = var("x"), var("y"), var("a"), var("b"), var("A")
+ONE = const(1.0)
+AXES = param("axes")
+
+
+def _example(f: Any, shapes: Any = ((8,),), domain: Any = None) -> dict[str, Any]:
+    return {"example": f, "example_shapes": shapes, "example_domain": domain}
+
+
+# 1 ------------------------------------------------------------------------------------ logsumexp
+def _logsumexp(x: Any, axes: tuple[int, ...]) -> Any:
+    """log(sum(exp(x))) = m + log1p(sum_{j≠argmax} exp(x_j - m)), m = max(x) (shift not differentiated)."""
+    return _forms.logsumexp(x, axes)
+
+
+LOGSUMEXP = Rule("logsumexp", op("log", op("reduce_sum", op("exp", x), axes=AXES)), _logsumexp,
+                 **_example(lambda x: jnp.log(jnp.sum(jnp.exp(x)))))
+
+# 2 -------------------------------------------------------------------------------------- softmax
+_EX = op("exp", x, name="ex")
+
+
+def _softmax(x: Any, axes: tuple[int, ...]) -> Any:
+    """exp(x) / sum(exp(x)) = exp(x - m) / sum(exp(x - m)), m = max(x)."""
+    return _forms.softmax(x, axes)
+
+
+SOFTMAX = Rule("softmax", op("div", _EX, op("reduce_sum", _EX, axes=AXES)), _softmax,
+               **_example(lambda x: jnp.exp(x) / jnp.sum(jnp.exp(x))))
+
+
+# 3 ---------------------------------------------------------------------------------- log_softmax
+def _log_softmax(x: Any, axes: tuple[int, ...]) -> Any:
+    """x - log(sum(exp(x))) = log(softmax(x)) = (x - m) - log1p(sum_{j≠argmax} exp(x_j - m))."""
+    return _forms.log_softmax(x, axes)
+
+
+LOG_SOFTMAX = Rule(
+    "log_softmax",
+    any_of(op("sub", x, op("log", op("reduce_sum", op("exp", x), axes=AXES))),
+           op("log", op("div", _EX, op("reduce_sum", _EX, axes=AXES)))),
+    _log_softmax,
+    **_example(lambda x: x - jnp.log(jnp.sum(jnp.exp(x)))),
+)
+
+
+# 4 -------------------------------------------------------------------------------------- softplus
+def _softplus(x: Any) -> Any:
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)) = logaddexp(0, x)."""
+    return jax.nn.softplus(x)
+
+
+SOFTPLUS = Rule("softplus", op("log", op("add", ONE, op("exp", x))), _softplus,
+                **_example(lambda x: jnp.log(1 + jnp.exp(x))))
+
+
+# 5 ----------------------------------------------------------------------------------- log_sigmoid
+def _log_sigmoid(x: Any = None, y: Any = None) -> Any:
+    """log(sigmoid(x)) = log(1/(1+exp(-x))) = -softplus(-x);  log(1 - sigmoid(y)) = -softplus(y)."""
+    return -jax.nn.softplus(-x) if x is not None else -jax.nn.softplus(y)
+
+
+LOG_SIGMOID = Rule(
+    "log_sigmoid",
+    any_of(op("log", op("logistic", x)),
+           op("log", op("div", ONE, op("add", ONE, op("exp", op("neg", x))))),
+           op("log", op("sub", ONE, op("logistic", y)))),
+    _log_sigmoid,
+    **_example(lambda x: jnp.log(1 / (1 + jnp.exp(-x)))),
+)
+
+
+# 6 --------------------------------------------------------------------------------------- sigmoid
+def _sigmoid(x: Any) -> Any:
+    """1/(1 + exp(-x)) = logistic(x) (its gradient is finite where the naive one is inf/inf)."""
+    return jax.nn.sigmoid(x)
+
+
+SIGMOID = Rule("sigmoid", op("div", ONE, op("add", ONE, op("exp", op("neg", x)))), _sigmoid,
+               **_example(lambda x: 1 / (1 + jnp.exp(-x))))
+
+
+# 7 ------------------------------------------------------------------------------------- logaddexp
+def _logaddexp(a: Any, b: Any) -> Any:
+    """log(exp(a) + exp(b)) = max(a, b) + log1p(exp(-|a - b|))."""
+    return jnp.logaddexp(a, b)
+
+
+LOGADDEXP = Rule("logaddexp", op("log", op("add", op("exp", a), op("exp", b))), _logaddexp,
+                 **_example(lambda a, b: jnp.log(jnp.exp(a) + jnp.exp(b)), ((8,), (8,))))
+
+
+# 8 ----------------------------------------------------------------------------------------- log1p
+def _log1p(x: Any = None, y: Any = None) -> Any:
+    """log(1 + x) = log1p(x);  log(1 - y) = log1p(-y)."""
+    return jnp.log1p(x) if x is not None else jnp.log1p(-y)
+
+
+LOG1P = Rule("log1p", any_of(op("log", op("add", ONE, x)), op("log", op("sub", ONE, y))), _log1p,
+             **_example(lambda x: jnp.log(1 + x), domain=(-1.0, 1e30)))
+
+
+# 9 ----------------------------------------------------------------------------------------- expm1
+def _expm1(x: Any = None, y: Any = None) -> Any:
+    """exp(x) - 1 = expm1(x);  1 - exp(y) = -expm1(y)."""
+    return jnp.expm1(x) if x is not None else -jnp.expm1(y)
+
+
+EXPM1 = Rule("expm1", any_of(op("sub", op("exp", x), ONE), op("sub", ONE, op("exp", y))), _expm1,
+             **_example(lambda x: jnp.exp(x) - 1))
+
+
+# 10 --------------------------------------------------------------------------------------- log_exp
+def _log_exp(x: Any) -> Any:
+    """log(exp(x)) = x (exp overflows above log(max); the composition is the identity)."""
+    return x
+
+
+LOG_EXP = Rule("log_exp", op("log", op("exp", x)), _log_exp, **_example(lambda x: jnp.log(jnp.exp(x))))
+
+
+# 11 ----------------------------------------------------------------------------------------- hypot
+def _hypot(x: Any, y: Any) -> Any:
+    """sqrt(x² + y²) = hypot(x, y) = m·sqrt(1 + (n/m)²), m = max(|x|,|y|), n = min(|x|,|y|)."""
+    return _forms.hypot(x, y)
+
+
+HYPOT = Rule("hypot", op("sqrt", op("add", square_of(x), square_of(y))), _hypot,
+             **_example(lambda x, y: jnp.sqrt(x * x + y * y), ((8,), (8,))))
+
+
+# 12 ------------------------------------------------------------------------------------------ norm
+def _norm(x: Any, axes: tuple[int, ...]) -> Any:
+    """sqrt(sum(x²)) = m·sqrt(sum((x/m)²)), m = max|x| (0 for the zero vector)."""
+    return _forms.norm(x, axes)
+
+
+NORM = Rule("norm", op("sqrt", op("reduce_sum", square_of(x), axes=AXES)), _norm,
+            **_example(lambda x: jnp.sqrt(jnp.sum(x * x))))
+
+
+# 13 -------------------------------------------------------------------------------------- variance
+def _mean_of(inner: Any, axes_name: str, n_name: str) -> Any:
+    return op("div", op("reduce_sum", inner, axes=param(axes_name)), const(lambda v: v > 0, name=n_name))
+
+
+_MEAN = _mean_of(x, "axes2", "n2")
+_VARIANCE_PATTERN = op("sub", _mean_of(square_of(x), "axes", "n"), square_of(_MEAN))
+
+
+def _variance_where(m: Match) -> bool:
+    shape = m.aval("x").shape
+    axes = tuple(m.captures["axes"])
+    count = math.prod(shape[i] for i in axes)
+    return (tuple(m.captures["axes2"]) == axes and m.captures["n"] == m.captures["n2"] == float(count))
+
+
+def _variance(x: Any, axes: tuple[int, ...], axes2: Any = None, n: Any = None, n2: Any = None) -> Any:
+    """mean(x²) - mean(x)² = mean(d²) - mean(d)², d = x - mean(x) (corrected two-pass)."""
+    return _forms.variance(x, axes)
+
+
+VARIANCE = Rule("variance", _VARIANCE_PATTERN, _variance, where=_variance_where,
+                **_example(lambda x: jnp.mean(x * x) - jnp.mean(x) ** 2, domain=(-1e15, 1e15)))
+
+
+# 14 ------------------------------------------------------------------------------------------ tanh
+_EP = op("exp", x, name="ep")
+_EN = op("exp", op("neg", x), name="en")
+
+
+def _tanh(x: Any) -> Any:
+    """(exp(x) - exp(-x)) / (exp(x) + exp(-x)) = tanh(x)."""
+    return jnp.tanh(x)
+
+
+TANH = Rule("tanh", op("div", op("sub", _EP, _EN), op("add", _EP, _EN)), _tanh,
+            **_example(lambda x: (jnp.exp(x) - jnp.exp(-x)) / (jnp.exp(x) + jnp.exp(-x))))
+
+
+# 15 --------------------------------------------------------------------------------- one_minus_cos
+def _one_minus_cos(x: Any) -> Any:
+    """1 - cos(x) = 2·sin(x/2)²."""
+    return _forms.one_minus_cos(x)
+
+
+ONE_MINUS_COS = Rule("one_minus_cos", op("sub", ONE, op("cos", x)), _one_minus_cos,
+                     **_example(lambda x: 1 - jnp.cos(x), domain=(-1e4, 1e4)))
+
+# 16 ------------------------------------------------------------------------------- sigmoid_ratio
+_EA = op("exp", a, name="ea")
+
+
+def _sigmoid_ratio(a: Any, b: Any) -> Any:
+    """exp(a) / (exp(a) + exp(b)) = logistic(a - b)."""
+    return jax.nn.sigmoid(a - b)
+
+
+SIGMOID_RATIO = Rule("sigmoid_ratio", op("div", _EA, op("add", _EA, op("exp", b))), _sigmoid_ratio,
+                     **_example(lambda a, b: jnp.exp(a) / (jnp.exp(a) + jnp.exp(b)), ((8,), (8,))))
+
+# 17 ------------------------------------------------------------------------------------ inv_matmul
+_INV = op("jit", A, params={"name": "inv"})
+_MATVEC_DIMS = (((1,), (0,)), ((), ()))
+
+
+def _dims(dn: Any) -> Any:
+    (lc, rc), (lb, rb) = dn
+    return ((tuple(int(i) for i in lc), tuple(int(i) for i in rc)),
+            (tuple(int(i) for i in lb), tuple(int(i) for i in rb)))
+
+
+def _inv_matmul_where(m: Match) -> bool:
+    return (len(m.aval("A").shape) == 2 and _dims(m.captures["dn"]) == _MATVEC_DIMS
+            and len(m.aval("b").shape) in (1, 2))
+
+
+def _inv_matmul(A: Any, b: Any, dn: Any = None) -> Any:
+    """inv(A) @ b = solve(A, b): one LU solve, never forming the inverse (better conditioned)."""
+    return jnp.linalg.solve(A, b)
+
+
+INV_MATMUL = Rule("inv_matmul", op("dot_general", _INV, b, dimension_numbers=param("dn")), _inv_matmul,
+                  where=_inv_matmul_where)
+
+
+# 18 ------------------------------------------------------------------------------ inv_jitter (opt-in)
+def _inv_jitter(A: Any) -> Any:
+    """inv(A) -> inv(A + εI), ε = 8·eps·mean|diag A|. CHANGES THE RESULT on purpose (regularises a
+    nearly singular A); opt-in only, never in ``STABILITY``."""
+    return _forms.inv_jitter(A)
+
+
+INV_JITTER = Rule("inv_jitter", op("jit", A, params={"name": "inv"}), _inv_jitter,
+                  where=lambda m: len(m.aval("A").shape) >= 2)
+
+#: The default catalogue, in the order rules are tried at one root.
+STABILITY: tuple[Rule, ...] = (
+    LOG_SOFTMAX,
+    LOGSUMEXP,
+    SOFTMAX,
+    SIGMOID_RATIO,
+    SOFTPLUS,
+    LOG_SIGMOID,
+    LOGADDEXP,
+    LOG1P,
+    SIGMOID,
+    EXPM1,
+    LOG_EXP,
+    HYPOT,
+    NORM,
+    VARIANCE,
+    TANH,
+    ONE_MINUS_COS,
+    INV_MATMUL,
+)
+
+#: Rules that change results on purpose; never applied unless named.
+OPT_IN: tuple[Rule, ...] = (INV_JITTER,)
