@@ -1,0 +1,116 @@
+"""The error metric of DESIGN.md section 3: bits of error between a float and the exact result, as Herbie.
+
+Error is counted in ulps, on a log scale: the distance between two floats is how many representable
+values lie between them, so it means the same at every magnitude and for every dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._rounding import _format
+
+__all__ = ["error_bits", "ordinals", "summarize"]
+
+
+def ordinals(x: Any) -> np.ndarray:
+    """Maps floats to integers that count representable values: adjacent floats differ by one.
+
+    The map is monotone over the extended reals, -0.0 and +0.0 share ordinal 0, and +-Inf sit one step
+    beyond +-max. NaNs get ordinals beyond the infinities that mean nothing: callers handle NaN first.
+
+    Args:
+      x: an array-like of float16, bfloat16, float32 or float64 (a numpy or JAX array, or a scalar).
+
+    Returns:
+      An int64 array of ``x``'s shape. Every ordinal fits: float64's largest magnitude is below 2**63.
+
+    Raises:
+      ValueError: ``x``'s dtype is not one of the four supported.
+
+    Example:
+      >>> ordinals(np.array([-np.float32(1e-45), -0.0, 0.0, 1e-45], np.float32))
+      array([-1,  0,  0,  1])
+    """
+    arr = np.asarray(x)
+    fmt = _format(arr.dtype)
+    bits = arr.view(fmt.uint)
+    mask = (1 << (fmt.width - 1)) - 1  # all but the sign bit
+    magnitude = (bits & mask).astype(np.int64)
+    return np.where(bits > mask, -magnitude, magnitude)
+
+
+def error_bits(approx: Any, exact: Any) -> np.ndarray:
+    """Bits of error of ``approx`` against ``exact``: ``log2(1 + |ord(approx) - ord(exact)|)``.
+
+    ``exact`` is the true result already rounded to the dtype (see ``round_to_dtype``), so a correctly
+    rounded ``approx`` scores 0 and an adjacent float 1. Special cases, as DESIGN.md section 3:
+
+    - ``exact`` finite, ``approx`` NaN or +-Inf: the dtype's full width (16, 32 or 64 bits).
+    - ``exact`` +-Inf (the true result overflows the dtype): 0 for the same infinity, the full width
+      for anything else.
+    - ``exact`` NaN (the true result is not real: the input is outside the function's domain): NaN.
+      Such samples are not errors; callers discard and count them (``summarize`` does).
+
+    Finite results are clipped to the full width, so it is a true upper bound even for -max vs +max.
+
+    Args:
+      approx: the computed values, an array-like of float16, bfloat16, float32 or float64.
+      exact: the reference values, of the same dtype; broadcast against ``approx`` like numpy does.
+
+    Returns:
+      A float64 array of the broadcast shape.
+
+    Raises:
+      ValueError: the two dtypes differ, or are not among the four supported.
+
+    Example:
+      >>> one = np.float32(1)
+      >>> error_bits(np.array([one, np.nextafter(one, np.float32(2)), np.inf], np.float32), one)
+      array([ 0.,  1., 32.])
+    """
+    a, e = np.asarray(approx), np.asarray(exact)
+    if a.dtype != e.dtype:
+        raise ValueError(f"error_bits needs one dtype, got approx {a.dtype} and exact {e.dtype}")
+    width = float(_format(a.dtype).width)
+    a, e = np.broadcast_arrays(a, e)
+    # Wrapping uint64 arithmetic: the true distance is below 2**64 but -max to +max overflows int64.
+    # The ordinals' two's-complement bits subtract modulo 2**64, so the larger minus the smaller is exact.
+    oa = np.atleast_1d(ordinals(a))
+    oe = np.atleast_1d(ordinals(e))
+    ua, ue = oa.view(np.uint64), oe.view(np.uint64)
+    distance = np.where(oa >= oe, np.subtract(ua, ue), np.subtract(ue, ua)).reshape(a.shape)
+    # Exact up to 2**53; beyond, the float rounding is far below the precision of a count of bits.
+    bits = np.minimum(np.log2(distance.astype(np.float64) + 1.0), width)
+
+    a_finite, e_finite = np.isfinite(a), np.isfinite(e)
+    e_nan, e_inf = np.isnan(e), np.isinf(e)
+    # Against an overflowed truth, a finite value, NaN or the other infinity gets the full width; the
+    # same infinity already scores 0 from the ordinals.
+    wrong_inf = e_inf & (a != e)
+    bits = np.where((e_finite & ~a_finite) | wrong_inf, width, bits)
+    return np.where(e_nan, np.nan, bits)
+
+
+def summarize(bits: Any) -> tuple[float, float, int]:
+    """Max and mean of ``error_bits`` results, leaving out the NaNs of out-of-domain samples.
+
+    Args:
+      bits: an array-like of error bits, as ``error_bits`` returns.
+
+    Returns:
+      ``(max_bits, mean_bits, discarded)``: ``discarded`` counts the NaN entries. With nothing left
+      (all NaN, or empty) max and mean are 0.0: no error was observed.
+
+    Example:
+      >>> summarize([0.0, 2.0, float("nan")])
+      (2.0, 1.0, 1)
+    """
+    arr = np.asarray(bits, dtype=np.float64)
+    nan = np.isnan(arr)
+    kept = arr[~nan]
+    if kept.size == 0:
+        return 0.0, 0.0, int(nan.sum())
+    return float(kept.max()), float(kept.mean()), int(nan.sum())
