@@ -1,0 +1,244 @@
+"""The HTML report: one self-contained file, a section per case with a plot of error against input
+magnitude for both variants, as Herbie's report shows it (people look at a plot rather than read a table).
+
+No external resources (no CDN, no JavaScript): the plots are inline SVG rendered by matplotlib, which is
+imported lazily and is an optional dependency (`pip install 'pytest-jaxstab[html]'`).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ._report_json import jaxstab_version, write_text_atomic
+from ._results import CaseResult, Point, VariantStats, Witness
+
+__all__ = ["write_html"]
+
+_COLOURS = {"original": "#d62728", "rewritten": "#1f77b4"}  # matplotlib's tab:red / tab:blue
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.1em; font-family: monospace; word-break: break-all; }
+section { border-top: 1px solid #ccc; padding-top: .5em; margin-top: 2em; }
+table { border-collapse: collapse; margin: .5em 0; font-size: .9em; }
+th, td { border: 1px solid #ddd; padding: .2em .5em; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.failed { color: #b00; font-weight: bold; } .passed { color: #070; font-weight: bold; }
+pre, code { background: #f6f6f6; } pre { padding: .5em; white-space: pre-wrap; }
+.note { color: #666; font-size: .85em; } .plot svg { max-width: 100%; height: auto; }
+"""
+
+
+def write_html(path: str | os.PathLike[str], cases: Sequence[CaseResult], *, jax_version: str,
+               backends: Sequence[str]) -> None:
+    """Writes the HTML report: one self-contained file (inline CSS and SVG), written atomically.
+
+    Per case: the error figures of both variants, the rewrites that fired, the NaN/Inf origins (primitive,
+    location, the line's text), the timings, the witnesses, and a plot of error bits against log10 of the
+    largest input magnitude of each sample (`CaseResult.points`), one colour per variant.
+
+    Args:
+        path: the file to write; its directory is created if missing.
+        cases: the results to report.
+        jax_version: `jax.__version__` of the run.
+        backends: the JAX backends present.
+
+    Raises:
+        ImportError: matplotlib is not installed; the message says `pip install 'pytest-jaxstab[html]'`.
+
+    Example:
+        >>> write_html("jaxstab.html", results, jax_version=jax.__version__, backends=["cpu"])
+    """
+    _require_matplotlib()  # before any work, so a missing extra fails fast and clearly
+    failed = sum(c.outcome == "failed" for c in cases)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>pytest-jaxstab report</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>pytest-jaxstab report</h1>",
+        f"<p>{len(cases)} cases, {failed} failed &middot; jax {_e(jax_version)} &middot; backends: "
+        f"{_e(', '.join(backends) or '-')} &middot; pytest-jaxstab {_e(jaxstab_version())}</p>",
+        _summary_table(cases),
+    ]
+    parts.extend(_case_section(i, case) for i, case in enumerate(cases))
+    parts.append("</body></html>\n")
+    write_text_atomic(path, "\n".join(parts))
+
+
+def _require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as e:
+        raise ImportError(
+            "the jaxstab HTML report needs matplotlib, which is not installed: "
+            "pip install 'pytest-jaxstab[html]' (or choose --jaxstab-report=term or json:PATH)"
+        ) from e
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _bits(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def _seconds(s: float) -> str:
+    if not math.isfinite(s):
+        return str(s)
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} µs"
+    return f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.3f} s"
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = ()) -> str:
+    """A table; cells are already-escaped HTML; columns in `numeric` align right."""
+    out = ["<table><tr>", *(f"<th>{h}</th>" for h in head), "</tr>"]
+    for row in rows:
+        out.append("<tr>")
+        out.extend(f'<td class="num">{c}</td>' if j in numeric else f"<td>{c}</td>"
+                   for j, c in enumerate(row))
+        out.append("</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _summary_table(cases: Sequence[CaseResult]) -> str:
+    rows = []
+    for i, case in enumerate(cases):
+        rows.append([
+            f'<a href="#case-{i}">{_e(case.nodeid)}</a>', _e(case.dtype),
+            f'<span class="{_e(case.outcome)}">{_e(case.outcome)}</span>',
+            _bits(case.original.max_error_bits), str(case.original.overflows),
+            _bits(case.rewritten.max_error_bits), str(case.rewritten.overflows),
+        ])
+    return _table(["case", "dtype", "outcome", "original max bits", "original overflows",
+                   "rewritten max bits", "rewritten overflows"], rows, numeric=(3, 4, 5, 6))
+
+
+def _stats_row(name: str, stats: VariantStats, judged: bool) -> list[str]:
+    label = _e(name) + (" (judged)" if judged else "")
+    return [label, _bits(stats.max_error_bits), _bits(stats.mean_error_bits), str(stats.overflows),
+            _e(stats.verdict)]
+
+
+def _case_section(index: int, case: CaseResult) -> str:
+    out = [f'<section id="case-{index}">', f"<h2>{_e(case.nodeid)}</h2>",
+           f'<p><span class="{_e(case.outcome)}">{_e(case.outcome)}</span> &middot; dtype {_e(case.dtype)}'
+           f" &middot; {case.samples} samples ({case.discarded} outside the domain, {case.uncertain} "
+           f"uncertain) &middot; tolerance {case.tolerance_bits:g} bits</p>"]
+    out.append(_table(
+        ["variant", "max error (bits)", "mean error (bits)", "overflows", "verdict"],
+        [_stats_row("original", case.original, case.judged != "rewritten"),
+         _stats_row("rewritten", case.rewritten, case.judged == "rewritten")],
+        numeric=(1, 2, 3),
+    ))
+    if case.message:
+        out.append(f"<pre>{_e(case.message)}</pre>")
+    out.append("<h3>Error against input magnitude</h3>")
+    out.append(_plot_svg(case, index))
+    out.append("<h3>Rewrites</h3>")
+    if case.rewrites:
+        out.append(_table(["rule", "location"],
+                          [[_e(r.rule), f"<code>{_e(r.location or '?')}</code>"] for r in case.rewrites]))
+    else:
+        out.append('<p class="note">no rule fired</p>')
+    out.append("<h3>NaN/Inf origins</h3>")
+    if case.nan_origins:
+        out.append(_table(
+            ["variant", "primitive", "location", "kind", "line", "path"],
+            [[_e(n.variant), f"<code>{_e(n.primitive)}</code>", f"<code>{_e(n.location or '?')}</code>",
+              _e(n.kind), f"<code>{_e(n.line_text)}</code>", _e(n.path)] for n in case.nan_origins],
+        ))
+    else:
+        out.append('<p class="note">no non-finite result</p>')
+    out.append("<h3>Timing (jitted)</h3>")
+    if case.timing:
+        out.append(_table(
+            ["backend", "original", "rewritten", "rewritten / original"],
+            [[_e(t.backend), _seconds(t.original_s), _seconds(t.rewritten_s), f"{t.ratio:.2f}x"]
+             for t in case.timing],
+            numeric=(1, 2, 3),
+        ))
+    else:
+        out.append('<p class="note">not timed</p>')
+    if case.witnesses:
+        out.append("<h3>Witnesses (worst inputs found)</h3>")
+        out.append(_table(["variant", "error (bits)", "overflow", "arguments"],
+                          [_witness_row(w) for w in case.witnesses], numeric=(1,)))
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _witness_row(w: Witness) -> list[str]:
+    args = ", ".join(np.array2string(np.asarray(a).astype(np.float64), threshold=8, precision=9)
+                     if np.asarray(a).ndim else repr(float(a)) for a in w.args)
+    if len(args) > 300:
+        args = args[:299] + "…"
+    return [_e(w.variant), _bits(w.error_bits), "yes" if w.overflow else "no", f"<code>{_e(args)}</code>"]
+
+
+# --- the plot ----------------------------------------------------------------------------------------
+
+
+def _log_magnitudes(points: Sequence[Point]) -> tuple[np.ndarray, str]:
+    """x coordinates: log10 of each sample's largest input magnitude (`Point.magnitude` is |x|, not its
+    log). Zero (no log) is drawn one decade left of the smallest, infinity one decade right of the
+    largest, so every sample is on the plot; the returned note says so when it happens."""
+    m = np.abs(np.array([p.magnitude for p in points], dtype=np.float64))
+    finite = np.isfinite(m) & (m > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log10(m)
+    lo = float(logs[finite].min()) if finite.any() else 0.0
+    hi = float(logs[finite].max()) if finite.any() else 0.0
+    logs = np.where(m == 0, lo - 1.0, logs)
+    logs = np.where(np.isinf(m), hi + 1.0, logs)
+    notes = []
+    if (m == 0).any():
+        notes.append("inputs of magnitude 0 are drawn at the left edge")
+    if np.isinf(m).any():
+        notes.append("infinite inputs at the right edge")
+    return logs, "; ".join(notes)
+
+
+def _plot_svg(case: CaseResult, index: int) -> str:
+    if not case.points:
+        return '<p class="note">no samples to plot</p>'
+    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: no global figure state, no GUI backend
+
+    logs, note = _log_magnitudes(case.points)
+    keep = ~np.isnan(logs)
+    fig = Figure(figsize=(7.0, 3.2))
+    ax = fig.subplots()
+    for variant in ("original", "rewritten"):
+        bits = np.array([getattr(p, f"{variant}_bits") for p in case.points], dtype=np.float64)
+        ax.scatter(logs[keep], bits[keep], s=12, alpha=0.6, color=_COLOURS[variant], label=variant,
+                   edgecolors="none")
+    ax.axhline(case.tolerance_bits, color="#888", linestyle="--", linewidth=1, label="tolerance")
+    ax.set_xlabel("log10 |x| (largest input magnitude of the sample)")
+    ax.set_ylabel("error (bits)")
+    ax.set_ylim(bottom=-0.5)  # markers at 0 bits (the common case) stay whole
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    buffer = io.StringIO()
+    # Text stays text (smaller, searchable); a salt per plot keeps SVG ids unique within the page.
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"jaxstab-case-{index}"}):
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+    svg = buffer.getvalue()
+    # Inline SVG needs neither the XML prolog nor the DOCTYPE (which names a remote DTD), nor the RDF
+    # metadata (remote vocabulary URIs): keep only the <svg> element itself.
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.DOTALL)
+    caption = f'<p class="note">{_e(note)}</p>' if note else ""
+    return f'<div class="plot">{svg}</div>{caption}'

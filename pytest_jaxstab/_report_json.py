@@ -1,0 +1,250 @@
+"""The JSON report (DESIGN.md section 5, schema version 1): build it, validate it, write it atomically.
+
+Pure Python over :class:`~pytest_jaxstab._results.CaseResult`; the plugin calls it at the end of the
+session. `write_text_atomic` is shared with the HTML report and the baseline store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import stat
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._results import CaseResult
+
+__all__ = ["REPORT_VERSION", "build_report", "validate_report", "write_json", "write_text_atomic"]
+
+#: The schema version this module writes and validates.
+REPORT_VERSION = 1
+
+_OUTCOMES = ("passed", "failed")
+_VERDICTS = ("pass", "fail")
+_VARIANTS = ("original", "rewritten")
+
+
+def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Sequence[str]) -> dict[str, Any]:
+    """Builds the JSON report of a session: DESIGN.md's schema version 1.
+
+    Args:
+        cases: the results of every checked case, in the order they should appear.
+        jax_version: `jax.__version__` of the run.
+        backends: the JAX backends present (`"cpu"`, `"gpu"`, ...), the ones timings refer to.
+
+    Returns:
+        `{"version": 1, "jax_version", "backends", "cases": [CaseResult.to_json(), ...]}`, plus the
+        extra key `"jaxstab_version"`; plain JSON types only.
+
+    Example:
+        >>> report = build_report(results, jax_version=jax.__version__, backends=["cpu"])
+        >>> write_json("jaxstab.json", report)
+    """
+    return {
+        "version": REPORT_VERSION,
+        "jax_version": str(jax_version),
+        "backends": [str(b) for b in backends],
+        "cases": [case.to_json() for case in cases],
+        # extra key (allowed by the schema): which pytest-jaxstab wrote the file.
+        "jaxstab_version": jaxstab_version(),
+    }
+
+
+def write_json(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
+    """Writes a report as JSON, atomically: readers see the old file or the new one, never half of one.
+
+    Args:
+        path: the file to write; its directory is created if missing.
+        report: what :func:`build_report` returned.
+
+    Example:
+        >>> write_json("reports/jaxstab.json", build_report(results, jax_version="0.12.0", backends=["cpu"]))
+    """
+    # Serialise before touching the disk so an unserialisable value leaves no trace. NaN/Infinity are
+    # allowed (as pytest-benchmark's JSON does): a timing ratio may be infinite, and Python reads them back.
+    text = json.dumps(report, indent=2) + "\n"
+    write_text_atomic(path, text)
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Replaces `path` by `text` atomically: a temporary file in the same directory, fsync, `os.replace`.
+
+    On any failure the temporary file is removed and `path` keeps its old content. A new file gets mode
+    0644, an existing one keeps its mode.
+
+    Args:
+        path: the file to write; missing parent directories are created.
+        text: the whole new content (written as UTF-8 with `\\n` line ends).
+
+    Example:
+        >>> write_text_atomic(".jaxstab/baseline.json", "{}\\n")
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Same directory as the target so os.replace is a rename within one file system (atomic).
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        # mkstemp creates 0600 files; reports and baselines are shared (committed, uploaded as artifacts).
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        except FileNotFoundError:
+            mode = 0o644
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(target.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable on POSIX; not possible (nor needed) on Windows.
+    if os.name != "posix":
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def jaxstab_version() -> str:
+    """The installed pytest-jaxstab's version, or `"0+unknown"` when running from a source tree."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("pytest-jaxstab")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+# --- validation --------------------------------------------------------------------------------------
+
+
+def validate_report(d: Any) -> None:
+    """Checks that `d` follows DESIGN.md's JSON report schema, version 1. Extra keys are allowed.
+
+    Args:
+        d: a decoded JSON report.
+
+    Raises:
+        ValueError: naming the first problem by its key path, e.g.
+            `"jaxstab report: cases[2].original.overflows: expected a non-negative integer, got -1"`.
+
+    Example:
+        >>> validate_report(json.loads(Path("jaxstab.json").read_text()))
+    """
+    _require_mapping(d, "report")
+    version = _key(d, "version", "report")
+    if version != REPORT_VERSION or isinstance(version, bool):
+        _fail("version", f"expected {REPORT_VERSION}, got {version!r}")
+    _require_str(_key(d, "jax_version", "report"), "jax_version")
+    backends = _key(d, "backends", "report")
+    _require_list(backends, "backends")
+    for i, backend in enumerate(backends):
+        _require_str(backend, f"backends[{i}]")
+    cases = _key(d, "cases", "report")
+    _require_list(cases, "cases")
+    for i, case in enumerate(cases):
+        _validate_case(case, f"cases[{i}]")
+
+
+def _validate_case(case: Any, where: str) -> None:
+    _require_mapping(case, where)
+    _require_str(_key(case, "nodeid", where), f"{where}.nodeid")
+    _require_str(_key(case, "dtype", where), f"{where}.dtype")
+    for count in ("samples", "discarded", "uncertain"):
+        _require_count(_key(case, count, where), f"{where}.{count}")
+    _require_choice(_key(case, "outcome", where), _OUTCOMES, f"{where}.outcome")
+    for variant in _VARIANTS:
+        _validate_stats(_key(case, variant, where), f"{where}.{variant}")
+    rewrites = _key(case, "rewrites", where)
+    _require_list(rewrites, f"{where}.rewrites")
+    for j, rewrite in enumerate(rewrites):
+        at = f"{where}.rewrites[{j}]"
+        _require_mapping(rewrite, at)
+        _require_str(_key(rewrite, "rule", at), f"{at}.rule")
+        _require_optional_str(_key(rewrite, "location", at), f"{at}.location")
+    origins = _key(case, "nan_origins", where)
+    _require_list(origins, f"{where}.nan_origins")
+    for j, origin in enumerate(origins):
+        at = f"{where}.nan_origins[{j}]"
+        _require_mapping(origin, at)
+        _require_choice(_key(origin, "variant", at), _VARIANTS, f"{at}.variant")
+        _require_str(_key(origin, "primitive", at), f"{at}.primitive")
+        _require_optional_str(_key(origin, "location", at), f"{at}.location")
+    timing = _key(case, "timing", where)
+    _require_list(timing, f"{where}.timing")
+    for j, record in enumerate(timing):
+        at = f"{where}.timing[{j}]"
+        _require_mapping(record, at)
+        _require_str(_key(record, "backend", at), f"{at}.backend")
+        for figure in ("original_s", "rewritten_s", "ratio"):
+            _require_number(_key(record, figure, at), f"{at}.{figure}")
+
+
+def _validate_stats(stats: Any, where: str) -> None:
+    _require_mapping(stats, where)
+    for figure in ("max_error_bits", "mean_error_bits"):
+        value = _key(stats, figure, where)
+        _require_number(value, f"{where}.{figure}")
+        if not (0.0 <= value < math.inf):  # NaN fails this too
+            _fail(f"{where}.{figure}", f"expected a finite number of bits >= 0, got {value!r}")
+    _require_count(_key(stats, "overflows", where), f"{where}.overflows")
+    _require_choice(_key(stats, "verdict", where), _VERDICTS, f"{where}.verdict")
+
+
+def _fail(where: str, problem: str) -> None:
+    raise ValueError(f"jaxstab report: {where}: {problem}")
+
+
+def _key(d: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in d:
+        _fail(f"{where}.{key}" if where != "report" else key, "missing key")
+    return d[key]
+
+
+def _require_mapping(value: Any, where: str) -> None:
+    if not isinstance(value, Mapping):
+        _fail(where, f"expected an object, got {type(value).__name__}")
+
+
+def _require_list(value: Any, where: str) -> None:
+    if not isinstance(value, list):
+        _fail(where, f"expected a list, got {type(value).__name__}")
+
+
+def _require_str(value: Any, where: str) -> None:
+    if not isinstance(value, str):
+        _fail(where, f"expected a string, got {value!r}")
+
+
+def _require_optional_str(value: Any, where: str) -> None:
+    if value is not None and not isinstance(value, str):
+        _fail(where, f"expected a string or null, got {value!r}")
+
+
+def _require_number(value: Any, where: str) -> None:
+    # bool is an int subclass; True is not a number of bits.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        _fail(where, f"expected a number, got {value!r}")
+
+
+def _require_count(value: Any, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        _fail(where, f"expected a non-negative integer, got {value!r}")
+
+
+def _require_choice(value: Any, choices: Sequence[str], where: str) -> None:
+    if value not in choices or not isinstance(value, str):
+        _fail(where, f"expected one of {', '.join(map(repr, choices))}, got {value!r}")

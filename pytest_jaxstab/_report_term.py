@@ -1,0 +1,186 @@
+"""The terminal report: the "jaxstab" table (one row per case) and the baseline comparison summary.
+
+Pure text over :class:`~pytest_jaxstab._results.CaseResult`; the plugin prints it in
+`pytest_terminal_summary` under its own section, as Hypothesis prints its statistics.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ._results import CaseResult, VariantStats
+
+if TYPE_CHECKING:
+    from ._baseline import CaseComparison, Comparison
+
+__all__ = ["format_baseline_summary", "format_table"]
+
+ELLIPSIS = "…"
+
+# (title, width, right-aligned). Widths add up to ~150 characters with one timed backend.
+_CASE_W = 32
+_RULES_W = 24
+_NAN_W = 22
+_FIG_TITLES = (("max", 5), ("mean", 5), ("ovf", 5))
+
+
+def format_table(cases: Sequence[CaseResult], backends: Sequence[str]) -> str:
+    """Formats the "jaxstab" terminal table: one row per case, fixed-width columns.
+
+    Columns: case (nodeid without its directories), dtype, samples, max/mean error bits and overflows of
+    the function as written and of the rewritten one, the rules that fired, where the judged variant's
+    first NaN/Inf was born (`primitive @ file:line`), and the jitted time ratio rewritten/original per
+    backend (`cpu 0.98x`, `-` when not timed). Long cells are cut with an ellipsis.
+
+    Args:
+        cases: the results to show, in order.
+        backends: the backends to give a timing column, e.g. `["cpu", "gpu"]`.
+
+    Returns:
+        The table as lines joined by newlines (no trailing newline), header first, a legend last.
+
+    Example:
+        >>> print(format_table(results, ["cpu"]))
+    """
+    if not cases:
+        return "jaxstab: no cases checked"
+    sep = "  "
+    fig_w = sum(w for _, w in _FIG_TITLES) + len(_FIG_TITLES) - 1
+    time_cells = [(b, len(b) + 7) for b in backends]  # "cpu 12.34x"
+    time_w = max(len("time"), sum(w for _, w in time_cells) + max(len(time_cells) - 1, 0))
+    group = sep.join([" " * (_CASE_W + 2 + 8 + 2 + 7), _center("original", fig_w),
+                      _center("rewritten", fig_w)]).rstrip()
+    figures_title = " ".join(t.rjust(w) for t, w in _FIG_TITLES)
+    header = sep.join([_left("case", _CASE_W), _left("dtype", 8), _right("samples", 7), figures_title,
+                       figures_title, _left("rules fired", _RULES_W), _left("NaN origin", _NAN_W),
+                       _left("time", time_w)]).rstrip()
+    lines = [group, header, "-" * len(header)]
+    for case in cases:
+        cells = [
+            _left(_short_nodeid(case.nodeid, _CASE_W), _CASE_W),
+            _left(case.dtype, 8),
+            _right(str(case.samples), 7),
+            _figures(case.original),
+            _figures(case.rewritten),
+            _left(_rules(case), _RULES_W),
+            _left(_nan_origin(case), _NAN_W),
+            " ".join(_left(_timing(case, b), w) for b, w in time_cells) or "-",
+        ]
+        lines.append(sep.join(cells).rstrip())
+    lines[2] = "-" * max(len(line) for line in lines[1:])
+    lines.append("max/mean: error in bits against the exact result over all samples; ovf: non-finite results "
+                 "where the exact one is finite")
+    lines.append("time: jitted time of the rewritten function / the original one, per backend")
+    return "\n".join(lines)
+
+
+def _fit(text: str, width: int) -> str:
+    # Cut at the end with an ellipsis; never wider than `width`.
+    return text if len(text) <= width else text[: max(width - 1, 0)] + ELLIPSIS
+
+
+def _left(text: str, width: int) -> str:
+    return _fit(text, width).ljust(width)
+
+
+def _right(text: str, width: int) -> str:
+    return _fit(text, width).rjust(width)
+
+
+def _center(text: str, width: int) -> str:
+    return _fit(text, width).center(width)
+
+
+def _short_nodeid(nodeid: str, width: int) -> str:
+    """Drops the test file's directories, then if still too long the file itself; then cuts the middle,
+    so that the end of the test's name (its parametrization) stays visible."""
+    file, sep, rest = nodeid.partition("::")
+    short = re.split(r"[/\\]", file)[-1] + sep + rest
+    if len(short) <= width:
+        return short
+    if rest:
+        short = rest
+        if len(short) <= width:
+            return short
+    head = (width - 1) * 2 // 3
+    tail = width - 1 - head
+    return short[:head] + ELLIPSIS + (short[-tail:] if tail else "")
+
+
+def _figures(stats: VariantStats) -> str:
+    values = (f"{stats.max_error_bits:.1f}", f"{stats.mean_error_bits:.2f}", str(stats.overflows))
+    return " ".join(_right(v, w) for v, (_, w) in zip(values, _FIG_TITLES))
+
+
+def _rules(case: CaseResult) -> str:
+    names = list(dict.fromkeys(r.rule for r in case.rewrites))  # dedup, first-fired order
+    return ", ".join(names) or "-"
+
+
+def _short_location(location: str | None) -> str:
+    if not location:
+        return "?"
+    return re.split(r"[/\\]", location)[-1]
+
+
+def _nan_origin(case: CaseResult) -> str:
+    origin = next((o for o in case.nan_origins if o.variant == case.judged), None)
+    if origin is None:
+        return "-"
+    return f"{origin.primitive} @ {_short_location(origin.location)}"
+
+
+def _ratio(ratio: float) -> str:
+    if ratio != ratio or ratio in (float("inf"), float("-inf")):  # NaN or infinite
+        return "?"
+    return f"{ratio:.2f}x" if ratio < 100 else f"{ratio:.0f}x"
+
+
+def _timing(case: CaseResult, backend: str) -> str:
+    record = next((t for t in case.timing if t.backend == backend), None)
+    return f"{backend} {_ratio(record.ratio) if record is not None else '-'}"
+
+
+# --- baseline comparison -----------------------------------------------------------------------------
+
+_SECTIONS = (
+    ("regressed", "regressions (these fail the run)"),
+    ("known", "known instabilities (not worse than the baseline)"),
+    ("improved", "improved (save the baseline to lock the gains in)"),
+    ("new", "new cases (not in the baseline)"),
+)
+
+
+def format_baseline_summary(comparison: Comparison) -> str:
+    """Formats the outcome of `compare` for the terminal: regressions first, then known instabilities,
+    improvements, new cases and stale entries (baseline entries whose test is gone).
+
+    Args:
+        comparison: what `pytest_jaxstab._baseline.compare` returned.
+
+    Returns:
+        Lines joined by newlines, no trailing newline; the first line counts each status.
+
+    Example:
+        >>> print(format_baseline_summary(compare(results, baseline, checks, collected_nodeids=ids)))
+    """
+    counts = [f"{len(comparison.regressions)} regressed", f"{len(comparison.known)} known",
+              f"{len(comparison.improved)} improved", f"{len(comparison.unchanged)} unchanged",
+              f"{len(comparison.new)} new", f"{len(comparison.stale)} stale"]
+    margins = ", ".join(str(c) for c in comparison.checks)
+    lines = [f"jaxstab baseline: {', '.join(counts)} (compare-fail {margins})"]
+    by_status: dict[str, list[CaseComparison]] = {}
+    for case in comparison.cases:
+        by_status.setdefault(case.status, []).append(case)
+    for status, title in _SECTIONS:
+        entries = by_status.get(status, [])
+        if entries:
+            lines.append(f"{title}:")
+            lines.extend(f"  {c.message}" for c in entries)
+    if comparison.stale:
+        lines.append("stale entries (their test is gone; re-save the baseline with "
+                     "--jaxstab-save-baseline to drop them):")
+        lines.extend(f"  {nodeid}" for nodeid in comparison.stale)
+    return "\n".join(lines)
