@@ -50,7 +50,7 @@ Literal = jex.Literal
 Tracer = _core.Tracer
 
 #: Primitives that call a closed sub-jaxpr once, with the same inputs and outputs as the equation.
-CALL_PRIMITIVES = frozenset({"jit", "pjit", "closed_call", "core_call", "remat", "checkpoint"})
+CALL_PRIMITIVES = frozenset({"jit", "pjit", "closed_call", "core_call", "remat", "remat2", "checkpoint"})
 #: Primitives whose primal body is a sub-jaxpr and whose derivative is a user rule.
 CUSTOM_PRIMITIVES = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"})
 
