@@ -1,0 +1,18 @@
+"""Hypothesis strategies over extreme magnitudes: the fuzzer's eyes.
+
+`floats` draws scalars of float16, bfloat16, float32 or float64 uniformly over the binades inside a
+domain (as Herbie samples bit patterns), and with extra weight the values where numerics break; `arrays`
+adds whole-array shapes of trouble; `arguments` draws the arguments of one function together, with
+related pairs such as (x, x) and (x, nextafter(x)). All shrink towards small, simple magnitudes and end
+at the float where a failure starts. `Domain` states an input domain; `target_error` steers Hypothesis
+towards the worst error. `dtype_info` gives the facts about each dtype the rest of the package uses.
+"""
+
+from ._arrays import arguments as arguments
+from ._arrays import arrays as arrays
+from ._domain import Domain as Domain
+from ._dtypes import FLOAT_DTYPE_NAMES as FLOAT_DTYPE_NAMES
+from ._dtypes import DtypeInfo as DtypeInfo
+from ._dtypes import dtype_info as dtype_info
+from ._floats import floats as floats
+from ._targeting import target_error as target_error

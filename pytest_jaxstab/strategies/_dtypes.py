@@ -1,0 +1,191 @@
+"""Facts about the floating-point dtypes pytest-jaxstab fuzzes: float16, bfloat16, float32, float64.
+
+This module depends on numpy and ml_dtypes only (ml_dtypes ships with jax and provides bfloat16), so the
+oracle, the metrics and the plugin can import it without pulling in Hypothesis or jax.
+
+Ordinals (DESIGN.md section 3) map the finite floats of a dtype to consecutive integers, monotonically,
+with -0 and +0 both mapped to 0: `from_ordinal(to_ordinal(x) + 1)` is the next float above `x`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "FLOAT_DTYPE_NAMES",
+    "DtypeInfo",
+    "dtype_info",
+    "from_ordinal",
+    "resolve_dtype",
+    "to_ordinal",
+]
+
+#: The dtype names accepted everywhere a dtype is expected, narrowest first.
+FLOAT_DTYPE_NAMES: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
+
+_DTYPES: dict[str, np.dtype[Any]] = {
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
+}
+_UINTS: dict[int, np.dtype[Any]] = {16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
+
+
+def resolve_dtype(dtype: Any) -> np.dtype[Any]:
+    """Resolves a dtype given by name, numpy dtype or scalar type (jax's `jnp.float32` too) to a numpy dtype.
+
+    Args:
+        dtype: one of "float16", "bfloat16", "float32", "float64", or anything `numpy.dtype` maps to one of
+            them (`np.float32`, `np.dtype("float16")`, `ml_dtypes.bfloat16`, `jnp.bfloat16`, ...).
+
+    Returns:
+        The numpy dtype; bfloat16 is `ml_dtypes.bfloat16`'s.
+
+    Raises:
+        ValueError: naming `dtype` and the allowed dtypes, for anything else (None, integer or complex
+            dtypes, float8 types, unknown names).
+
+    Example:
+        >>> resolve_dtype("bfloat16")
+        dtype(bfloat16)
+    """
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return _DTYPES[dtype]
+    resolved: np.dtype[Any] | None = None
+    # np.dtype(None) is float64: a missing dtype must not silently mean float64.
+    if dtype is not None:
+        try:
+            resolved = np.dtype(dtype)
+        except (TypeError, ValueError):
+            resolved = None
+    if resolved is None or resolved not in _DTYPES.values():
+        raise ValueError(f"unsupported dtype {dtype!r}: expected one of {', '.join(FLOAT_DTYPE_NAMES)}")
+    return resolved
+
+
+@dataclasses.dataclass(frozen=True)
+class DtypeInfo:
+    """What the fuzzer and the error metric need to know about one floating-point dtype.
+
+    Float-valued fields are numpy scalars of the dtype itself, hence exact.
+
+    Attributes:
+        name: "float16", "bfloat16", "float32" or "float64".
+        dtype: the numpy dtype.
+        bits: total width in bits (16, 32 or 64).
+        mantissa_bits: stored fraction bits, without the implicit leading one (10, 7, 23, 52).
+        exponent_bits: exponent field width (5, 8, 8, 11).
+        min_exponent: exponent of the smallest normal number: `tiny == 2.0**min_exponent`.
+        max_exponent: exponent of the largest binade: `max < 2.0**(max_exponent + 1)`.
+        max: the largest finite value.
+        tiny: the smallest positive normal value.
+        smallest_subnormal: the smallest positive value.
+        eps: the distance from 1.0 to the next larger value.
+        uint_dtype: the unsigned integer dtype of the same width, for viewing bit patterns.
+        max_ordinal: `to_ordinal(max)`; finite values have ordinals in [-max_ordinal, max_ordinal].
+    """
+
+    name: str
+    dtype: np.dtype[Any]
+    bits: int
+    mantissa_bits: int
+    exponent_bits: int
+    min_exponent: int
+    max_exponent: int
+    max: np.floating[Any]
+    tiny: np.floating[Any]
+    smallest_subnormal: np.floating[Any]
+    eps: np.floating[Any]
+    uint_dtype: np.dtype[Any]
+    max_ordinal: int
+
+    @property
+    def exponent_bias(self) -> int:
+        """The bias of the stored exponent field: a normal value's exponent is `field - exponent_bias`."""
+        return (1 << (self.exponent_bits - 1)) - 1
+
+    @property
+    def sign_mask(self) -> int:
+        """The sign bit of a bit pattern, as a Python int."""
+        return 1 << (self.bits - 1)
+
+
+def _make_info(name: str) -> DtypeInfo:
+    dtype = _DTYPES[name]
+    finfo = ml_dtypes.finfo(dtype)
+    bits = int(finfo.bits)
+    scalar = dtype.type
+    max_value = scalar(finfo.max)
+    max_ordinal = int(np.asarray(max_value, dtype=dtype).view(_UINTS[bits]))
+    return DtypeInfo(
+        name=name,
+        dtype=dtype,
+        bits=bits,
+        mantissa_bits=int(finfo.nmant),
+        exponent_bits=int(finfo.nexp),
+        min_exponent=int(finfo.minexp),
+        max_exponent=int(finfo.maxexp) - 1,
+        max=max_value,
+        tiny=scalar(finfo.tiny),
+        smallest_subnormal=scalar(finfo.smallest_subnormal),
+        eps=scalar(finfo.eps),
+        uint_dtype=_UINTS[bits],
+        max_ordinal=max_ordinal,
+    )
+
+
+_INFOS: dict[str, DtypeInfo] = {name: _make_info(name) for name in FLOAT_DTYPE_NAMES}
+
+
+def dtype_info(dtype: Any) -> DtypeInfo:
+    """Returns the `DtypeInfo` of a dtype given in any form `resolve_dtype` accepts.
+
+    Raises:
+        ValueError: for a dtype that is not one of float16, bfloat16, float32, float64.
+
+    Example:
+        >>> dtype_info("float32").mantissa_bits
+        23
+    """
+    return _INFOS[resolve_dtype(dtype).name]
+
+
+def to_ordinal(values: npt.ArrayLike, dtype: Any) -> np.ndarray:
+    """Maps values of `dtype` to their ordinals (int64): monotone, consecutive, -0 and +0 both 0.
+
+    Values are first converted to `dtype` (rounding to nearest). NaN has no meaningful ordinal: its
+    result is unspecified; infinities map to `±(max_ordinal + 1)`.
+
+    Example:
+        >>> int(to_ordinal(np.float32(1.0), "float32") - to_ordinal(np.float32(0.0), "float32"))
+        1065353216
+    """
+    info = dtype_info(dtype)
+    arr = np.asarray(values).astype(info.dtype)
+    raw = arr.view(info.uint_dtype)
+    magnitude = (raw & np.asarray(info.sign_mask - 1, dtype=info.uint_dtype)).astype(np.int64)
+    negative = (raw & np.asarray(info.sign_mask, dtype=info.uint_dtype)) != 0
+    return np.where(negative, -magnitude, magnitude)
+
+
+def from_ordinal(ordinals: npt.ArrayLike, dtype: Any) -> np.ndarray:
+    """Inverse of `to_ordinal`: the values of `dtype` with the given ordinals (0 maps to +0.0).
+
+    Ordinals outside `[-max_ordinal - 1, max_ordinal + 1]` are clipped there, i.e. become ±inf.
+
+    Example:
+        >>> float(from_ordinal(to_ordinal(np.float32(1.0), "float32") + 1, "float32")) == 1 + 2.0**-23
+        True
+    """
+    info = dtype_info(dtype)
+    limit = info.max_ordinal + 1
+    ords = np.clip(np.asarray(ordinals, dtype=np.int64), -limit, limit)
+    magnitude = np.abs(ords).astype(info.uint_dtype)
+    sign = np.where(ords < 0, np.asarray(info.sign_mask, dtype=info.uint_dtype), info.uint_dtype.type(0))
+    return np.asarray(magnitude | sign, dtype=info.uint_dtype).view(info.dtype)
