@@ -9,6 +9,7 @@ consumer sees. Glue equations JAX inserts (same-dtype ``convert_element_type``, 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -63,12 +64,27 @@ class Graph:
 
 @dataclasses.dataclass
 class Match:
-    """A successful match: captures for the replacement and the equations it replaces."""
+    """A successful match: captures for the replacement and the equations it replaces.
+
+    Pattern matches fill the first four fields only. Two optional fields serve structural rules
+    (``Rule(matcher=...)``) whose region has several results, e.g. ``reduce_into_scan``, which
+    replaces a ``scan`` whose carry and other outputs stay in use:
+
+    - ``extra_outputs``: outvars of swallowed equations (other than the root's) that stay in use
+      outside the match. The replacement then returns ``(root_value, [value per extra output])``
+      in this order; each value must have the variable's shape (its dtype is cast).
+    - ``at``: the index of the equation after which the replacement runs (default: at the root).
+      A matcher sets it when the replacement's results are needed before the root: it must be no
+      earlier than the producer of every operand the swallowed equations read from outside, and
+      every outside use of the root's and the extra outputs must come after it.
+    """
 
     root: int
     captures: dict[str, Any]  # name -> operand atom (Var captures) or value (Param/Const)
     atoms: dict[str, Any]  # name -> atom, for Var captures (avals for predicates)
     swallowed: set[int]
+    extra_outputs: tuple[Any, ...] = ()
+    at: int | None = None
 
     def aval(self, name: str) -> Any:
         """The abstract value (``.shape``, ``.dtype``) of a captured operand."""
@@ -128,11 +144,15 @@ def _scalar_value(g: Graph, atom: Any, state: _State) -> float | None:
         return float(flat[0])
 
 
-def match_atom(g: Graph, pat: Pattern, atom: Any, state: _State) -> Iterator[_State]:
-    """All ways ``pat`` matches the value ``atom`` (each a new state)."""
+def match_atom(g: Graph, pat: Pattern, atom: Any, state: _State, *,
+               into_reduction: bool = False) -> Iterator[_State]:
+    """All ways ``pat`` matches the value ``atom`` (each a new state).
+
+    ``into_reduction``: ``atom`` is the operand of a reduction, so glue may not change its shape.
+    """
     if isinstance(pat, AnyOf):
         for alt in pat.alternatives:
-            yield from match_atom(g, alt, atom, state)
+            yield from match_atom(g, alt, atom, state, into_reduction=into_reduction)
         return
     if isinstance(pat, Var):
         if pat.where is not None and not pat.where(_compat.aval(atom)):
@@ -165,15 +185,18 @@ def match_atom(g: Graph, pat: Pattern, atom: Any, state: _State) -> Iterator[_St
     st = state.copy()
     st.edges[atom] += 1
     cur = atom
+    chain: list[Any] = []  # the glue equations seen through, consumer first
     while True:  # see through glue down to the equation the pattern names
         prod = g.producer_eqn(cur)
         if key in st.shared:  # second use of a shared sub-term: the same (or an identical) equation
             if cur is st.shared[key]:
-                yield st
+                if _glue_ok(g, cur, chain, into_reduction):
+                    yield st
                 return
             dups: list[int] = []
             if prod is not None and _compat.primitive_name(prod[1]) in pat.prim and _equivalent(
-                    g, st.shared[key], cur, 4, dups) and not any(j in g.claimed for j in dups):
+                    g, st.shared[key], cur, 4, dups) and not any(j in g.claimed for j in dups) \
+                    and _glue_ok(g, cur, chain, into_reduction):
                 for j in dups:
                     st.swallowed.add(j)
                     for v in g.eqns[j].invars:
@@ -191,10 +214,13 @@ def match_atom(g: Graph, pat: Pattern, atom: Any, state: _State) -> Iterator[_St
         if not (pat.glue and g.is_glue(eqn)):
             return
         st.swallowed.add(i)
+        chain.append(eqn)
         cur = eqn.invars[0]
         if _compat.is_literal(cur):
             return
         st.edges[cur] += 1
+    if not _glue_ok(g, cur, chain, into_reduction):
+        return
     for st2 in _match_eqn(g, pat, i, eqn, st):
         st2.shared[key] = cur
         if pat.name is not None:
@@ -255,16 +281,18 @@ def _match_eqn(g: Graph, pat: Op, i: int, eqn: Any, state: _State) -> Iterator[_
     orders = [list(eqn.invars)]
     if _compat.primitive_name(eqn) in COMMUTATIVE and len(eqn.invars) == 2:
         orders.append(list(reversed(eqn.invars)))
+    reduces = _reduction_axes(eqn) is not None
     for operands in orders:
-        yield from _match_args(g, pat.args, operands, st)
+        yield from _match_args(g, pat.args, operands, st, reduces)
 
 
-def _match_args(g: Graph, pats: tuple[Pattern, ...], atoms: list[Any], state: _State) -> Iterator[_State]:
+def _match_args(g: Graph, pats: tuple[Pattern, ...], atoms: list[Any], state: _State,
+                into_reduction: bool = False) -> Iterator[_State]:
     if not pats:
         yield state
         return
-    for st in match_atom(g, pats[0], atoms[0], state):
-        yield from _match_args(g, pats[1:], atoms[1:], st)
+    for st in match_atom(g, pats[0], atoms[0], state, into_reduction=into_reduction):
+        yield from _match_args(g, pats[1:], atoms[1:], st, into_reduction)
 
 
 def match_root(g: Graph, pat: Pattern, i: int) -> Iterator[Match]:
@@ -295,3 +323,117 @@ def _internal_only(g: Graph, root: int, st: _State) -> bool:
             if g.uses[v] != st.edges[v]:
                 return False
     return True
+
+
+# ----------------------------------------------------------------------------- glue and shapes
+# Seeing through a broadcast or reshape is only sound when the replacement, which works on the
+# captured (un-broadcast) operands, lines their elements up the same way. Replacements broadcast like
+# numpy (trailing axes) and reductions' replacements keep the reduced axes in place (keepdims), so a
+# glue chain must be one of those; ``exp(a) + exp(b)[:, None]`` or ``exp(x) / sum(exp(x), axis=1)`` on
+# a square matrix broadcast differently, and rewriting them would silently change the result.
+
+#: Primitives that act element by element (operands of the output's shape, or scalars).
+ELEMENTWISE = frozenset({
+    "neg", "exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt", "cbrt", "abs", "sign", "sin",
+    "cos", "tan", "tanh", "logistic", "integer_pow", "square", "add", "sub", "mul", "div", "max",
+    "min", "pow", "atan2", "erf", "erfc", "floor", "ceil", "round", "select_n", "clamp",
+    "convert_element_type", "nextafter", "rem", "is_finite", "eq", "ne", "lt", "le", "gt", "ge",
+    "and", "or", "not", "stop_gradient",
+})
+
+
+def _reduction_axes(eqn: Any) -> tuple[int, ...] | None:
+    """The axes of a ``reduce_*`` equation (``reduce_sum``, ``reduce_max``, ...), else None."""
+    if not _compat.primitive_name(eqn).startswith("reduce_") or "axes" not in eqn.params:
+        return None
+    return tuple(int(a) for a in eqn.params["axes"])
+
+
+def _glue_view(chain: list[Any], src_shape: tuple[int, ...]) -> tuple[int | None, ...] | None:
+    """Which source axis each axis of the chain's result comes from (None: a broadcast or unit axis).
+
+    ``chain`` is consumer first. Reshapes count only when they insert or drop unit axes; anything
+    else (a real reshape) returns None.
+    """
+    view: list[int | None] = [k if s != 1 else None for k, s in enumerate(src_shape)]
+    for eqn in reversed(chain):
+        name = _compat.primitive_name(eqn)
+        shape_in = tuple(_compat.aval(eqn.invars[0]).shape)
+        shape_out = tuple(_compat.aval(eqn.outvars[0]).shape)
+        if name == "broadcast_in_dim":
+            new: list[int | None] = [None] * len(shape_out)
+            for k, d in enumerate(eqn.params["broadcast_dimensions"]):
+                new[d] = view[k] if shape_in[k] == shape_out[d] else None
+        elif name in ("reshape", "squeeze", "expand_dims"):
+            if eqn.params.get("dimensions") is not None:  # reshape with a transpose
+                return None
+            big_in = [(k, s) for k, s in enumerate(shape_in) if s != 1]
+            big_out = [(d, s) for d, s in enumerate(shape_out) if s != 1]
+            if [s for _, s in big_in] != [s for _, s in big_out]:
+                return None
+            new = [None] * len(shape_out)
+            for (k, _), (d, _) in zip(big_in, big_out):
+                new[d] = view[k]
+        else:  # convert_element_type to the same dtype, copy
+            new = view
+        view = new
+    return tuple(view)
+
+
+def _origin(g: Graph, atom: Any, depth: int = 8) -> tuple[Any, ...]:
+    """How ``atom``'s axes relate to its inputs through element-wise equations.
+
+    ``("plain",)``: no reduction on the way (numpy broadcasting of it is what a replacement does);
+    ``("reduced", rank, axes)``: it is (an element-wise function of) a reduction over ``axes`` of a
+    rank-``rank`` array; ``("unknown",)``: anything else, including the depth running out.
+    """
+    prod = g.producer_eqn(atom)
+    if prod is None:
+        return ("plain",)
+    eqn = prod[1]
+    axes = _reduction_axes(eqn)
+    if axes is not None:
+        return ("reduced", len(_compat.aval(eqn.invars[0]).shape), axes)
+    if depth == 0 or _compat.primitive_name(eqn) not in ELEMENTWISE or len(eqn.outvars) != 1:
+        return ("unknown",)
+    shape = tuple(_compat.aval(eqn.outvars[0]).shape)
+    found: set[tuple[Any, ...]] = set()
+    for a in eqn.invars:
+        if _compat.is_literal(a) or math.prod(_compat.aval(a).shape) == 1:
+            continue  # a scalar operand: no axes to line up
+        if tuple(_compat.aval(a).shape) != shape:
+            return ("unknown",)
+        found.add(_origin(g, a, depth - 1))
+    found.discard(("plain",))
+    if not found:
+        return ("plain",)
+    return found.pop() if len(found) == 1 else ("unknown",)
+
+
+def _glue_ok(g: Graph, src: Any, chain: list[Any], into_reduction: bool) -> bool:
+    """Whether the glue ``chain`` from ``src`` lines elements up as the replacement will."""
+    if not chain:
+        return True
+    src_shape = tuple(_compat.aval(src).shape)
+    dst_shape = tuple(_compat.aval(chain[0].outvars[0]).shape)
+    view = _glue_view(chain, src_shape)
+    if view is None:
+        return False
+    same = tuple(k if s != 1 else None for k, s in enumerate(src_shape))
+    if into_reduction:  # a broadcast operand would be summed repeatedly
+        return dst_shape == src_shape and view == same
+    if view == same or math.prod(src_shape) == 1:  # unit axes expanded in place, or a scalar
+        return True
+    origin = _origin(g, src)
+    if origin[0] == "plain":  # numpy broadcasting: new axes on the left
+        return view == (None,) * (len(view) - len(same)) + same
+    if origin[0] == "reduced":  # keepdims: the kept axes stay where the reduction found them
+        rank, axes = origin[1], origin[2]
+        kept = [d for d in range(rank) if d not in axes]
+        if len(view) != rank or len(kept) != len(same):
+            return False
+        want: list[int | None] = [None] * rank
+        for j, d in enumerate(kept):
+            want[d] = same[j]
+        return view == tuple(want)
+    return False

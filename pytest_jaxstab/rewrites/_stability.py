@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 
 from . import _forms
@@ -67,7 +66,7 @@ LOG_SOFTMAX = Rule(
 # 4 -------------------------------------------------------------------------------------- softplus
 def _softplus(x: Any) -> Any:
     """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)) = logaddexp(0, x)."""
-    return jax.nn.softplus(x)
+    return _forms.softplus(x)
 
 
 SOFTPLUS = Rule("softplus", op("log", op("add", ONE, op("exp", x))), _softplus,
@@ -77,7 +76,7 @@ SOFTPLUS = Rule("softplus", op("log", op("add", ONE, op("exp", x))), _softplus,
 # 5 ----------------------------------------------------------------------------------- log_sigmoid
 def _log_sigmoid(x: Any = None, y: Any = None) -> Any:
     """log(sigmoid(x)) = log(1/(1+exp(-x))) = -softplus(-x);  log(1 - sigmoid(y)) = -softplus(y)."""
-    return -jax.nn.softplus(-x) if x is not None else -jax.nn.softplus(y)
+    return -_forms.softplus(-x) if x is not None else -_forms.softplus(y)
 
 
 LOG_SIGMOID = Rule(
@@ -93,7 +92,7 @@ LOG_SIGMOID = Rule(
 # 6 --------------------------------------------------------------------------------------- sigmoid
 def _sigmoid(x: Any) -> Any:
     """1/(1 + exp(-x)) = logistic(x) (its gradient is finite where the naive one is inf/inf)."""
-    return jax.nn.sigmoid(x)
+    return _forms.sigmoid(x)
 
 
 SIGMOID = Rule("sigmoid", op("div", ONE, op("add", ONE, op("exp", op("neg", x)))), _sigmoid,
@@ -103,7 +102,7 @@ SIGMOID = Rule("sigmoid", op("div", ONE, op("add", ONE, op("exp", op("neg", x)))
 # 7 ------------------------------------------------------------------------------------- logaddexp
 def _logaddexp(a: Any, b: Any) -> Any:
     """log(exp(a) + exp(b)) = max(a, b) + log1p(exp(-|a - b|))."""
-    return jnp.logaddexp(a, b)
+    return _forms.logaddexp(a, b)
 
 
 LOGADDEXP = Rule("logaddexp", op("log", op("add", op("exp", a), op("exp", b))), _logaddexp,
@@ -191,7 +190,7 @@ _EN = op("exp", op("neg", x), name="en")
 
 def _tanh(x: Any) -> Any:
     """(exp(x) - exp(-x)) / (exp(x) + exp(-x)) = tanh(x)."""
-    return jnp.tanh(x)
+    return _forms.tanh(x)
 
 
 TANH = Rule("tanh", op("div", op("sub", _EP, _EN), op("add", _EP, _EN)), _tanh,
@@ -213,7 +212,7 @@ _EA = op("exp", a, name="ea")
 
 def _sigmoid_ratio(a: Any, b: Any) -> Any:
     """exp(a) / (exp(a) + exp(b)) = logistic(a - b)."""
-    return jax.nn.sigmoid(a - b)
+    return _forms.sigmoid(a - b)
 
 
 SIGMOID_RATIO = Rule("sigmoid_ratio", op("div", _EA, op("add", _EA, op("exp", b))), _sigmoid_ratio,

@@ -1,0 +1,190 @@
+"""What ``jst.stabilize`` costs and buys: run time against ``jax.nn``, accuracy, and the pass itself.
+
+1. Jitted run time of ``stabilize(naive)`` over the hand-written ``jax.nn`` function, for logsumexp,
+   softmax, log_softmax (rows of a 1000 x 1000 float32 array, 1e6 elements) and softplus (1e6
+   elements). Median of several runs, compile excluded, ``block_until_ready``. Goal: <= 1.05 for
+   softmax and softplus, <= 1.5 for logsumexp and log_softmax.
+2. Accuracy in bits (DESIGN.md section 3) against mpmath at 256 bits, on the inputs of issue 3.
+3. Time of the rewrite pass (``rewrite_jaxpr`` with the STABILITY catalogue, re-trace included) on a
+   1,000- and a 10,000-equation jaxpr; goal <= 50 ms for 1,000, and a 10k/1k ratio near 10 (linear).
+
+Runs in well under two minutes on two CPU cores::
+
+    PYTHONPATH=. python benchmarks/bench_rewrite.py [--profile]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import mpmath
+import numpy as np
+
+import pytest_jaxstab as jst
+from pytest_jaxstab.oracles._metrics import error_bits
+from pytest_jaxstab.oracles._rounding import round_to_dtype
+from pytest_jaxstab.rewrites import STABILITY, rewrite_jaxpr
+
+RUNS = 41
+
+
+def naive_logsumexp(x: jax.Array) -> jax.Array:
+    return jnp.log(jnp.sum(jnp.exp(x), axis=-1))
+
+
+def naive_softmax(x: jax.Array) -> jax.Array:
+    return jnp.exp(x) / jnp.sum(jnp.exp(x), axis=-1, keepdims=True)
+
+
+def naive_log_softmax(x: jax.Array) -> jax.Array:
+    return x - jnp.log(jnp.sum(jnp.exp(x), axis=-1, keepdims=True))
+
+
+def naive_softplus(x: jax.Array) -> jax.Array:
+    return jnp.log(1 + jnp.exp(x))
+
+
+CASES: dict[str, tuple[Callable[..., Any], Callable[..., Any], float]] = {
+    "logsumexp": (naive_logsumexp, lambda x: jax.nn.logsumexp(x, axis=-1), 1.5),
+    "softmax": (naive_softmax, lambda x: jax.nn.softmax(x, axis=-1), 1.05),
+    "log_softmax": (naive_log_softmax, lambda x: jax.nn.log_softmax(x, axis=-1), 1.5),
+    "softplus": (naive_softplus, jax.nn.softplus, 1.05),
+}
+
+
+def median_times(fns: list[Callable[..., Any]], *args: Any) -> list[float]:
+    """Median run time of each function; runs alternate, so a busy machine slows all alike."""
+    for fn in fns:
+        jax.block_until_ready(fn(*args))  # compile (and warm caches) outside the timing
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(RUNS):
+        for fn, ts in zip(fns, times):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            ts.append(time.perf_counter() - t0)
+    return [statistics.median(ts) for ts in times]
+
+
+def bench_speed() -> None:
+    print(f"1. jitted run time, 1e6 float32 elements (median of {RUNS} runs, alternating)")
+    print(f"   {'':12s} {'stabilize(naive)':>17s} {'jax.nn':>10s} {'ratio':>7s}  goal")
+    rng = np.random.default_rng(0)
+    rows = jnp.asarray(rng.normal(0.0, 3.0, (1000, 1000)).astype(np.float32))
+    flat = jnp.asarray(rng.normal(0.0, 3.0, 1_000_000).astype(np.float32))
+    for name, (naive, library, goal) in CASES.items():
+        x = flat if name == "softplus" else rows
+        ours, theirs = median_times([jax.jit(jst.stabilize(naive)), jax.jit(library)], x)
+        ratio = ours / theirs
+        mark = "ok" if ratio <= goal else "MISSED"
+        print(f"   {name:12s} {ours * 1e3:14.3f} ms {theirs * 1e3:7.3f} ms {ratio:7.3f}  <= {goal} {mark}")
+
+
+# ---------------------------------------------------------------------------------------- accuracy
+MP = mpmath.mp.clone()
+MP.prec = 256
+
+
+def _lse(x: list) -> Any:
+    return MP.log(MP.fsum(MP.exp(v) for v in x))
+
+
+EXACT: dict[str, Callable[[list], Any]] = {
+    "logsumexp": lambda x: [_lse(x)],
+    "softmax": lambda x: [MP.exp(v - _lse(x)) for v in x],
+    "log_softmax": lambda x: [v - _lse(x) for v in x],
+    "softplus": lambda x: [MP.log1p(MP.exp(v)) for v in x],
+}
+EXAMPLES = {
+    "logsumexp": np.array([1e-20] + [-20.0] * 15, np.float32),  # issue 3
+    "softmax": np.array([100.0, 99.0, 80.0, 90.0], np.float32),  # exp(100) overflows
+    "log_softmax": np.array([30.0, 5.0] + [-3.0] * 14, np.float32),  # issue 3
+    "softplus": np.array([100.0, -20.0, 89.0, -16.0], np.float32),
+}
+
+
+def bench_accuracy() -> None:
+    print("2. max error in bits against mpmath (256 bits), float32")
+    print(f"   {'':12s} {'naive':>7s} {'stabilize(naive)':>17s} {'jax.nn':>7s}  input")
+    for name, (naive, library, _) in CASES.items():
+        x = EXAMPLES[name]
+        exact = round_to_dtype(np.array(EXACT[name]([MP.mpf(float(v)) for v in x]), dtype=object),
+                               np.float32).reshape(np.shape(naive(x)))
+
+        def bits(fn: Callable[..., Any], x: np.ndarray = x, exact: np.ndarray = exact) -> float:
+            return float(error_bits(np.asarray(jax.jit(fn)(x)), exact).max())
+
+        print(f"   {name:12s} {bits(naive):7.1f} {bits(jst.stabilize(naive)):17.1f} {bits(library):7.1f}"
+              f"  {np.array2string(x[:4], precision=3)}{'...' if x.size > 4 else ''}")
+
+
+# ------------------------------------------------------------------------------------ rewrite pass
+def chain(copies: int) -> Callable[[jax.Array], jax.Array]:
+    """``copies`` repetitions of five patterns (softplus, logsumexp, log1p, hypot, softmax), each
+    feeding the next: 17 equations and 5 rewrites per copy."""
+
+    def f(x: jax.Array) -> jax.Array:
+        for _ in range(copies):
+            x = jnp.log(1 + jnp.exp(x))
+            s = jnp.log(jnp.sum(jnp.exp(x)))
+            x = jnp.log(1 + x * s)
+            x = jnp.sqrt(x * x + s * s)
+            x = jnp.exp(x) / jnp.sum(jnp.exp(x))
+        return x
+
+    return f
+
+
+def copies_for(n_eqns: int) -> int:
+    """How many copies of the chain make a jaxpr of about ``n_eqns`` equations."""
+    per_copy = len(jax.make_jaxpr(chain(2))(jnp.ones(8, jnp.float32)).jaxpr.eqns) / 2
+    return max(1, round(n_eqns / per_copy))
+
+
+def pass_time(copies: int, runs: int) -> tuple[float, int, int]:
+    closed = jax.make_jaxpr(chain(copies))(jnp.ones(8, jnp.float32))
+    n_eqns = len(closed.jaxpr.eqns)
+    rules = tuple(STABILITY)
+    _, applied = rewrite_jaxpr(closed, rules)  # warm: JAX's tracing caches for the replacements
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        rewrite_jaxpr(closed, rules)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), n_eqns, len(applied)
+
+
+def bench_pass(profile: bool) -> None:
+    print("3. rewrite pass (STABILITY, re-trace included), median")
+    t1, n1, a1 = pass_time(copies_for(1000), 9)
+    t10, n10, a10 = pass_time(copies_for(10_000), 3)
+    print(f"   {n1:6d} equations, {a1:5d} rewrites: {t1 * 1e3:8.1f} ms   goal <= 50 ms"
+          f" {'ok' if t1 <= 0.05 else 'MISSED'}")
+    print(f"   {n10:6d} equations, {a10:5d} rewrites: {t10 * 1e3:8.1f} ms")
+    print(f"   10k/1k ratio: {t10 / t1:.1f} (linear: {n10 / n1:.1f})")
+    if profile:
+        import cProfile
+        import pstats
+
+        closed = jax.make_jaxpr(chain(copies_for(1000)))(jnp.ones(8, jnp.float32))
+        prof = cProfile.Profile()
+        prof.enable()
+        rewrite_jaxpr(closed, tuple(STABILITY))
+        prof.disable()
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+
+
+def main() -> None:
+    print(f"jax {jax.__version__}, backend {jax.default_backend()}, {jax.devices()[0].device_kind}")
+    bench_speed()
+    bench_accuracy()
+    bench_pass("--profile" in sys.argv)
+
+
+if __name__ == "__main__":
+    main()
