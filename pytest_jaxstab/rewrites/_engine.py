@@ -12,6 +12,12 @@ Order: equations are visited from the last to the first, so the largest enclosin
 (``x - log(sum(exp(x)))`` is one ``log_softmax``, not a ``logsumexp`` inside a subtraction); at one
 root, rules are tried in the order given (the catalogue's order puts ``softplus`` before ``log1p``).
 Passes repeat until nothing matches (a fixed point), at most ``max_passes`` times.
+
+Structural rules (``Rule(matcher=...)``, e.g. ``reduce_into_scan``) run in a second phase, after the
+pattern rules have reached their fixed point: they restructure code that is already rewritten (a
+loss fused into a ``scan`` keeps the stability rewrites of its terms and of the scan's body, which a
+fused region would otherwise hide from the pattern rules). A structural match may produce several
+results and run before its root (``Match.extra_outputs``, ``Match.at``).
 """
 
 from __future__ import annotations
@@ -72,6 +78,14 @@ def rewrite_jaxpr(closed: Any, rules: Sequence[Rule], *, describe: bool = False,
     applied: list[Applied] = []
     if not rules:
         return closed, applied
+    patterns = [r for r in rules if r.matcher is None]
+    structural = [r for r in rules if r.matcher is not None]
+    if patterns and structural:  # two phases (module docstring): pattern rules first
+        kw: dict[str, Any] = {"describe": describe, "max_passes": max_passes, "path": path,
+                              "fallback_location": fallback_location}
+        closed, first = rewrite_jaxpr(closed, patterns, **kw)
+        closed, second = rewrite_jaxpr(closed, structural, **kw)
+        return closed, first + second
     for _ in range(max_passes):
         g = Graph(closed)
         plan = _plan(g, rules)
@@ -149,35 +163,64 @@ def _retrace(g: Graph, plan: dict[int, tuple[Rule, Match]], sub_new: dict[int, d
             env[v] = c
         for v, a in zip(_compat.invars(closed), args):
             env[v] = a
+
+        def apply(i: int) -> None:
+            rule, m = plan[i]
+            eqn = g.eqns[i]
+            kwargs = {k: (read(v) if k in m.atoms and m.atoms[k] is v else v)
+                      for k, v in m.captures.items()}
+            res = _replace(eqn, rule, kwargs, m.extra_outputs)
+            if res is None:  # the replacement refused: compute the swallowed equations as written
+                for j in sorted(m.swallowed | {i}):
+                    bind_plain(g.eqns[j])
+                return
+            env[eqn.outvars[0]], extras = res
+            env.update(zip(m.extra_outputs, extras))
+            loc = _compat.location(eqn) or fallback_location
+            fired.append(Applied(rule.name, loc, render(g, i, m),
+                                 _render_after(rule, m, kwargs) if describe else "", path))
+
+        # Matches that run before their root (Match.at), by the equation they run after.
+        early: dict[int, list[int]] = {}
+        for i, (_, m) in plan.items():
+            if m.at is not None and m.at != i:
+                early.setdefault(m.at, []).append(i)
+        deferred = {root for roots in early.values() for root in roots}
         for i, eqn in enumerate(g.eqns):
-            if i in plan:
-                rule, m = plan[i]
-                kwargs = {k: (read(v) if k in m.atoms and m.atoms[k] is v else v)
-                          for k, v in m.captures.items()}
-                out = _replace(eqn, rule, kwargs)
-                if out is None:  # the replacement refused: compute the swallowed equations as written
-                    for j in sorted(m.swallowed | {i}):
-                        bind_plain(g.eqns[j])
-                    continue
-                env[eqn.outvars[0]] = out
-                loc = _compat.location(eqn) or fallback_location
-                fired.append(Applied(rule.name, loc, render(g, i, m),
-                                     _render_after(rule, m, kwargs) if describe else "", path))
+            if i in plan and i not in deferred:
+                apply(i)
             elif i in g.claimed:
-                continue
+                pass
             else:
                 bind_plain(eqn, _compat.replace_subjaxprs(eqn, sub_new[i]) if i in sub_new else None)
                 fired.extend(sub_applied.get(i, ()))
+            for root in early.get(i, ()):
+                apply(root)
         return [read(a) for a in _compat.outvars(closed)]
 
     new = jax.make_jaxpr(run)(*[_abstract(v) for v in _compat.invars(closed)])
     return new, fired
 
 
-def _replace(eqn: Any, rule: Rule, kwargs: dict[str, Any]) -> Any | None:
+def _replace(eqn: Any, rule: Rule, kwargs: dict[str, Any], extra_outputs: Sequence[Any] = (),
+             ) -> tuple[Any, list[Any]] | None:
+    """The replacement's value for the root (and for ``extra_outputs``), or None to skip the match."""
     target = _compat.aval(eqn.outvars[0])
     with _compat.user_context(eqn), jax.named_scope(f"{SCOPE_PREFIX}{rule.name}"):
-        out = jnp.asarray(rule.replacement(**kwargs))
+        out = rule.replacement(**kwargs)
+        extras: list[Any] = []
+        if extra_outputs:
+            out, values = out
+            values = list(values)
+            if len(values) != len(extra_outputs):
+                return None
+            for v, val in zip(extra_outputs, values):
+                val, want = jnp.asarray(val), _compat.aval(v)
+                if val.shape != want.shape:
+                    return None
+                extras.append(val if val.dtype == want.dtype
+                              else jax.lax.convert_element_type(val, want.dtype))
+        out = jnp.asarray(out)
         if out.shape != target.shape:
             if out.size == math.prod(target.shape):  # keepdims glue: same elements, unit axes
                 out = jnp.reshape(out, target.shape)
@@ -190,7 +233,7 @@ def _replace(eqn: Any, rule: Rule, kwargs: dict[str, Any]) -> Any | None:
                 return None
         if out.dtype != target.dtype:
             out = jax.lax.convert_element_type(out, target.dtype)
-    return out
+    return out, extras
 
 
 # ----------------------------------------------------------------------------------- rendering
@@ -229,8 +272,12 @@ def _render_after(rule: Rule, m: Match, kwargs: dict[str, Any]) -> str:
     static = {k: v for k, v in kwargs.items() if k not in m.atoms}
     names = list(arrays)
     avals = [_abstract(m.atoms[k]) for k in names]
+    def root_value(*xs: Any) -> Any:  # with extra outputs, only the root's value is rendered
+        out = rule.replacement(**dict(zip(names, xs)), **static)
+        return out[0] if m.extra_outputs else out
+
     try:
-        closed = jax.make_jaxpr(lambda *xs: rule.replacement(**dict(zip(names, xs)), **static))(*avals)
+        closed = jax.make_jaxpr(root_value)(*avals)
     except Exception as exc:  # pragma: no cover - rendering must never break explain
         return f"<{rule.name}: {type(exc).__name__}>"
     return _shorten(render_jaxpr(closed, names))
