@@ -26,3 +26,16 @@ def run_jaxstab(pytester: pytest.Pytester):
         return pytester.runpytest(*PLUGIN_ARGS, "-p", "no:cacheprovider", *args)
 
     return run
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytester's in-process runs restore sys.modules afterwards: import the heavy modules here, once,
+    # so that the runs share them instead of importing JAX again each time.
+    import hypothesis  # noqa: F401
+    import jax.numpy  # noqa: F401
+
+    import pytest_jaxstab._check
+    import pytest_jaxstab._plugin_run
+    import pytest_jaxstab._report_html
+    import pytest_jaxstab._report_json
+    import pytest_jaxstab._report_term  # noqa: F401

@@ -1,0 +1,71 @@
+"""Speed of the whole ``jst.check`` pipeline on its reference case, and where the time goes.
+
+The case: a 16-element float32 ``log(sum(exp(x)))`` over (-1e4, 1e4) (it overflows, so the failure
+path runs too: shrinking and the NaN origin), 200 examples, fixed seed. Goal: at most 3 s per check,
+oracle included. Printed for a cold check (the first in the process: JAX compilation, first imports)
+and for warm ones: seconds, examples per second, and the share of time per stage::
+
+    PYTHONPATH=. python benchmarks/bench_harness.py [--examples N] [--repeat R]
+
+Stages: trace/rewrite (trace once, apply the rules, jit setup), draw (Hypothesis: generating inputs,
+targeting, its bookkeeping), jitted runs (both variants), oracle (exact results), metrics (error bits,
+figures), shrink (smallest failing input), diagnostics (NaN origins).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import jax.numpy as jnp
+
+from pytest_jaxstab._check import Profile, check
+
+_STAGES = (("trace/rewrite", ("trace",)), ("draw", ("draw",)), ("jitted runs", ("run",)),
+           ("oracle", ("oracle",)), ("metrics", ("metrics",)), ("shrink", ("minimise",)),
+           ("diagnostics", ("diagnostics", "timing")))
+
+
+def logsumexp(x):
+    return jnp.log(jnp.sum(jnp.exp(x)))
+
+
+def run_once(examples: int, seed: int) -> Profile:
+    prof = Profile()
+    result = check(logsumexp, shapes=[(16,)], dtype="float32", domain=(-1e4, 1e4), max_examples=examples,
+                   seed=seed, nodeid="bench_harness::logsumexp", profile=prof)
+    assert result.outcome == "failed" and result.rewritten.verdict == "pass", result.message
+    return prof
+
+
+def describe(label: str, prof: Profile) -> str:
+    total = prof["total"]
+    rate = prof.get("draws", 0.0) / total
+    shares = ", ".join(f"{name} {100 * sum(prof.get(k, 0.0) for k in keys) / total:.0f}%"
+                       for name, keys in _STAGES)
+    accounted = sum(prof.get(k, 0.0) for _, keys in _STAGES for k in keys)
+    return (f"{label}: {total:.2f} s, {prof.get('draws', 0.0):.0f} examples drawn ({prof['examples']:.0f} "
+            f"distinct inputs; repeats are evaluated once), {rate:.0f} examples/s\n"
+            f"    {shares}, other {100 * (total - accounted) / total:.0f}%")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--examples", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    cold = run_once(args.examples, seed=0)
+    print(describe("cold (first check in the process)", cold))
+    print(f"    (wall time from the first call: {time.perf_counter() - t0:.2f} s)")
+    warm = [run_once(args.examples, seed=i + 1) for i in range(args.repeat)]
+    median = sorted(warm, key=lambda p: p["total"])[len(warm) // 2]
+    print(describe(f"warm (median of {args.repeat})", median))
+    totals = [p["total"] for p in warm]
+    goal = "met" if statistics.median(totals) <= 3.0 else "NOT met"
+    print(f"goal <= 3 s per check: {goal} (warm runs: {', '.join(f'{t:.2f}' for t in totals)} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""The failure message of a case (DESIGN.md section 5): the smallest failing input found, the error of
+both variants on it, where the first NaN/Inf was born (with that line's text), the rewrites that fired,
+and which variant passes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ._check_run import Example
+from ._check_trace import short_path
+from ._results import CaseResult, VariantStats
+
+__all__ = ["failure_message", "format_array"]
+
+_LABEL = {"original": "function as written", "rewritten": "rewritten function"}
+
+
+def format_array(a: np.ndarray) -> str:
+    """``float32[16]: [89.0, 0.0, ...]``: dtype, shape and values (shortest repr that round-trips)."""
+    a = np.asarray(a)
+    head = f"{a.dtype}[{','.join(map(str, a.shape))}]"
+    if a.ndim == 0:
+        return f"{head} {_scalar(a)}"
+    flat = a.reshape(-1)
+    if flat.size > 12:
+        # Long arrays: say what they are made of rather than elide the interesting element.
+        values = flat.astype(np.float64)
+        if np.all(values == values[0]) or np.all(np.isnan(values)):
+            return f"{head} all {_scalar(flat[0])}"
+        nonzero = np.flatnonzero(values)
+        if len(nonzero) <= 6:
+            at = ", ".join(f"[{_index(a.shape, i)}] = {_scalar(flat[i])}" for i in map(int, nonzero))
+            return f"{head} all 0.0 except {at}"
+    try:
+        body = np.array2string(a.astype(np.float64) if a.dtype.itemsize < 4 else a, separator=", ",
+                               threshold=12, edgeitems=3, floatmode="unique", max_line_width=100)
+    except (TypeError, ValueError):  # exotic dtypes: element by element
+        body = "[" + ", ".join(_scalar(v) for v in a.reshape(-1)[:12]) + "]"
+    return f"{head} {body}"
+
+
+def _index(shape: tuple[int, ...], flat_index: int) -> str:
+    return ",".join(str(int(i)) for i in np.unravel_index(flat_index, shape))
+
+
+def _scalar(v: Any) -> str:
+    return repr(float(v)) if np.isfinite(float(v)) else str(float(v))
+
+
+def _stats(s: VariantStats, tolerance: float) -> str:
+    parts = [f"max error {s.max_error_bits:.1f} bits"]
+    if s.overflows:
+        parts.append(f"{s.overflows} overflowing inputs")
+    verdict = "passes" if s.verdict == "pass" else "fails"
+    return f"{verdict} ({', '.join(parts)}; tolerance {tolerance:g} bits)"
+
+
+def _worst_element(ex: Example, variant: str) -> str:
+    """The worst output element of a variant on an input: value, exact value, bits."""
+    out = ex.outcomes[variant]
+    best: tuple[float, int, tuple[int, ...]] | None = None
+    for leaf, bits in enumerate(out.element_bits):
+        if bits.size == 0 or np.isnan(bits).all():
+            continue
+        flat = np.nan_to_num(bits, nan=-1.0)
+        idx = np.unravel_index(int(np.argmax(flat)), bits.shape)
+        if best is None or flat[idx] > best[0]:
+            best = (float(flat[idx]), leaf, tuple(int(i) for i in idx))
+    if best is None:
+        return f"{_LABEL[variant]}: no element could be judged"
+    bits_v, leaf, idx = best
+    where = f"[{','.join(map(str, idx))}]" if idx else ""
+    output = "" if len(out.values) == 1 else f"output {leaf} "
+    got = _scalar(np.asarray(out.values[leaf])[idx]) if idx else _scalar(np.asarray(out.values[leaf]))
+    exact = _scalar(np.asarray(ex.exact[leaf])[idx]) if idx else _scalar(np.asarray(ex.exact[leaf]))
+    flag = ", overflow" if out.overflow else ""
+    at = f" {output}{where}".rstrip()
+    return f"{_LABEL[variant]}{at}: {got} (exact {exact}): {bits_v:.1f} bits{flag}"
+
+
+def _short(location: str | None) -> str | None:
+    """``file:line`` with the file relative to the working directory when below it."""
+    if not location:
+        return location
+    return short_path(location)
+
+
+def failure_message(result: CaseResult, minimal: Example | None, names: Sequence[str],
+                    applied: Sequence[Any]) -> str:
+    """The message of a failed case; see the module docstring."""
+    judged = result.judged
+    other = "original" if judged == "rewritten" else "rewritten"
+    js, os_ = result.judged_stats, (result.original if other == "original" else result.rewritten)
+    lines = [f"{result.nodeid}: the {_LABEL[judged]} is numerically unstable in {result.dtype} "
+             f"over {result.samples} inputs: {_stats(js, result.tolerance_bits)}."]
+    if minimal is not None:
+        lines.append("Smallest failing input found:")
+        for name, a in zip(names, minimal.args):
+            lines.append(f"    {name} = {format_array(a)}")
+        lines.append("On it:")
+        lines.append(f"    {_worst_element(minimal, judged)}")
+        lines.append(f"    {_worst_element(minimal, other)}")
+    for origin in result.nan_origins:
+        lines.append(f"NaN/Inf born in the {_LABEL[origin.variant]}: {origin.kind or 'non-finite'} in "
+                     f"{origin.primitive} at {_short(origin.location) or '<unknown location>'}")
+        if origin.line_text:
+            lines.append(f"    {origin.line_text}")
+    if applied:
+        fired = ", ".join(f"{a.rule} at {_short(a.location) or '?'}" for a in applied)
+        lines.append(f"Rewrites that fired: {fired}.")
+    else:
+        lines.append("No rewrite rule fired on this function.")
+    lines.append(f"The {_LABEL[other]} {_stats(os_, result.tolerance_bits)}.")
+    if judged == "original" and os_.verdict == "pass":
+        lines.append("Fix: run jst.stabilize(fn) (ship the rewritten function, and mark the test "
+                     "@pytest.mark.stabilize(apply=True)), or apply the rewrites above by hand.")
+    elif judged == "rewritten" and os_.verdict == "pass":
+        lines.append("The rewrites make it worse here: exclude the offending rule (rules=/exclude=).")
+    return "\n".join(lines)

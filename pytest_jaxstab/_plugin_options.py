@@ -1,0 +1,259 @@
+"""Command-line options and ini keys of the plugin (group "jaxstab"), resolved into :class:`Options`.
+
+Every ``--jaxstab-*`` option has an ini key of the same name with underscores (``jaxstab_examples``);
+the command line wins over the ini file. Paths given on the command line are relative to the directory
+pytest was invoked from, ini paths to the ini file's directory, and the default baseline to the rootdir.
+This module imports neither JAX nor Hypothesis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = [
+    "COMPARE_FAIL_OPTION",
+    "COMPARE_OPTION",
+    "DEFAULT_BASELINE",
+    "EXAMPLES_OPTION",
+    "NO_TIMING_OPTION",
+    "REPORT_OPTION",
+    "SAVE_BASELINE_OPTION",
+    "SEED_OPTION",
+    "TIMING_OPTION",
+    "Options",
+    "ReportTarget",
+    "add_options",
+    "resolve_options",
+]
+
+REPORT_OPTION = "--jaxstab-report"
+EXAMPLES_OPTION = "--jaxstab-examples"
+SEED_OPTION = "--jaxstab-seed"
+SAVE_BASELINE_OPTION = "--jaxstab-save-baseline"
+COMPARE_OPTION = "--jaxstab-compare"
+COMPARE_FAIL_OPTION = "--jaxstab-compare-fail"
+TIMING_OPTION = "--jaxstab-timing"
+NO_TIMING_OPTION = "--no-jaxstab-timing"
+
+DEFAULT_BASELINE = ".jaxstab/baseline.json"
+# argparse's value for a bare `--jaxstab-compare` / `--jaxstab-save-baseline` (no PATH given).
+_DEFAULT_PATH = "\0default"
+
+_INI = {
+    "jaxstab_report": "report formats, one per line or space-separated: term, json:PATH, html:PATH",
+    "jaxstab_examples": "inputs drawn per case (default: the active Hypothesis profile's max_examples)",
+    "jaxstab_seed": "fixed seed for the draws (reproducible runs)",
+    "jaxstab_save_baseline": "save the baseline on every run: true, or a PATH",
+    "jaxstab_compare": "compare with the baseline on every run: true, or a PATH",
+    "jaxstab_compare_fail": "regression margins, e.g. bits:2 or bits:2,overflows:0",
+    "jaxstab_timing": "time both variants of every case on every JAX backend (true/false)",
+    "jaxstab_baseline": f"the baseline file used when no PATH is given (default {DEFAULT_BASELINE})",
+}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Registers the "jaxstab" option group and the ini keys."""
+    group = parser.getgroup("jaxstab", "numerical stability of JAX code (pytest-jaxstab)")
+    group.addoption(REPORT_OPTION, action="append", nargs="?", const="term", default=None,
+                    metavar="TYPE", dest="jaxstab_report",
+                    help="report type: term (default when the option has no value), json:PATH, html:PATH. "
+                         "Repeatable, like --cov-report.")
+    group.addoption(EXAMPLES_OPTION, action="store", default=None, metavar="N", dest="jaxstab_examples",
+                    help="inputs drawn per case (default: the Hypothesis profile's max_examples); a "
+                         "marker's max_examples= still wins.")
+    group.addoption(SEED_OPTION, action="store", default=None, metavar="N", dest="jaxstab_seed",
+                    help="fixed seed: reproducible draws, no example database.")
+    group.addoption(SAVE_BASELINE_OPTION, action="store", nargs="?", const=_DEFAULT_PATH, default=None,
+                    metavar="PATH", dest="jaxstab_save_baseline",
+                    help=f"save the cases' figures and worst inputs (default {DEFAULT_BASELINE} under "
+                         "the rootdir); only the selected tests' entries change. Draws use a fixed seed. "
+                         "Use --jaxstab-save-baseline=PATH.")
+    group.addoption(COMPARE_OPTION, action="store", nargs="?", const=_DEFAULT_PATH, default=None,
+                    metavar="PATH", dest="jaxstab_compare",
+                    help="compare with a saved baseline: re-check its worst inputs first, fuzz with a fixed "
+                         "seed, fail only the cases that got worse. Use --jaxstab-compare=PATH.")
+    group.addoption(COMPARE_FAIL_OPTION, action="store", default=None, metavar="EXPR",
+                    dest="jaxstab_compare_fail",
+                    help="how much worse counts as a regression: bits:N (max error up by more than N bits) "
+                         "and/or overflows:N, comma-separated. Default: any growth.")
+    group.addoption(TIMING_OPTION, action="store_true", default=None, dest="jaxstab_timing",
+                    help="time both jitted variants of each case on every backend present.")
+    group.addoption(NO_TIMING_OPTION, action="store_false", dest="jaxstab_timing",
+                    help="do not time (overrides the jaxstab_timing ini key).")
+    for name, help_ in _INI.items():
+        parser.addini(name, help_, type="string", default="")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportTarget:
+    """One ``--jaxstab-report``: ``kind`` is "term", "json" or "html"; ``path`` for files."""
+
+    kind: str
+    path: Path | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The plugin's settings for one session."""
+
+    reports: tuple[ReportTarget, ...] = ()
+    examples: int | None = None
+    seed: int | None = None
+    save_baseline: Path | None = None
+    compare: Path | None = None
+    compare_fail: str | None = None
+    timing: bool = False
+
+    @property
+    def derandomize(self) -> bool:
+        """Saving and comparing draw one fixed sequence per case, so figures move only with the code."""
+        return self.compare is not None or self.save_baseline is not None
+
+
+def _ini(config: pytest.Config, name: str) -> str:
+    value = config.getini(name)
+    return str(value).strip() if value is not None else ""
+
+
+def _int(value: str, source: str, *, minimum: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise pytest.UsageError(f"{source}={value!r}: expected an integer") from None
+    if number < minimum:
+        raise pytest.UsageError(f"{source}={value!r}: expected an integer >= {minimum}")
+    return number
+
+
+def _truthy(value: str) -> bool | None:
+    low = value.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("", "0", "false", "no", "off"):
+        return False
+    return None
+
+
+def _path_option(config: pytest.Config, dest: str, ini: str) -> Path | None:
+    """A baseline path from the command line (``_DEFAULT_PATH`` when bare) or the ini key, or None."""
+    default = _default_baseline(config)
+    value = config.getoption(dest)
+    if value == _DEFAULT_PATH:
+        return default
+    if value is not None:
+        return Path(config.invocation_params.dir, value)
+    raw = _ini(config, ini)
+    flag = _truthy(raw)
+    if flag is not None:
+        return default if flag else None
+    return _ini_base(config) / raw
+
+
+def _ini_base(config: pytest.Config) -> Path:
+    return Path(config.inipath).parent if config.inipath is not None else Path(config.rootpath)
+
+
+def _default_baseline(config: pytest.Config) -> Path:
+    raw = _ini(config, "jaxstab_baseline")
+    if raw:
+        return _ini_base(config) / raw
+    return Path(config.rootpath) / DEFAULT_BASELINE
+
+
+def _reports(config: pytest.Config) -> tuple[ReportTarget, ...]:
+    raw = config.getoption("jaxstab_report")
+    source = REPORT_OPTION
+    if raw is None:
+        raw = _ini(config, "jaxstab_report").split()
+        source = "jaxstab_report"
+    base = Path(config.invocation_params.dir) if source == REPORT_OPTION else _ini_base(config)
+    targets: list[ReportTarget] = []
+    for spec in raw:
+        kind, sep, path = str(spec).partition(":")
+        kind = kind.strip().lower()
+        if kind == "term" and not path:
+            target = ReportTarget("term")
+        elif kind in ("json", "html") and sep and path.strip():
+            target = ReportTarget(kind, base / path.strip())
+        elif kind in ("json", "html"):
+            raise pytest.UsageError(f"{source}={spec!r}: {kind} needs a file, e.g. {kind}:jaxstab.{kind}")
+        else:
+            raise pytest.UsageError(f"{source}={spec!r}: expected term, json:PATH or html:PATH")
+        if target not in targets:
+            targets.append(target)
+    return tuple(targets)
+
+
+def resolve_options(config: pytest.Config) -> Options:
+    """Reads and validates the options; a bad value is a ``pytest.UsageError`` naming the option."""
+    examples_raw = config.getoption("jaxstab_examples")
+    examples = None
+    if examples_raw is not None:
+        examples = _int(examples_raw, EXAMPLES_OPTION, minimum=1)
+    elif _ini(config, "jaxstab_examples"):
+        examples = _int(_ini(config, "jaxstab_examples"), "jaxstab_examples", minimum=1)
+    seed_raw = config.getoption("jaxstab_seed")
+    seed = None
+    if seed_raw is not None:
+        seed = _int(seed_raw, SEED_OPTION, minimum=0)
+    elif _ini(config, "jaxstab_seed"):
+        seed = _int(_ini(config, "jaxstab_seed"), "jaxstab_seed", minimum=0)
+    timing = config.getoption("jaxstab_timing")
+    if timing is None:
+        flag = _truthy(_ini(config, "jaxstab_timing"))
+        if flag is None:
+            value = _ini(config, "jaxstab_timing")
+            raise pytest.UsageError(f"jaxstab_timing={value!r}: expected true or false")
+        timing = flag
+    compare_fail = config.getoption("jaxstab_compare_fail") or _ini(config, "jaxstab_compare_fail") or None
+    if compare_fail is not None:
+        from ._baseline import parse_compare_fail
+
+        try:
+            parse_compare_fail(compare_fail)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return Options(
+        reports=_reports(config),
+        examples=examples,
+        seed=seed,
+        save_baseline=_path_option(config, "jaxstab_save_baseline", "jaxstab_save_baseline"),
+        compare=_path_option(config, "jaxstab_compare", "jaxstab_compare"),
+        compare_fail=compare_fail,
+        timing=bool(timing),
+    )
+
+
+def describe(options: Options) -> str | None:
+    """A header line for ``pytest -v`` (None when every option is at its default)."""
+    parts: list[str] = []
+    if options.examples is not None:
+        parts.append(f"examples={options.examples}")
+    if options.seed is not None:
+        parts.append(f"seed={options.seed}")
+    if options.compare is not None:
+        parts.append(f"compare={options.compare}")
+    if options.save_baseline is not None:
+        parts.append(f"save-baseline={options.save_baseline}")
+    if options.timing:
+        parts.append("timing")
+    return f"jaxstab: {', '.join(parts)}" if parts else None
+
+
+def marker_kwargs_doc() -> dict[str, Any]:
+    """The marker's keyword arguments and their meaning (for ``pytest --markers`` and validation)."""
+    return {
+        "dtype": "float16, bfloat16, float32 or float64 (required)",
+        "shapes": "{name: shape} of the drawn array parameters, or a list of shapes for the first ones",
+        "domain": "(lo, hi), a Domain, a predicate, or one per argument",
+        "max_examples": "inputs drawn",
+        "tolerance_bits": "max error allowed, in bits (default 8)",
+        "rules": "rewrite rules or names (default: the stability catalogue)",
+        "apply": "judge the rewritten function (default False)",
+        "timing": "time both variants on every backend",
+        "atol": "absolute differences below this count 0 bits",
+    }

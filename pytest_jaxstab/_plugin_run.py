@@ -1,0 +1,154 @@
+"""Running cases inside tests: a marked test's body, or ``jaxstab.check`` from the fixture.
+
+Both go through :func:`run_case`, which calls ``jst.check`` with the session's options, keeps the result
+on the item (the report hook puts it on the test report) and decides the test's outcome: the verdict,
+or, when comparing with a baseline, whether the case got worse than its entry.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import settings
+
+# Imported by the plugin when the first case runs. Everything a case needs is imported here at once,
+# before any input is drawn: Hypothesis mixes constants of loaded local modules into its draws, so
+# a module first imported between two cases would make draws depend on test order (xdist vs serial).
+from . import _baseline  # noqa: F401  (compare_case)
+from ._check import check
+from ._errors import JaxstabError
+from ._plugin_marker import MARKER, MarkerError, parse_marker
+from ._plugin_session import SESSION_KEY, JaxstabSession
+from .oracles import OracleError, UnsupportedPrimitive
+
+__all__ = ["CASES_KEY", "JaxstabFixture", "run_case", "run_marked"]
+
+#: The results of the cases one test checked, on ``item.stash``.
+CASES_KEY: pytest.StashKey[list[Any]] = pytest.StashKey()
+
+
+def _session(item: pytest.Item) -> JaxstabSession:
+    return item.config.stash[SESSION_KEY]
+
+
+def _max_examples(explicit: int | None, session: JaxstabSession) -> int:
+    if explicit is not None:
+        return explicit
+    if session.options.examples is not None:
+        return session.options.examples
+    return int(settings().max_examples)  # the active Hypothesis profile's
+
+
+def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: Any, dtype: Any,
+             domain: Any = None, max_examples: int | None = None, tolerance_bits: float = 8.0,
+             rules: Any = None, apply: bool = False, timing: bool | None = None,
+             atol: float | None = None) -> Any:
+    """Checks ``fn`` as case ``nodeid`` of ``item``; fails the test when the case fails.
+
+    Returns the :class:`CaseResult`.
+    """
+    __tracebackhide__ = True
+    session = _session(item)
+    opts = session.options
+    problem = None
+    try:
+        result = check(fn, shapes=shapes, dtype=dtype, domain=domain,
+                       max_examples=_max_examples(max_examples, session), seed=opts.seed, rules=rules,
+                       tolerance_bits=tolerance_bits, apply=apply, atol=atol,
+                       timing=opts.timing if timing is None else timing, nodeid=nodeid,
+                       witnesses=session.witnesses(nodeid), derandomize=opts.derandomize)
+    except (JaxstabError, UnsupportedPrimitive, OracleError) as exc:
+        # Bad arguments, an untraceable function, a primitive the oracle cannot evaluate exactly: the
+        # reason, not a traceback.
+        problem = f"{nodeid}: {type(exc).__name__}: {exc}"
+    if problem is not None:  # outside the except block: no "during handling..." chain in the report
+        pytest.fail(problem, pytrace=False)
+    item.stash.setdefault(CASES_KEY, []).append(result)
+    _judge(session, result)
+    return result
+
+
+def _judge(session: JaxstabSession, result: Any) -> None:
+    __tracebackhide__ = True
+    comparison = session.compare_case(result)
+    if comparison is None or comparison.status == "new":
+        if result.outcome == "failed":
+            note = f"\n(not in the baseline: {comparison.message})" if comparison is not None else ""
+            pytest.fail(result.message + note, pytrace=False)
+        return
+    if comparison.status == "regressed":
+        detail = f"\n\n{result.message}" if result.message else ""
+        pytest.fail(f"regressed against the jaxstab baseline: {comparison.message}{detail}", pytrace=False)
+    # "known", "improved", "unchanged": reported in the session summary, not failed.
+
+
+def run_marked(item: pytest.Function) -> None:
+    """Runs a ``stabilize``-marked test: its body, with drawn arrays, is the function under test."""
+    __tracebackhide__ = True
+    mark = item.get_closest_marker(MARKER)
+    assert mark is not None
+    func = item.obj
+    problem = ""
+    try:
+        spec = parse_marker(mark, getattr(func, "__func__", func), is_method=item.cls is not None)
+    except MarkerError as exc:  # a mark added after collection (pytest_collection_modifyitems)
+        spec, problem = None, f"{item.nodeid}: bad @pytest.mark.{MARKER}: {exc}"
+    if spec is None:
+        pytest.fail(problem, pytrace=False)
+    wanted = [p for p in inspect.signature(func).parameters if p not in spec.names]
+    fixtures = {name: item.funcargs[name] for name in wanted if name in item.funcargs}
+
+    def body(**arrays: Any) -> Any:
+        return func(**fixtures, **arrays)
+
+    body.__name__ = getattr(func, "__name__", "test")
+    body.__qualname__ = getattr(func, "__qualname__", body.__name__)
+    shapes = dict(zip(spec.names, spec.shapes))  # by name: the failure message names the parameters
+    run_case(item, body, nodeid=item.nodeid, shapes=shapes, dtype=spec.dtype, domain=spec.domain,
+             max_examples=spec.max_examples, tolerance_bits=spec.tolerance_bits, rules=spec.rules,
+             apply=spec.apply, timing=spec.timing, atol=spec.atol)
+
+
+class JaxstabFixture:
+    """The ``jaxstab`` fixture: check functions defined elsewhere from inside a test.
+
+    Example::
+
+        def test_loss(jaxstab):
+            jaxstab.check(mylib.loss, shapes=[(8, 4), (8,)], dtype="float32", domain=(-10, 10))
+    """
+
+    def __init__(self, item: pytest.Item) -> None:
+        self._item = item
+        self._count = 0
+
+    def check(self, fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = None,
+              max_examples: int | None = None, tolerance_bits: float = 8.0, rules: Any = None,
+              apply: bool = False, timing: bool | None = None, atol: float | None = None,
+              name: str | None = None) -> Any:
+        """Fuzz ``fn`` as ``jst.check`` does, with the session's options; fail the test if it fails.
+
+        Args:
+            fn, shapes, dtype, domain, tolerance_bits, rules, apply, atol: as for ``jst.check``.
+            max_examples: default ``--jaxstab-examples``, else the Hypothesis profile's.
+            timing: default ``--jaxstab-timing``.
+            name: the case's name in reports and baselines, appended to the test's id
+                (``test_x.py::test_loss::name``); needed to tell apart several checks in one test.
+                The first unnamed check is named after the test itself.
+
+        Returns:
+            The :class:`CaseResult` (when the case passes, or is a known instability of the baseline).
+        """
+        __tracebackhide__ = True
+        nodeid = self._item.nodeid
+        if name is not None:
+            nodeid = f"{nodeid}::{name}"
+        elif self._count:
+            nodeid = f"{nodeid}::{getattr(fn, '__name__', 'check')}#{self._count + 1}"
+        self._count += 1
+        return run_case(self._item, fn, nodeid=nodeid, shapes=shapes, dtype=dtype, domain=domain,
+                        max_examples=max_examples, tolerance_bits=tolerance_bits, rules=rules, apply=apply,
+                        timing=timing, atol=atol)

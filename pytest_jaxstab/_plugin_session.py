@@ -1,0 +1,221 @@
+"""The plugin's state for one pytest session (as pytest-benchmark's session object): options, the
+baseline, every case's result, and what is written at the end (reports, baseline).
+
+Results reach it only through test reports (``pytest_runtest_logreport``), where they ride as plain
+JSON under :data:`RESULT_KEY`: in a serial run and on a pytest-xdist controller alike, so both write
+the same reports and baselines. Workers never write files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ._plugin_options import Options, ReportTarget
+
+__all__ = ["RESULT_KEY", "SESSION_KEY", "JaxstabSession"]
+
+#: Key of the list of case results (``CaseResult.to_json()``) on a test report's ``__dict__``.
+RESULT_KEY = "jaxstab_cases"
+#: Where the session object lives on ``config.stash``.
+SESSION_KEY: pytest.StashKey[JaxstabSession] = pytest.StashKey()
+
+
+class JaxstabSession:
+    """Owns one session's jaxstab state; registered as a plugin, its ``pytest_*`` methods are hooks."""
+
+    def __init__(self, config: pytest.Config, options: Options) -> None:
+        self.config = config
+        self.options = options
+        self.is_worker = hasattr(config, "workerinput")
+        self.baseline: Any = None
+        self.checks: list[Any] | None = None
+        self.cases: dict[str, Any] = {}
+        self.ran: set[str] = set()
+        self.collected: set[str] = set()
+        self.comparison: Any = None
+        self.notes: list[str] = []
+        self._load_baseline()
+        if not self.is_worker and any(t.kind == "html" for t in options.reports):
+            try:
+                import matplotlib  # noqa: F401
+            except ImportError:
+                raise pytest.UsageError("--jaxstab-report=html needs matplotlib: "
+                                        "pip install 'pytest-jaxstab[html]'") from None
+
+    # --- baseline ------------------------------------------------------------------------------------
+    def _load_baseline(self) -> None:
+        from ._baseline import BaselineError, load_baseline, parse_compare_fail
+
+        opts = self.options
+        if opts.compare_fail is not None:
+            self.checks = parse_compare_fail(opts.compare_fail)
+        if opts.compare is not None:
+            try:
+                self.baseline = load_baseline(opts.compare)
+            except BaselineError as exc:
+                raise pytest.UsageError(f"--jaxstab-compare: {exc}") from None
+        if opts.save_baseline is not None and Path(opts.save_baseline).exists() and not self.is_worker:
+            # Saving merges into the existing file: a damaged one must be fixed, not overwritten.
+            try:
+                load_baseline(opts.save_baseline)
+            except BaselineError as exc:
+                raise pytest.UsageError(f"--jaxstab-save-baseline: {exc}") from None
+
+    def witnesses(self, nodeid: str) -> list[Any]:
+        """The baseline's worst inputs of a case, to re-check first (comparison runs only)."""
+        if self.baseline is None:
+            return []
+        entry = self.baseline.entries.get(nodeid)
+        return list(entry.witnesses) if entry is not None else []
+
+    def compare_case(self, case: Any) -> Any:
+        """How one case compares with the baseline, or None when not comparing."""
+        if self.baseline is None:
+            return None
+        from ._baseline import compare
+
+        return compare([case], self.baseline, self.checks, collected_nodeids=[]).cases[0]
+
+    # --- results -------------------------------------------------------------------------------------
+    def record_report(self, report: pytest.TestReport) -> None:
+        """Takes the results riding on a test report (serial run, or xdist controller)."""
+        if report.when == "call":  # ran: skipped tests and setup errors keep their baseline entries
+            self.ran.add(report.nodeid)
+        raw = report.__dict__.get(RESULT_KEY)
+        if not raw:
+            return
+        from ._results import CaseResult
+
+        for d in raw:
+            case = CaseResult.from_json(d)
+            self.cases[case.nodeid] = case
+
+    def record_collected(self, nodeids: Any) -> None:
+        self.collected.update(nodeids)
+
+    def sorted_cases(self) -> list[Any]:
+        return [self.cases[k] for k in sorted(self.cases)]
+
+    # --- hooks ---------------------------------------------------------------------------------------
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.record_report(report)
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        self.record_collected(item.nodeid for item in items)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.record_collected(item.nodeid for item in items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.record_collected(ids)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        # Workers send every id they collected, deselected ones included (see pytest_sessionfinish).
+        self.record_collected(getattr(node, "workeroutput", {}).get("jaxstab_collected", ()))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.is_worker:
+            workeroutput = getattr(self.config, "workeroutput", None)
+            if workeroutput is not None:
+                workeroutput["jaxstab_collected"] = sorted(self.collected)
+            return
+        self.finish()
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self.summary(terminalreporter)
+
+    # --- end of session ------------------------------------------------------------------------------
+    def finish(self) -> None:
+        """Compares, saves the baseline and writes the file reports (controller / serial run only)."""
+        if self.is_worker:
+            return
+        cases = self.sorted_cases()
+        rootdir = self.config.rootpath
+        if self.baseline is not None:
+            from ._baseline import compare
+
+            self.comparison = compare(cases, self.baseline, self.checks,
+                                      collected_nodeids=sorted(self.collected), rootdir=rootdir)
+        if self.options.save_baseline is not None:
+            self._save(cases)
+        files = [t for t in self.options.reports if t.kind != "term"]
+        if files and cases:
+            self._write_reports(files, cases)
+        elif files:
+            self.notes.append("no @pytest.mark.stabilize test or jaxstab fixture ran: no report written")
+
+    def _save(self, cases: list[Any]) -> None:
+        from ._baseline import load_baseline, save_baseline
+
+        path = self.options.save_baseline
+        assert path is not None
+        existing = load_baseline(path) if Path(path).exists() else None
+        selected = set(self.ran)
+        if existing is not None:
+            # Cases of the jaxstab fixture are named "<test nodeid>::<name>": they belong to their test.
+            selected |= {n for n in existing.entries if any(n.startswith(r + "::") for r in self.ran)}
+        save_baseline(path, cases, selected_nodeids=sorted(selected), existing=existing,
+                      collected_nodeids=sorted(self.collected) or None, rootdir=self.config.rootpath)
+        self.notes.append(f"baseline saved: {_shown(path)} ({len(cases)} cases from this run)")
+
+    def _write_reports(self, targets: list[ReportTarget], cases: list[Any]) -> None:
+        jax_version, backends = _platform()
+        for target in targets:
+            assert target.path is not None
+            if target.kind == "json":
+                from ._report_json import build_report, write_json
+
+                write_json(target.path, build_report(cases, jax_version=jax_version, backends=backends))
+            else:
+                from ._report_html import write_html
+
+                write_html(target.path, cases, jax_version=jax_version, backends=backends)
+            self.notes.append(f"{target.kind} report written: {_shown(target.path)}")
+
+    def summary(self, terminal: Any) -> None:
+        """The "jaxstab" section of the terminal summary."""
+        if self.is_worker:
+            return
+        wants_table = any(t.kind == "term" for t in self.options.reports)
+        if not (wants_table or self.comparison is not None or self.notes):
+            return
+        terminal.section("jaxstab")
+        if wants_table:
+            from ._report_term import format_table
+
+            cases = self.sorted_cases()
+            # Timing columns only for the backends cases were timed on (none without --jaxstab-timing).
+            timed = sorted({t.backend for case in cases for t in case.timing})
+            terminal.write_line(format_table(cases, timed))
+        if self.comparison is not None:
+            from ._report_term import format_baseline_summary
+
+            terminal.write_line(format_baseline_summary(self.comparison))
+        for note in self.notes:
+            terminal.write_line(note)
+
+
+def _platform() -> tuple[str, list[str]]:
+    import jax
+
+    backends = []
+    for name in ("cpu", "gpu", "tpu"):
+        try:
+            if jax.devices(name):
+                backends.append(name)
+        except RuntimeError:
+            continue
+    return jax.__version__, backends
+
+
+def _shown(path: Path | str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
