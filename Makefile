@@ -50,7 +50,7 @@ lint: venv
 
 demo: venv
 	$(VENV)/bin/python -m pytest examples -p no:cacheprovider -q \
-	  --jaxstab-report --jaxstab-report=html:jaxstab-report.html \
+	  --jaxstab-report --jaxstab-report=html:jaxstab-report.html --jaxstab-timing \
 	  --jaxstab-compare=examples/.jaxstab/baseline.json
 	@echo "HTML report: $(CURDIR)/jaxstab-report.html"
 
