@@ -123,11 +123,26 @@ def _rebindable(eqn: Any, new_sub: Any) -> bool:
 
 
 def _plan(g: Graph, rules: Sequence[Rule]) -> dict[int, tuple[Rule, Match]]:
+    # Index rules by the primitives their roots can be, keeping the catalogue order per primitive:
+    # most equations are then tried against no rule at all.
+    by_prim: dict[str, list[Rule]] = {}
+    anywhere: list[Rule] = []
+    for rule in rules:
+        prims = rule.root_primitives
+        if prims is None:
+            anywhere.append(rule)
+        else:
+            for p in prims:
+                by_prim.setdefault(p, []).append(rule)
+    order = {id(r): k for k, r in enumerate(rules)}
     plan: dict[int, tuple[Rule, Match]] = {}
     for i in range(len(g.eqns) - 1, -1, -1):
         if i in g.claimed:
             continue
-        for rule in rules:
+        candidates = by_prim.get(_compat.primitive_name(g.eqns[i]), [])
+        if anywhere:
+            candidates = sorted([*candidates, *anywhere], key=lambda r: order[id(r)])
+        for rule in candidates:
             m = rule.find(g, i)
             if m is not None:
                 g.claimed |= m.swallowed

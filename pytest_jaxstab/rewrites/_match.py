@@ -295,20 +295,28 @@ def _match_args(g: Graph, pats: tuple[Pattern, ...], atoms: list[Any], state: _S
         yield from _match_args(g, pats[1:], atoms[1:], st, into_reduction)
 
 
-def match_root(g: Graph, pat: Pattern, i: int) -> Iterator[Match]:
-    """Every acceptable match of ``pat`` rooted at equation ``i`` (use-count checked)."""
-    eqn = g.eqns[i]
-    if i in g.claimed:
-        return
+def root_ops(pat: Pattern) -> tuple[Op, ...]:
+    """The ``op`` patterns a pattern can be rooted at (alternatives of ``any_of`` flattened)."""
     roots: list[Op] = []
     stack: list[Pattern] = [pat]
-    while stack:  # a root pattern may be an alternative of ops
+    while stack:
         p = stack.pop(0)
         if isinstance(p, AnyOf):
             stack[0:0] = list(p.alternatives)
         elif isinstance(p, Op):
             roots.append(p)
-    for rp in roots:
+    return tuple(roots)
+
+
+def match_root(g: Graph, pat: Pattern, i: int, roots: tuple[Op, ...] | None = None) -> Iterator[Match]:
+    """Every acceptable match of ``pat`` rooted at equation ``i`` (use-count checked)."""
+    eqn = g.eqns[i]
+    if i in g.claimed:
+        return
+    name = _compat.primitive_name(eqn)
+    for rp in root_ops(pat) if roots is None else roots:
+        if name not in rp.prim:
+            continue
         start = _State({}, {}, {}, set(), Counter())
         for st in _match_eqn(g, rp, i, eqn, start):
             if _internal_only(g, i, st):

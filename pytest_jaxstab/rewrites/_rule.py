@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ._match import Graph, Match, match_root
+from ._match import Graph, Match, match_root, root_ops
 from ._pattern import Pattern
 
 __all__ = ["Rule", "get", "register", "registered", "resolve"]
@@ -59,6 +59,17 @@ class Rule:
             raise TypeError(f"Rule {self.name!r}: replacement must be callable")
         if not self.doc:
             object.__setattr__(self, "doc", (self.replacement.__doc__ or "").strip())
+        roots = root_ops(self.pattern) if self.pattern is not None else ()
+        if self.pattern is not None and not roots:
+            raise ValueError(f"Rule {self.name!r}: the pattern's root must be an op(...) (or any_of ops)")
+        object.__setattr__(self, "_roots", roots)
+
+    @property
+    def root_primitives(self) -> frozenset[str] | None:
+        """Primitive names a match can be rooted at (None: any, for ``matcher`` rules)."""
+        if self.matcher is not None:
+            return None
+        return frozenset().union(*(r.prim for r in self._roots))  # type: ignore[attr-defined]
 
     def find(self, graph: Graph, i: int) -> Match | None:
         """The first acceptable match rooted at equation ``i`` of ``graph``, or None."""
@@ -66,7 +77,7 @@ class Rule:
             m = self.matcher(graph, i)
             return m if m is None or self.where is None or self.where(m) else None
         assert self.pattern is not None
-        for m in match_root(graph, self.pattern, i):
+        for m in match_root(graph, self.pattern, i, self._roots):  # type: ignore[attr-defined]
             if self.where is None or self.where(m):
                 return m
         return None
