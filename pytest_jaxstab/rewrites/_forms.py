@@ -109,15 +109,21 @@ def _hypot_jvp(primals: Any, tangents: Any) -> Any:
 
 
 def norm(x: Any, axes: Axes = None) -> Any:
-    """sqrt(sum(x²)) scaled by m = max|x|: ``m * sqrt(sum((x/m)²))``; 0 for the zero vector.
+    """sqrt(sum(x²)) scaled by s ≈ max|x|: ``s * sqrt(sum((x/s)²))``; 0 for the zero vector.
 
-    The scale is under ``stop_gradient`` (it cancels), so the gradient is x / norm(x).
+    ``s`` is the power of two nearest above max|x|, clamped so that 1/s is a normal number too:
+    XLA turns ``x / s`` into ``x * (1/s)``, and a subnormal 1/s is flushed to zero on CPU and GPU
+    (s = 2e38 would give 0 for every element). Scaling by a power of two is exact. ``s`` is under
+    ``stop_gradient`` (it cancels), so the gradient is x / norm(x).
     """
     ax = _axes(x, axes)
     m = lax.stop_gradient(jnp.max(jnp.abs(x), axis=ax, keepdims=True))
-    safe = (m > 0) & jnp.isfinite(m)
-    scale = jnp.where(safe, m, jnp.ones_like(m))
-    y = x / scale
+    info = jnp.finfo(x.dtype)
+    _, e = jnp.frexp(jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m)))
+    e = jnp.clip(e, int(info.minexp) + 1, int(info.maxexp) - 2)
+    one = jnp.ones_like(m)
+    scale, inv = jnp.ldexp(one, e), jnp.ldexp(one, -e)
+    y = x * inv
     r = scale * jnp.sqrt(jnp.sum(y * y, axis=ax, keepdims=True))
     return jnp.squeeze(r, axis=ax)
 
