@@ -154,7 +154,7 @@ def _float_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
             return int(info.min)
         if _mpf_gt(r, hi):
             return int(info.max)
-        return libmp.to_int(r)  # truncates toward zero
+        return int(libmp.to_int(r))  # type: ignore[arg-type]  # truncates toward zero
 
     return np.asarray(np.frompyfunc(one, 1, 1)(x), dtype=object).astype(dtype)
 

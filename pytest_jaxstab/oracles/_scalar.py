@@ -34,12 +34,13 @@ _mpf_exp, _mpf_log, _mpf_neg = libmp.mpf_exp, libmp.mpf_log, libmp.mpf_neg
 _mpf_lt, _mpf_gt, _mpf_pos = libmp.mpf_lt, libmp.mpf_gt, libmp.mpf_pos
 
 # name -> factory(prec) -> scalar function on mpf (1 or 2 arguments)
-_UNARY: dict[str, Callable[[int], Callable[[Any], Any]]] = {}
+_UNARY: dict[str, Callable[..., Callable[[Any], Any]]] = {}
 _BINARY: dict[str, Callable[[int], Callable[[Any, Any], Any]]] = {}
 
 
-def _unary(name: str) -> Callable[[Callable[[int], Callable[[Any], Any]]], Any]:
-    def register(factory: Callable[[int], Callable[[Any], Any]]) -> Any:
+def _unary(name: str) -> Callable[[Callable[..., Callable[[Any], Any]]], Any]:
+    # factories take the precision (and, for integer_pow, the exponent)
+    def register(factory: Callable[..., Callable[[Any], Any]]) -> Any:
         _UNARY[name] = factory
         return factory
 
@@ -68,7 +69,7 @@ def _is_int(r: tuple) -> bool:
     return r[2] >= 0 or not r[1]
 
 
-def _lift(raw: Callable[..., tuple], guard: Callable[[tuple], Any] | None = None) -> Callable:
+def _lift(raw: Callable[..., Any], guard: Callable[[tuple], Any] | None = None) -> Callable:
     """A factory for ``raw(x, prec, rnd)``: ComplexResult (outside the real domain) becomes NaN."""
 
     def factory(prec: int) -> Callable[[Any], Any]:
