@@ -312,6 +312,31 @@ def source_line(eqn: Eqn) -> SourceLine | None:
     return SourceLine(frame.file_name, frame.start_line, frame.function_name, text)
 
 
+def refine_source(outer: SourceLine | None, eqn: Eqn) -> SourceLine | None:
+    """The user position of ``eqn``, an equation inside a call whose own position is ``outer``.
+
+    JAX caches the jaxprs of jitted functions, so an equation inside a library function (``jnp.where``,
+    ``jax.nn.softplus``) keeps the user frame of the call that traced it FIRST, possibly another line.
+    When the equation's innermost user frame is in the same function as the enclosing call's, the
+    callee has no user code of its own and the enclosing call's (current) position is the right one;
+    a user's own helper has frames in its own function and keeps them.
+    """
+    src = source_line(eqn)
+    if src is None:
+        return outer
+    if outer is not None and src.file == outer.file and src.function == outer.function:
+        return outer
+    return src
+
+
+def source_line_in(chain: Sequence[Eqn]) -> SourceLine | None:
+    """The user position of the last equation of ``chain`` (outermost call first), see refine_source."""
+    src: SourceLine | None = None
+    for k, eqn in enumerate(chain):
+        src = source_line(eqn) if k == 0 else refine_source(src, eqn)
+    return src
+
+
 def location(eqn: Eqn) -> str | None:
     """The user's ``file:line`` of an equation, or None when it was not created from user code."""
     src = source_line(eqn)

@@ -407,7 +407,7 @@ class _Walker:
         # eqn is None for a constant returned by the top-level function: no equation consumes it.
         chain = (*ctx.stack, eqn) if eqn is not None else ctx.stack
         path = tuple(C.eqn_name(e) for e in chain) or ("output",)
-        src = next((s for s in (C.source_line(e) for e in reversed(chain)) if s), None)
+        src = C.source_line_in(chain)
         loc = None if src is None else str(src)
         prim = "output" if eqn is None else C.primitive_name(eqn)
         return (prim, loc, path), (src.text if src else None), path

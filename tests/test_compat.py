@@ -170,3 +170,43 @@ def test_is_tracer():
     jax.jit(lambda x: seen.append(_compat.is_tracer(x)) or x)(1.0)
     assert seen == [True]
     assert not _compat.is_tracer(jnp.ones(2))
+
+
+def _norm_first(x):
+    return jnp.linalg.norm(x)  # MARK-FIRST
+
+
+def _norm_second(x):
+    y = x * 2.0
+    return jnp.linalg.norm(y)  # MARK-SECOND
+
+
+def test_library_callee_positions_follow_the_current_call_not_the_first_trace():
+    # jnp.linalg.norm is a cached jit: its inner equations keep the user frame of the call that traced
+    # it first. source_line_in must report the current call's line for both callers.
+    for fn, marker in ((_norm_first, "MARK-FIRST"), (_norm_second, "MARK-SECOND")):
+        closed, _, _ = _compat.trace(fn, jnp.ones(3))
+        (call,) = [e for e in _compat.eqns(closed) if _compat.primitive_name(e) == "jit"]
+        ((_, body),) = _compat.subjaxprs(call)
+        inner = next(e for e in _compat.eqns(body) if _compat.primitive_name(e) == "sqrt")
+        src = _compat.source_line_in([call, inner])
+        assert src is not None and src.line == _line_of(fn, marker)
+
+
+def _helper_line(x):
+    return jnp.log(x)  # MARK-HELPER
+
+
+_helper = jax.jit(_helper_line)
+
+
+def test_user_callee_positions_keep_their_own_line():
+    def caller(x):
+        return _helper(x) + 1.0
+
+    closed, _, _ = _compat.trace(caller, jnp.ones(3))
+    (call,) = [e for e in _compat.eqns(closed) if _compat.primitive_name(e) == "jit"]
+    ((_, body),) = _compat.subjaxprs(call)
+    (log,) = [e for e in _compat.eqns(body) if _compat.primitive_name(e) == "log"]
+    src = _compat.source_line_in([call, log])
+    assert src is not None and src.line == _line_of(_helper_line, "MARK-HELPER")

@@ -68,7 +68,7 @@ class Explanation(list[Applied]):
 
 
 def rewrite_jaxpr(closed: Any, rules: Sequence[Rule], *, describe: bool = False, max_passes: int = 8,
-                  path: tuple[str, ...] = (), fallback_location: str | None = None,
+                  path: tuple[str, ...] = (), enclosing: _compat.SourceLine | None = None,
                   ) -> tuple[Any, list[Applied]]:
     """Rewrite a closed jaxpr to a fixed point; returns ``(new_closed_jaxpr, applied)``.
 
@@ -82,7 +82,7 @@ def rewrite_jaxpr(closed: Any, rules: Sequence[Rule], *, describe: bool = False,
     structural = [r for r in rules if r.matcher is not None]
     if patterns and structural:  # two phases (module docstring): pattern rules first
         kw: dict[str, Any] = {"describe": describe, "max_passes": max_passes, "path": path,
-                              "fallback_location": fallback_location}
+                              "enclosing": enclosing}
         closed, first = rewrite_jaxpr(closed, patterns, **kw)
         closed, second = rewrite_jaxpr(closed, structural, **kw)
         return closed, first + second
@@ -97,16 +97,16 @@ def rewrite_jaxpr(closed: Any, rules: Sequence[Rule], *, describe: bool = False,
             subs = _compat.subjaxprs(eqn)
             if not subs:
                 continue
-            loc = _compat.location(eqn) or fallback_location
+            src = _compat.refine_source(enclosing, eqn)
             for site, sub in subs:
                 new_sub, got = rewrite_jaxpr(sub, rules, describe=describe, max_passes=max_passes,
-                                             path=(*path, _compat.eqn_name(eqn)), fallback_location=loc)
+                                             path=(*path, _compat.eqn_name(eqn)), enclosing=src)
                 if got and _rebindable(eqn, new_sub):
                     sub_new.setdefault(i, {})[site] = new_sub
                     sub_applied.setdefault(i, []).extend(got)
         if not plan and not sub_new:
             break
-        closed, fired = _retrace(g, plan, sub_new, sub_applied, describe, path, fallback_location)
+        closed, fired = _retrace(g, plan, sub_new, sub_applied, describe, path, enclosing)
         applied.extend(fired)
         if not plan:
             break  # only sub-jaxprs changed; they are already at their own fixed point
@@ -159,7 +159,7 @@ def _abstract(atom: Any) -> jax.ShapeDtypeStruct:
 
 def _retrace(g: Graph, plan: dict[int, tuple[Rule, Match]], sub_new: dict[int, dict[Any, Any]],
              sub_applied: dict[int, list[Applied]], describe: bool, path: tuple[str, ...],
-             fallback_location: str | None) -> tuple[Any, list[Applied]]:
+             enclosing: _compat.SourceLine | None) -> tuple[Any, list[Applied]]:
     closed = g.closed
     fired: list[Applied] = []
 
@@ -191,8 +191,8 @@ def _retrace(g: Graph, plan: dict[int, tuple[Rule, Match]], sub_new: dict[int, d
                 return
             env[eqn.outvars[0]], extras = res
             env.update(zip(m.extra_outputs, extras))
-            loc = _compat.location(eqn) or fallback_location
-            fired.append(Applied(rule.name, loc, render(g, i, m),
+            src = _compat.refine_source(enclosing, eqn)
+            fired.append(Applied(rule.name, None if src is None else str(src), render(g, i, m),
                                  _render_after(rule, m, kwargs) if describe else "", path))
 
         # Matches that run before their root (Match.at), by the equation they run after.
