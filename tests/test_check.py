@@ -174,7 +174,9 @@ def test_pytree_outputs_and_integer_outputs():
 
 def test_failures_are_stored_in_the_hypothesis_database_and_replayed():
     db = InMemoryExampleDatabase()
-    settings.register_profile("jaxstab-test-db", database=db)
+    # derandomize=False explicitly: under CI=true Hypothesis loads its "ci" profile (derandomized, no
+    # database), and a profile registered here would inherit that.
+    settings.register_profile("jaxstab-test-db", database=db, derandomize=False)
     previous = settings.get_current_profile_name()
     settings.load_profile("jaxstab-test-db")
     try:
