@@ -256,6 +256,35 @@ def bind(eqn: Eqn, invals: Sequence[Any], params: dict[str, Any] | None = None) 
     return list(ans) if eqn.primitive.multiple_results else [ans]
 
 
+def with_operands(eqn: Eqn, invars: Sequence[Any], outvars: Sequence[Any] | None = None) -> Eqn:
+    """A copy of ``eqn`` reading ``invars`` (and writing ``outvars``); params and source info kept."""
+    if outvars is None:
+        return eqn.replace(invars=list(invars))
+    return eqn.replace(invars=list(invars), outvars=list(outvars))
+
+
+def build_closed(template: ClosedJaxpr, eqns: Sequence[Eqn], outvars: Sequence[Any],
+                 extra_constvars: Sequence[Any] = (), extra_consts: Sequence[Any] = ()) -> ClosedJaxpr:
+    """A closed jaxpr with ``template``'s inputs, effects and debug info, and new equations/outputs.
+
+    ``extra_constvars`` (bound to ``extra_consts``) are appended to the template's constants.
+    """
+    jaxpr, consts = parts(template)
+    constvars = [*jaxpr.constvars, *extra_constvars]
+    values = [*consts, *extra_consts]
+    if JAX_VERSION >= (0, 11):
+        return jex.Jaxpr(constvars, list(jaxpr.invars), list(outvars), list(eqns), jaxpr.effects,
+                         jaxpr.debug_info, consts=values)
+    new = jex.Jaxpr(constvars, list(jaxpr.invars), list(outvars), list(eqns),  # pragma: no cover
+                    jaxpr.effects, jaxpr.debug_info)
+    return jex.ClosedJaxpr(new, values)  # pragma: no cover - jax 0.10 path (make test-compat)
+
+
+def check_jaxpr(closed: ClosedJaxpr) -> None:
+    """Raise if a closed jaxpr is ill-typed (JAX's own checker); used by tests of built jaxprs."""
+    _core.check_jaxpr(closed.jaxpr)
+
+
 def eval_jaxpr(closed: ClosedJaxpr, *args: Any) -> list[Any]:
     """Evaluate a closed jaxpr on ``args`` (arrays or tracers), keeping source info on re-trace."""
     jaxpr, consts = parts(closed)

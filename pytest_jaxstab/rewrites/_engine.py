@@ -106,7 +106,10 @@ def rewrite_jaxpr(closed: Any, rules: Sequence[Rule], *, describe: bool = False,
                     sub_applied.setdefault(i, []).extend(got)
         if not plan and not sub_new:
             break
-        closed, fired = _retrace(g, plan, sub_new, sub_applied, describe, path, enclosing)
+        spliced = None
+        if not sub_new and not any(m.extra_outputs or m.at is not None for _, m in plan.values()):
+            spliced = _splice(g, plan, describe, path, enclosing)
+        closed, fired = spliced or _retrace(g, plan, sub_new, sub_applied, describe, path, enclosing)
         applied.extend(fired)
         if not plan:
             break  # only sub-jaxprs changed; they are already at their own fixed point
@@ -215,6 +218,84 @@ def _retrace(g: Graph, plan: dict[int, tuple[Rule, Match]], sub_new: dict[int, d
 
     new = jax.make_jaxpr(run)(*[_abstract(v) for v in _compat.invars(closed)])
     return new, fired
+
+
+def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path: tuple[str, ...],
+            enclosing: _compat.SourceLine | None) -> tuple[Any, list[Applied]] | None:
+    """The rewritten jaxpr built by splicing each replacement's equations in place of its match.
+
+    Unchanged equations are reused as they are (only operands that now come from a replacement are
+    renamed), so the cost is the replacements' own traces rather than re-binding the whole program:
+    the fast path for pattern rules at this level. Returns None when a replacement refuses to apply
+    or creates array constants, and the caller re-traces instead.
+    """
+    reps: dict[int, tuple[Any, list[Any], dict[str, Any]]] = {}
+    for i, (rule, m) in plan.items():
+        eqn = g.eqns[i]
+        names = [k for k, v in m.captures.items() if k in m.atoms and m.atoms[k] is v]
+        static = {k: v for k, v in m.captures.items() if k not in names}
+        refused: list[bool] = []
+
+        def fn(*xs: Any, eqn: Any = eqn, rule: Rule = rule, names: list[str] = names,
+               static: dict[str, Any] = static, refused: list[bool] = refused) -> Any:
+            res = _replace(eqn, rule, {**dict(zip(names, xs)), **static})
+            if res is None:
+                refused.append(True)
+                return jnp.zeros(_compat.aval(eqn.outvars[0]).shape, _compat.aval(eqn.outvars[0]).dtype)
+            return res[0]
+
+        rep = jax.make_jaxpr(fn)(*[_abstract(m.atoms[k]) for k in names])
+        if refused:
+            return None
+        reps[i] = (rep, [m.atoms[k] for k in names], {**{k: m.atoms[k] for k in names}, **static})
+
+    swallowed = set().union(*(m.swallowed for _, m in plan.values()))
+    subst: dict[Any, Any] = {}
+
+    def sub(a: Any) -> Any:
+        return a if _compat.is_literal(a) else subst.get(a, a)
+
+    eqns: list[Any] = []
+    new_constvars: list[Any] = []
+    new_consts: list[Any] = []
+    fired: list[Applied] = []
+    for j, eqn in enumerate(g.eqns):
+        if j in reps:
+            rep, operands, kwargs = reps[j]
+            rename: dict[Any, Any] = {v: sub(a) for v, a in zip(_compat.invars(rep), operands)}
+            for v, c in zip(_compat.constvars(rep), rep.consts):
+                rename[v] = nv = _compat.new_var(_compat.aval(v))
+                new_constvars.append(nv)
+                new_consts.append(c)
+            for e in _compat.eqns(rep):
+                ins = [a if _compat.is_literal(a) else rename[a] for a in e.invars]
+                outs = []
+                for o in e.outvars:
+                    if _compat.is_dropvar(o):
+                        outs.append(o)
+                    else:
+                        rename[o] = nv = _compat.new_var(_compat.aval(o))
+                        outs.append(nv)
+                eqns.append(_compat.with_operands(e, ins, outs))
+            (out,) = _compat.outvars(rep)
+            subst[eqn.outvars[0]] = out if _compat.is_literal(out) else rename[out]
+            rule, m = plan[j]
+            src = _compat.refine_source(enclosing, eqn)
+            after = _shorten(render_jaxpr(rep, list(operands_names(kwargs, m)))) if describe else ""
+            fired.append(Applied(rule.name, None if src is None else str(src), render(g, j, m), after, path))
+        elif j in swallowed:
+            continue
+        elif any(not _compat.is_literal(a) and a in subst for a in eqn.invars):
+            eqns.append(_compat.with_operands(eqn, [sub(a) for a in eqn.invars]))
+        else:
+            eqns.append(eqn)
+    outvars = [sub(a) for a in _compat.outvars(g.closed)]
+    return _compat.build_closed(g.closed, eqns, outvars, new_constvars, new_consts), fired
+
+
+def operands_names(kwargs: dict[str, Any], m: Match) -> list[str]:
+    """Names of a match's operand captures, in the order the replacement's jaxpr takes them."""
+    return [k for k in kwargs if k in m.atoms and m.atoms[k] is kwargs[k]]
 
 
 def _replace(eqn: Any, rule: Rule, kwargs: dict[str, Any], extra_outputs: Sequence[Any] = (),

@@ -91,17 +91,24 @@ class Match:
         return _compat.aval(self.atoms[name])
 
 
+class _Edges(dict):  # type: ignore[type-arg]
+    """Internal use counts per variable; a plain dict (cheap to copy), 0 when absent."""
+
+    def __missing__(self, key: Any) -> int:
+        return 0
+
+
 @dataclasses.dataclass
 class _State:
     captures: dict[str, Any]
     atoms: dict[str, Any]
     shared: dict[Any, Any]
     swallowed: set[int]
-    edges: Counter[Any]
+    edges: _Edges
 
     def copy(self) -> _State:
         return _State(dict(self.captures), dict(self.atoms), dict(self.shared), set(self.swallowed),
-                      Counter(self.edges))
+                      _Edges(self.edges))
 
 
 def _same_atom(a: Any, b: Any) -> bool:
@@ -317,7 +324,7 @@ def match_root(g: Graph, pat: Pattern, i: int, roots: tuple[Op, ...] | None = No
     for rp in root_ops(pat) if roots is None else roots:
         if name not in rp.prim:
             continue
-        start = _State({}, {}, {}, set(), Counter())
+        start = _State({}, {}, {}, set(), _Edges())
         for st in _match_eqn(g, rp, i, eqn, start):
             if _internal_only(g, i, st):
                 yield Match(i, st.captures, st.atoms, st.swallowed)
