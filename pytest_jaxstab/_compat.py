@@ -142,6 +142,11 @@ def aval(atom: Any) -> Any:
     return atom.aval
 
 
+def typeof(value: Any) -> Any:
+    """The abstract value (shape, dtype, weak type) of a concrete value or tracer."""
+    return jax.typeof(value)  # public since jax 0.4.x; here so one place adapts if it moves
+
+
 def new_var(aval_: Any) -> Any:
     """A fresh variable of the given abstract value."""
     if JAX_VERSION >= (0, 11):

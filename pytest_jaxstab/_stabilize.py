@@ -41,7 +41,7 @@ def _trace(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 def _signature(leaves: list[Any]) -> tuple[Any, ...]:
     sig = []
     for leaf in leaves:
-        aval = jax.typeof(leaf) if hasattr(jax, "typeof") else jax.core.get_aval(leaf)  # type: ignore[attr-defined]
+        aval = _compat.typeof(leaf)
         sig.append((tuple(aval.shape), np.dtype(aval.dtype).str, bool(getattr(aval, "weak_type", False))))
     return tuple(sig)
 

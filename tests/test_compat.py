@@ -210,3 +210,15 @@ def test_user_callee_positions_keep_their_own_line():
     (log,) = [e for e in _compat.eqns(body) if _compat.primitive_name(e) == "log"]
     src = _compat.source_line_in([call, log])
     assert src is not None and src.line == _line_of(_helper_line, "MARK-HELPER")
+
+
+def test_only_compat_touches_jax_internals():
+    # issue 2's contract: a JAX release that moves an internal breaks _compat.py and nothing else
+    import pathlib
+    import re
+
+    root = pathlib.Path(_compat.__file__).parent
+    pattern = re.compile(r"jax\._src|jax\.extend|jax\.core")
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
+                 if p.name != "_compat.py" and pattern.search(p.read_text())]
+    assert offenders == []
