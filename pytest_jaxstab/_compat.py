@@ -268,6 +268,12 @@ def with_operands(eqn: Eqn, invars: Sequence[Any], outvars: Sequence[Any] | None
     return eqn.replace(invars=list(invars), outvars=list(outvars))
 
 
+def with_traceback_of(eqn: Eqn, origin: Eqn) -> Eqn:
+    """A copy of ``eqn`` whose user traceback is ``origin``'s (its name stack is kept)."""
+    info = eqn.source_info.replace(traceback=origin.source_info.traceback)
+    return eqn.replace(source_info=info)
+
+
 def build_closed(template: ClosedJaxpr, eqns: Sequence[Eqn], outvars: Sequence[Any],
                  extra_constvars: Sequence[Any] = (), extra_consts: Sequence[Any] = ()) -> ClosedJaxpr:
     """A closed jaxpr with ``template``'s inputs, effects and debug info, and new equations/outputs.

@@ -72,8 +72,8 @@ def rewrite_jaxpr(closed: Any, rules: Sequence[Rule], *, describe: bool = False,
                   ) -> tuple[Any, list[Applied]]:
     """Rewrite a closed jaxpr to a fixed point; returns ``(new_closed_jaxpr, applied)``.
 
-    ``describe=True`` also renders each replacement (``Applied.after``), which costs one extra trace
-    per rewrite; ``jst.explain`` asks for it, ``jst.stabilize`` does not.
+    ``describe=True`` also renders each rewrite's expression before and after (``Applied.before``,
+    ``Applied.after``); ``jst.explain`` asks for it, ``jst.stabilize`` does not.
     """
     applied: list[Applied] = []
     if not rules:
@@ -195,7 +195,8 @@ def _retrace(g: Graph, plan: dict[int, tuple[Rule, Match]], sub_new: dict[int, d
             env[eqn.outvars[0]], extras = res
             env.update(zip(m.extra_outputs, extras))
             src = _compat.refine_source(enclosing, eqn)
-            fired.append(Applied(rule.name, None if src is None else str(src), render(g, i, m),
+            fired.append(Applied(rule.name, None if src is None else str(src),
+                                 render(g, i, m) if describe else "",
                                  _render_after(rule, m, kwargs) if describe else "", path))
 
         # Matches that run before their root (Match.at), by the equation they run after.
@@ -234,19 +235,28 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
         eqn = g.eqns[i]
         names = [k for k, v in m.captures.items() if k in m.atoms and m.atoms[k] is v]
         static = {k: v for k, v in m.captures.items() if k not in names}
-        refused: list[bool] = []
+        avals = [_abstract(m.atoms[k]) for k in names]
+        key = _rep_key(rule, names, avals, static, _compat.aval(eqn.outvars[0]))
+        rep = _REP_CACHE.get(key) if key is not None else None
+        if rep is None:
+            refused: list[bool] = []
 
-        def fn(*xs: Any, eqn: Any = eqn, rule: Rule = rule, names: list[str] = names,
-               static: dict[str, Any] = static, refused: list[bool] = refused) -> Any:
-            res = _replace(eqn, rule, {**dict(zip(names, xs)), **static})
-            if res is None:
-                refused.append(True)
-                return jnp.zeros(_compat.aval(eqn.outvars[0]).shape, _compat.aval(eqn.outvars[0]).dtype)
-            return res[0]
+            def fn(*xs: Any, eqn: Any = eqn, rule: Rule = rule, names: list[str] = names,
+                   static: dict[str, Any] = static, refused: list[bool] = refused) -> Any:
+                res = _replace(eqn, rule, {**dict(zip(names, xs)), **static})
+                if res is None:
+                    refused.append(True)
+                    out = _compat.aval(eqn.outvars[0])
+                    return jnp.zeros(out.shape, out.dtype)
+                return res[0]
 
-        rep = jax.make_jaxpr(fn)(*[_abstract(m.atoms[k]) for k in names])
-        if refused:
-            return None
+            rep = jax.make_jaxpr(fn)(*avals)
+            if refused:
+                return None
+            if key is not None:
+                if len(_REP_CACHE) >= _REP_CACHE_SIZE:
+                    _REP_CACHE.pop(next(iter(_REP_CACHE)))
+                _REP_CACHE[key] = rep
         reps[i] = (rep, [m.atoms[k] for k in names], {**{k: m.atoms[k] for k in names}, **static})
 
     swallowed = set().union(*(m.swallowed for _, m in plan.values()))
@@ -276,13 +286,15 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
                     else:
                         rename[o] = nv = _compat.new_var(_compat.aval(o))
                         outs.append(nv)
-                eqns.append(_compat.with_operands(e, ins, outs))
+                # a cached replacement was traced at another root: give it this root's user line
+                eqns.append(_compat.with_traceback_of(_compat.with_operands(e, ins, outs), eqn))
             (out,) = _compat.outvars(rep)
             subst[eqn.outvars[0]] = out if _compat.is_literal(out) else rename[out]
             rule, m = plan[j]
             src = _compat.refine_source(enclosing, eqn)
             after = _shorten(render_jaxpr(rep, list(operands_names(kwargs, m)))) if describe else ""
-            fired.append(Applied(rule.name, None if src is None else str(src), render(g, j, m), after, path))
+            before = render(g, j, m) if describe else ""
+            fired.append(Applied(rule.name, None if src is None else str(src), before, after, path))
         elif j in swallowed:
             continue
         elif any(not _compat.is_literal(a) and a in subst for a in eqn.invars):
@@ -291,6 +303,23 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
             eqns.append(eqn)
     outvars = [sub(a) for a in _compat.outvars(g.closed)]
     return _compat.build_closed(g.closed, eqns, outvars, new_constvars, new_consts), fired
+
+
+# Replacement jaxprs by (rule, operand types, static captures, result type): a program repeating a
+# pattern (a layer applied many times) traces each replacement once. Bounded, oldest dropped first.
+_REP_CACHE: dict[Any, Any] = {}
+_REP_CACHE_SIZE = 512
+
+
+def _rep_key(rule: Rule, names: list[str], avals: list[Any], static: dict[str, Any], out: Any) -> Any:
+    key = (id(rule), rule, tuple(names),
+           tuple((a.shape, str(a.dtype), a.weak_type) for a in avals),
+           tuple(sorted(static.items())), (tuple(out.shape), str(out.dtype)))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable captured parameter: trace every time
+        return None
+    return key
 
 
 def operands_names(kwargs: dict[str, Any], m: Match) -> list[str]:
