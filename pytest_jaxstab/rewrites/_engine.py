@@ -185,8 +185,8 @@ def _retrace(g: Graph, plan: dict[int, tuple[Rule, Match]], sub_new: dict[int, d
         def apply(i: int) -> None:
             rule, m = plan[i]
             eqn = g.eqns[i]
-            kwargs = {k: (read(v) if k in m.atoms and m.atoms[k] is v else v)
-                      for k, v in m.captures.items()}
+            operands = _operand_names(m)
+            kwargs = {k: (read(v) if k in operands else v) for k, v in m.captures.items()}
             res = _replace(eqn, rule, kwargs, m.extra_outputs)
             if res is None:  # the replacement refused: compute the swallowed equations as written
                 for j in sorted(m.swallowed | {i}):
@@ -230,10 +230,10 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
     the fast path for pattern rules at this level. Returns None when a replacement refuses to apply
     or creates array constants, and the caller re-traces instead.
     """
-    reps: dict[int, tuple[Any, list[Any], dict[str, Any]]] = {}
+    reps: dict[int, tuple[Any, list[str]]] = {}
     for i, (rule, m) in plan.items():
         eqn = g.eqns[i]
-        names = [k for k, v in m.captures.items() if k in m.atoms and m.atoms[k] is v]
+        names = _operand_names(m)
         static = {k: v for k, v in m.captures.items() if k not in names}
         avals = [_abstract(m.atoms[k]) for k in names]
         key = _rep_key(rule, names, avals, static, _compat.aval(eqn.outvars[0]))
@@ -257,7 +257,7 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
                 if len(_REP_CACHE) >= _REP_CACHE_SIZE:
                     _REP_CACHE.pop(next(iter(_REP_CACHE)))
                 _REP_CACHE[key] = rep
-        reps[i] = (rep, [m.atoms[k] for k in names], {**{k: m.atoms[k] for k in names}, **static})
+        reps[i] = (rep, names)
 
     swallowed = set().union(*(m.swallowed for _, m in plan.values()))
     subst: dict[Any, Any] = {}
@@ -271,8 +271,9 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
     fired: list[Applied] = []
     for j, eqn in enumerate(g.eqns):
         if j in reps:
-            rep, operands, kwargs = reps[j]
-            rename: dict[Any, Any] = {v: sub(a) for v, a in zip(_compat.invars(rep), operands)}
+            rule, m = plan[j]
+            rep, names = reps[j]
+            rename: dict[Any, Any] = {v: sub(m.atoms[k]) for v, k in zip(_compat.invars(rep), names)}
             for v, c in zip(_compat.constvars(rep), rep.consts):
                 rename[v] = nv = _compat.new_var(_compat.aval(v))
                 new_constvars.append(nv)
@@ -290,9 +291,8 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
                 eqns.append(_compat.with_traceback_of(_compat.with_operands(e, ins, outs), eqn))
             (out,) = _compat.outvars(rep)
             subst[eqn.outvars[0]] = out if _compat.is_literal(out) else rename[out]
-            rule, m = plan[j]
             src = _compat.refine_source(enclosing, eqn)
-            after = _shorten(render_jaxpr(rep, list(operands_names(kwargs, m)))) if describe else ""
+            after = _shorten(render_jaxpr(rep, names)) if describe else ""
             before = render(g, j, m) if describe else ""
             fired.append(Applied(rule.name, None if src is None else str(src), before, after, path))
         elif j in swallowed:
@@ -322,9 +322,10 @@ def _rep_key(rule: Rule, names: list[str], avals: list[Any], static: dict[str, A
     return key
 
 
-def operands_names(kwargs: dict[str, Any], m: Match) -> list[str]:
-    """Names of a match's operand captures, in the order the replacement's jaxpr takes them."""
-    return [k for k in kwargs if k in m.atoms and m.atoms[k] is kwargs[k]]
+def _operand_names(m: Match) -> list[str]:
+    """The captures that are operands (arrays at run time), in capture order; the others (params,
+    constants) are static Python values passed to the replacement as they are."""
+    return [k for k, v in m.captures.items() if k in m.atoms and m.atoms[k] is v]
 
 
 def _replace(eqn: Any, rule: Rule, kwargs: dict[str, Any], extra_outputs: Sequence[Any] = (),
@@ -393,9 +394,8 @@ def render(g: Graph, root: int, m: Match) -> str:
 
 
 def _render_after(rule: Rule, m: Match, kwargs: dict[str, Any]) -> str:
-    arrays = {k: v for k, v in kwargs.items() if k in m.atoms}
-    static = {k: v for k, v in kwargs.items() if k not in m.atoms}
-    names = list(arrays)
+    names = _operand_names(m)
+    static = {k: v for k, v in kwargs.items() if k not in names}
     avals = [_abstract(m.atoms[k]) for k in names]
     def root_value(*xs: Any) -> Any:  # with extra outputs, only the root's value is rendered
         out = rule.replacement(**dict(zip(names, xs)), **static)
