@@ -188,20 +188,20 @@ def _reports(config: pytest.Config) -> tuple[ReportTarget, ...]:
     return tuple(targets)
 
 
+def _int_setting(config: pytest.Config, name: str, option: str, *, minimum: int) -> int | None:
+    """An integer from the command line (``option``), else from the ini key ``name``, else None."""
+    raw = config.getoption(name)
+    if raw is not None:
+        return _int(raw, option, minimum=minimum)
+    if _ini(config, name):
+        return _int(_ini(config, name), name, minimum=minimum)
+    return None
+
+
 def resolve_options(config: pytest.Config) -> Options:
     """Reads and validates the options; a bad value is a ``pytest.UsageError`` naming the option."""
-    examples_raw = config.getoption("jaxstab_examples")
-    examples = None
-    if examples_raw is not None:
-        examples = _int(examples_raw, EXAMPLES_OPTION, minimum=1)
-    elif _ini(config, "jaxstab_examples"):
-        examples = _int(_ini(config, "jaxstab_examples"), "jaxstab_examples", minimum=1)
-    seed_raw = config.getoption("jaxstab_seed")
-    seed = None
-    if seed_raw is not None:
-        seed = _int(seed_raw, SEED_OPTION, minimum=0)
-    elif _ini(config, "jaxstab_seed"):
-        seed = _int(_ini(config, "jaxstab_seed"), "jaxstab_seed", minimum=0)
+    examples = _int_setting(config, "jaxstab_examples", EXAMPLES_OPTION, minimum=1)
+    seed = _int_setting(config, "jaxstab_seed", SEED_OPTION, minimum=0)
     timing = config.getoption("jaxstab_timing")
     if timing is None:
         flag = _truthy(_ini(config, "jaxstab_timing"))
