@@ -20,7 +20,7 @@ import time
 
 import jax.numpy as jnp
 
-from pytest_jaxstab._check import Profile, check
+from pytest_jaxstab._check import StageTimes, check
 
 _STAGES = (("trace/rewrite", ("trace",)), ("draw", ("draw",)), ("jitted runs", ("run",)),
            ("oracle", ("oracle",)), ("metrics", ("metrics",)), ("shrink", ("minimise",)),
@@ -31,15 +31,15 @@ def logsumexp(x):
     return jnp.log(jnp.sum(jnp.exp(x)))
 
 
-def run_once(examples: int, seed: int) -> Profile:
-    prof = Profile()
+def run_once(examples: int, seed: int) -> StageTimes:
+    prof = StageTimes()
     result = check(logsumexp, shapes=[(16,)], dtype="float32", domain=(-1e4, 1e4), max_examples=examples,
                    seed=seed, nodeid="bench_harness::logsumexp", profile=prof)
     assert result.outcome == "failed" and result.rewritten.verdict == "pass", result.message
     return prof
 
 
-def describe(label: str, prof: Profile) -> str:
+def describe(label: str, prof: StageTimes) -> str:
     total = prof["total"]
     rate = prof.get("draws", 0.0) / total
     shares = ", ".join(f"{name} {100 * sum(prof.get(k, 0.0) for k in keys) / total:.0f}%"

@@ -187,7 +187,7 @@ def bench_pass(profile: bool) -> None:
         import pstats
 
         closed = jax.make_jaxpr(chain(copies_for(1000)))(jnp.ones(8, jnp.float32))
-        prof = cProfile.Profile()
+        prof = cProfile.StageTimes()
         prof.enable()
         rewrite_jaxpr(closed, tuple(STABILITY))
         prof.disable()

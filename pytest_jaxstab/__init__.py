@@ -4,76 +4,74 @@
 
     jst.stabilize(fn)            # rewrite unstable patterns (a JAX transformation)
     jst.explain(fn, *args)       # which rewrites fire, at which of your lines
-    jst.check(fn, shapes=..., dtype=...)   # fuzz + mpmath oracle, without pytest
+    jst.check(fn, shapes=..., dtype=...)   # fuzz + exact oracle, without pytest
     jst.find_nan_origin(fn, *args)         # where a NaN/Inf is born
     jst.time_backends(fn, *args)           # jitted time on every backend present
 
-The names below are the public API; each is imported on first use, so loading the pytest plugin
-does not import JAX for test runs that never check a function.
+The names below are the public API, listed once in ``_EXPORTS`` (``__all__`` is derived from it); each
+is imported on first use, so loading the pytest plugin does not import JAX for test runs that never
+check a function. The ``TYPE_CHECKING`` block repeats them for type checkers only, and a test keeps the
+two in step.
 """
 
 from __future__ import annotations
 
 import importlib
+from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+try:
+    __version__: str = _metadata.version("pytest-jaxstab")
+except _metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 if TYPE_CHECKING:
     from . import oracles as oracles
     from . import rewrites as rewrites
     from . import strategies as strategies
     from ._check import check as check
-    from ._check_trace import ArgumentError as ArgumentError
+    from ._diagnostics import BackendTiming as BackendTiming
+    from ._diagnostics import NanOrigin as NanOrigin
+    from ._diagnostics import OperandSummary as OperandSummary
+    from ._diagnostics import find_nan_origin as find_nan_origin
+    from ._diagnostics import time_backends as time_backends
+    from ._errors import ArgumentError as ArgumentError
+    from ._errors import BaselineError as BaselineError
     from ._errors import JaxstabError as JaxstabError
+    from ._errors import MarkerError as MarkerError
+    from ._errors import OracleError as OracleError
     from ._errors import TraceError as TraceError
-    from ._nan_origin import NanOrigin as NanOrigin
-    from ._nan_origin import OperandSummary as OperandSummary
-    from ._nan_origin import find_nan_origin as find_nan_origin
+    from ._errors import UnsupportedPrimitive as UnsupportedPrimitive
     from ._results import CaseResult as CaseResult
     from ._results import VariantStats as VariantStats
     from ._stabilize import explain as explain
     from ._stabilize import stabilize as stabilize
-    from ._timing import BackendTiming as BackendTiming
-    from ._timing import time_backends as time_backends
 
+#: public name -> (module, attribute or None for the module itself)
 _EXPORTS: dict[str, tuple[str, str | None]] = {
     "oracles": (".oracles", None),
     "rewrites": (".rewrites", None),
     "strategies": (".strategies", None),
     "check": ("._check", "check"),
-    "ArgumentError": ("._check_trace", "ArgumentError"),
+    "BackendTiming": ("._diagnostics", "BackendTiming"),
+    "NanOrigin": ("._diagnostics", "NanOrigin"),
+    "OperandSummary": ("._diagnostics", "OperandSummary"),
+    "find_nan_origin": ("._diagnostics", "find_nan_origin"),
+    "time_backends": ("._diagnostics", "time_backends"),
+    "ArgumentError": ("._errors", "ArgumentError"),
+    "BaselineError": ("._errors", "BaselineError"),
     "JaxstabError": ("._errors", "JaxstabError"),
+    "MarkerError": ("._errors", "MarkerError"),
+    "OracleError": ("._errors", "OracleError"),
     "TraceError": ("._errors", "TraceError"),
-    "NanOrigin": ("._nan_origin", "NanOrigin"),
-    "OperandSummary": ("._nan_origin", "OperandSummary"),
-    "find_nan_origin": ("._nan_origin", "find_nan_origin"),
+    "UnsupportedPrimitive": ("._errors", "UnsupportedPrimitive"),
     "CaseResult": ("._results", "CaseResult"),
     "VariantStats": ("._results", "VariantStats"),
     "explain": ("._stabilize", "explain"),
     "stabilize": ("._stabilize", "stabilize"),
-    "BackendTiming": ("._timing", "BackendTiming"),
-    "time_backends": ("._timing", "time_backends"),
 }
 
-__all__ = [
-    "ArgumentError",
-    "BackendTiming",
-    "CaseResult",
-    "JaxstabError",
-    "NanOrigin",
-    "OperandSummary",
-    "TraceError",
-    "VariantStats",
-    "check",
-    "explain",
-    "find_nan_origin",
-    "oracles",
-    "rewrites",
-    "stabilize",
-    "strategies",
-    "time_backends",
-]
+__all__ = sorted(_EXPORTS)  # pyright: ignore[reportUnsupportedDunderAll]
 
 
 def __getattr__(name: str) -> Any:

@@ -10,7 +10,8 @@ internal breaks this file and nothing else. Supported: jax 0.10.2 (``make test-c
   ``ft_in``/``ft_out`` (0.12): :func:`scan_parts`.
 * ``Var(aval)`` (0.12) replaced ``gensym()(aval)``: :func:`new_var`.
 * ``Primitive.get_bind_params`` returns a dict (0.12) or ``(subfuns, params)`` (older): :func:`bind`.
-* ``pjit_p`` was renamed ``jit_p``; the primitive is named ``jit`` (or ``pjit``): :data:`CALL_PRIMITIVES`.
+* ``pjit_p`` was renamed ``jit_p``; the primitive is named ``jit`` (or ``pjit``):
+  :data:`pytest_jaxstab._primitives.CALLS`.
 
 Nothing here knows about rewrites, oracles or pytest.
 """
@@ -30,6 +31,8 @@ from jax._src import core as _core
 from jax._src import source_info_util as _siu
 from jax._src.interpreters import partial_eval as _pe
 
+from ._primitives import CUSTOM_DERIVATIVES
+
 __all__ = [
     "JAX_VERSION",
     "ClosedJaxpr",
@@ -48,11 +51,6 @@ Eqn = Any
 Var = jex.Var
 Literal = jex.Literal
 Tracer = _core.Tracer
-
-#: Primitives that call a closed sub-jaxpr once, with the same inputs and outputs as the equation.
-CALL_PRIMITIVES = frozenset({"jit", "pjit", "closed_call", "core_call", "remat", "remat2", "checkpoint"})
-#: Primitives whose primal body is a sub-jaxpr and whose derivative is a user rule.
-CUSTOM_PRIMITIVES = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"})
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 # Our own frames are never "the user's line": exclude them like JAX excludes its own files, so an
@@ -169,7 +167,7 @@ def eqn_name(eqn: Eqn) -> str:
     """A short human label for an equation: ``jit(softplus)``, ``custom_jvp_call(logaddexp)``, ``log``."""
     name = primitive_name(eqn)
     label = eqn.params.get("name")
-    if label is None and name in CUSTOM_PRIMITIVES:
+    if label is None and name in CUSTOM_DERIVATIVES:
         call = eqn.params.get("call_jaxpr")
         label = getattr(getattr(call, "jaxpr", call), "debug_info", None)
         label = getattr(label, "func_name", None) if label is not None else None

@@ -1,17 +1,93 @@
-"""Errors pytest-jaxstab raises for bad input: each names what is wrong and what to do."""
+"""Every error pytest-jaxstab raises for bad input, under one root, and the one tracing-error formatter.
+
+``except jst.JaxstabError`` catches all of them::
+
+    JaxstabError
+    ├── ArgumentError (also a ValueError)   bad argument to jst.check / stabilize / the marker
+    │   └── MarkerError                     a bad @pytest.mark.stabilize
+    ├── TraceError                          JAX cannot trace the function (names the user's line)
+    ├── UnsupportedPrimitive                the exact oracle has no semantics for a primitive
+    ├── OracleError (also a RuntimeError)   the exact evaluation cannot proceed
+    └── BaselineError                       a baseline file that cannot be used
+
+Each message names what is wrong and what to do about it.
+"""
 
 from __future__ import annotations
 
-__all__ = ["JaxstabError", "TraceError"]
+import contextlib
+import inspect
+import linecache
+import os
+import traceback
+
+__all__ = [
+    "ArgumentError",
+    "BaselineError",
+    "JaxstabError",
+    "MarkerError",
+    "OracleError",
+    "TraceError",
+    "UnsupportedPrimitive",
+    "trace_error",
+]
 
 
 class JaxstabError(Exception):
-    """Base class of pytest-jaxstab's own errors."""
+    """Root of pytest-jaxstab's own errors."""
+
+
+class ArgumentError(JaxstabError, ValueError):
+    """A bad argument to ``jst.check``, ``jst.stabilize`` or the ``stabilize`` marker; the message names it.
+    """
+
+
+class MarkerError(ArgumentError):
+    """A bad ``stabilize`` marker; the message names the argument and what is expected."""
 
 
 class TraceError(JaxstabError):
     """The function under test cannot be traced by JAX (Python control flow on a traced value,
     side effects, a non-array argument that should be static, ...)."""
+
+
+class UnsupportedPrimitive(JaxstabError):
+    """The oracle has no exact semantics for a primitive the program uses.
+
+    The oracle never falls back to floating point: a verdict judged against a float result would be
+    meaningless. ``name`` is the primitive, ``location`` the user's ``file:line`` (or None).
+    """
+
+    def __init__(self, name: str, location: str | None, reason: str | None = None) -> None:
+        self.name = name
+        self.location = location
+        self.reason = reason
+        where = f" at {location}" if location else ""
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"the exact oracle does not support the primitive {name!r}{where}{why}. Rewrite this part "
+            f"with supported operations, leave this function out of oracle-checked cases (don't mark it "
+            f"with @pytest.mark.stabilize, or mark the case xfail), or file an issue at pytest-jaxstab "
+            f"asking for {name!r}; pytest_jaxstab.oracles.SUPPORTED_PRIMITIVES lists what is supported."
+        )
+
+
+class OracleError(JaxstabError, RuntimeError):
+    """The exact evaluation cannot proceed (a loop that does not end, an input the oracle cannot take)."""
+
+
+class BaselineError(JaxstabError):
+    """A baseline file that cannot be used: missing, not JSON, wrong version or wrong content.
+
+    Attributes:
+        path: the file.
+        problem: what is wrong with it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], problem: str, fix: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"jaxstab baseline {self.path}: {problem}; fix it, or {fix}")
 
 
 _HINTS = {
@@ -26,15 +102,67 @@ _HINTS = {
     "UnexpectedTracerError": "a traced value escaped the function (stored in a global or attribute): "
     "return it instead of saving it",
 }
+_GENERIC_HINT = ("pytest-jaxstab traces the function with jax.make_jaxpr: it must take arrays and return "
+                 "arrays, with no Python branching on array values and no side effects")
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Directories whose frames are never "the user's line": JAX, NumPy, the standard library, ours."""
+    import jax
+    import numpy
+
+    mods = (jax, numpy, contextlib, inspect)
+    dirs = [os.path.dirname(os.path.abspath(f)) + os.sep
+            for f in (getattr(m, "__file__", None) for m in mods) if f]
+    return (*dirs, os.path.dirname(os.path.abspath(__file__)) + os.sep)
+
+
+def _user_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of the traceback that is the user's code (not JAX, NumPy or ours)."""
+    library = _library_dirs()
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if not os.path.abspath(f.filename).startswith(library)
+            and not f.filename.startswith("<")]
+    return user[-1] if user else None
+
+
+def _first_paragraph(exc: BaseException) -> str:
+    """JAX's explanation without its pointers into our wrappers, joined into one paragraph."""
+    lines = []
+    for line in str(exc).strip().splitlines():
+        text = line.strip()
+        if not text:
+            if lines:
+                break
+            continue
+        # These name our tracing wrapper (flat_fn, flat[0]) rather than the user's function.
+        if text.startswith(("The error occurred while tracing", "See https://")):
+            continue
+        lines.append(text)
+    paragraph = " ".join(lines)
+    return paragraph if len(paragraph) <= 700 else paragraph[:700] + "…"
+
+
+def function_name(fn: object) -> str:
+    """The name a message gives ``fn``: its qualified name, else its repr."""
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
 def trace_error(fn: object, exc: BaseException) -> TraceError:
-    """A one-paragraph :class:`TraceError` for ``exc`` raised while tracing ``fn``."""
+    """The :class:`TraceError` for ``exc`` raised while tracing ``fn``: the user's line, JAX's reason, a hint.
+
+    Used by every entry point that traces a user function (``stabilize``, ``check``, the diagnostics),
+    so one mistake reads the same wherever it is made.
+    """
+    from ._files import short_path
+
     kind = type(exc).__name__
-    first = str(exc).strip().split("\n\n")[0].strip()
-    if len(first) > 600:
-        first = first[:600] + "…"
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    hint = _HINTS.get(kind, "pytest-jaxstab checks functions JAX can trace with jax.make_jaxpr: array "
-                            "arguments in, arrays out, no side effects")
-    return TraceError(f"JAX cannot trace {name}: {kind}: {first}\nHint: {hint}.")
+    frame = _user_frame(exc)
+    where = ""
+    if frame is not None:
+        text = (frame.line or linecache.getline(frame.filename, frame.lineno or 0)).strip()
+        where = f" at {short_path(frame.filename)}:{frame.lineno}" + (f" (`{text}`)" if text else "")
+    hint = _HINTS.get(kind) or next((h for k, h in _HINTS.items()
+                                     if any(c.__name__ == k for c in type(exc).__mro__)), _GENERIC_HINT)
+    return TraceError(f"JAX cannot trace {function_name(fn)}{where}: {kind}: {_first_paragraph(exc)}\n"
+                      f"Hint: {hint}.")

@@ -48,7 +48,7 @@ def encode_array(a: np.ndarray) -> dict[str, Any]:
 
 def decode_array(d: dict[str, Any]) -> np.ndarray:
     """Inverse of :func:`encode_array`, bit-exact (NaN payloads and signed zeros included)."""
-    from .strategies._dtypes import resolve_dtype
+    from ._dtypes import resolve_dtype
 
     dtype = resolve_dtype(d["dtype"])
     uint = np.dtype(f"u{dtype.itemsize}")

@@ -34,8 +34,3 @@ def pytest_configure(config: pytest.Config) -> None:
     import hypothesis  # noqa: F401
     import jax.numpy  # noqa: F401
 
-    import pytest_jaxstab._check
-    import pytest_jaxstab._plugin_run
-    import pytest_jaxstab._report_html
-    import pytest_jaxstab._report_json
-    import pytest_jaxstab._report_term  # noqa: F401

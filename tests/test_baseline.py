@@ -11,15 +11,15 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from pytest_jaxstab import BaselineError
 from pytest_jaxstab._baseline import (
-    BaselineError,
-    Check,
+    RegressionMargin,
     compare,
+    format_baseline_summary,
     load_baseline,
     parse_compare_fail,
     save_baseline,
 )
-from pytest_jaxstab._report_term import format_baseline_summary
 from pytest_jaxstab._results import CaseResult, RewriteRecord, VariantStats, Witness
 
 LSE = "tests/test_loss.py::test_logsumexp[float32]"
@@ -216,9 +216,9 @@ def test_missing_file_is_a_clear_error(tmp_path):
 @pytest.mark.parametrize(
     ("expr", "checks"),
     [
-        ("bits:2", [Check("bits", 2.0)]),
-        ("bits:0.5, overflows:3", [Check("bits", 0.5), Check("overflows", 3)]),
-        ("overflows:0", [Check("overflows", 0)]),
+        ("bits:2", [RegressionMargin("bits", 2.0)]),
+        ("bits:0.5, overflows:3", [RegressionMargin("bits", 0.5), RegressionMargin("overflows", 3)]),
+        ("overflows:0", [RegressionMargin("overflows", 0)]),
     ],
 )
 def test_parse_compare_fail(expr, checks):

@@ -33,7 +33,7 @@ from jax import lax
 import pytest_jaxstab as jst
 from pytest_jaxstab.oracles._metrics import error_bits
 from pytest_jaxstab.oracles._rounding import round_to_dtype
-from pytest_jaxstab.rewrites import OPT_IN, STABILITY
+from pytest_jaxstab.rewrites import RESULT_CHANGING, STABILITY
 
 MP = mpmath.mp.clone()
 MP.prec = 256  # 256-bit reference: far beyond the 53 bits any result is rounded to
@@ -312,7 +312,7 @@ def test_catalogue_names_are_unique_and_opt_in_rules_are_left_out():
     names = [r.name for r in STABILITY]
     assert len(names) == len(set(names))
     assert "inv_jitter" not in names
-    assert [r.name for r in OPT_IN] == ["inv_jitter"]
+    assert [r.name for r in RESULT_CHANGING] == ["inv_jitter"]
 
 
 # ------------------------------------------------------------------------------- where it fires

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_jaxstab._check import check
+from pytest_jaxstab import check
 from pytest_jaxstab.rewrites import STABILITY
 
 RULES = [rule for rule in STABILITY if rule.example is not None]
@@ -28,7 +28,7 @@ def test_every_stability_rule_has_an_example():
 def test_rewrite_is_never_worse(rule):
     result = check(rule.example, shapes=list(rule.example_shapes), dtype="float32",
                    domain=rule.example_domain, max_examples=40, rules=[rule], derandomize=True,
-                   nodeid=f"catalogue::{rule.name}")
+                   name=f"catalogue::{rule.name}")
     assert [r.rule for r in result.rewrites][:1] == [rule.name], "the rule must fire on its own example"
     original, rewritten = result.original, result.rewritten
     detail = (f"{rule.name}: original {original.max_error_bits:.1f} bits / {original.overflows} overflows, "

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import settings
 from hypothesis.database import InMemoryExampleDatabase
 
-from pytest_jaxstab._check import ArgumentError, Profile, check
-from pytest_jaxstab._check_db import FailureStore
+from pytest_jaxstab import ArgumentError, check
+from pytest_jaxstab._check import StageTimes
+from pytest_jaxstab._check._replay import FailureStore
 from pytest_jaxstab._errors import TraceError
 from pytest_jaxstab._results import Witness
 
@@ -156,9 +157,9 @@ def test_witnesses_are_rechecked_first():
 
 def test_derandomized_runs_are_identical_and_witnesses_do_not_double_count():
     first = check(lse, shapes=[(16,)], dtype="float32", domain=(-100, 100), max_examples=25, derandomize=True,
-                  nodeid="case")
+                  name="case")
     again = check(lse, shapes=[(16,)], dtype="float32", domain=(-100, 100), max_examples=25, derandomize=True,
-                  nodeid="case", witnesses=first.witnesses)
+                  name="case", witnesses=first.witnesses)
     assert again.to_json()["original"] == first.to_json()["original"]
     assert again.samples == first.samples  # witnesses were drawn (or shrunk to) in the first run
 
@@ -180,18 +181,18 @@ def test_failures_are_stored_in_the_hypothesis_database_and_replayed():
     previous = settings.get_current_profile_name()
     settings.load_profile("jaxstab-test-db")
     try:
-        first = check(lse, shapes=[(16,)], dtype="float32", domain=HOT, max_examples=10, nodeid="stored")
+        first = check(lse, shapes=[(16,)], dtype="float32", domain=HOT, max_examples=10, name="stored")
         stored = FailureStore(db, "stored").load()
         assert len(stored) == 1
         np.testing.assert_array_equal(stored[0][1][0], first.witnesses[0].args[0])
-        second = check(lse, shapes=[(16,)], dtype="float32", domain=HOT, max_examples=1, nodeid="stored")
+        second = check(lse, shapes=[(16,)], dtype="float32", domain=HOT, max_examples=1, name="stored")
         assert second.samples >= 2  # the stored failure, then one draw
     finally:
         settings.load_profile(previous)
 
 
 def test_profile_reports_stages():
-    prof = Profile()
+    prof = StageTimes()
     check(jnp.sin, shapes=[(4,)], dtype="float32", max_examples=5, seed=0, profile=prof)
     assert prof["examples"] >= 1
     for stage in ("trace", "draw", "run", "oracle", "metrics"):

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pytest_jaxstab._nan_origin import NanOrigin, find_nan_origin
+from pytest_jaxstab._diagnostics._nan_origin import NanOrigin, find_nan_origin
 
 F32_MAX = float(np.finfo(np.float32).max)
 
@@ -61,7 +61,7 @@ def test_born_at_the_overflow_not_where_the_nan_appears():
     assert origin.count == 1
     assert origin.reaches_output
     # inf - inf on line B has a non-finite operand: not a second origin.
-    assert find_nan_origin(three_lines, x, all=True) == [origin]
+    assert find_nan_origin(three_lines, x, every=True) == [origin]
 
 
 def test_str_is_a_readable_paragraph():
@@ -110,7 +110,7 @@ def test_float16_overflow():
 def test_no_nonfinite_value_gives_none():
     assert find_nan_origin(lambda x: jnp.sin(x) * 2.0 + jnp.log1p(x * x), jnp.linspace(-3, 3, 7)) is None
     assert find_nan_origin(jax.nn.softplus, jnp.array([1e30, -1e30], jnp.float32)) is None
-    assert find_nan_origin(jnp.sin, jnp.ones(3), all=True) == []
+    assert find_nan_origin(jnp.sin, jnp.ones(3), every=True) == []
 
 
 def test_nonfinite_inputs_are_not_origins():
@@ -189,7 +189,7 @@ def test_inside_a_scan_body_at_the_right_step(reverse):
     assert (origin.kind, origin.primitive, origin.path) == ("overflow", "mul", ("scan", "mul"))
     assert origin.steps == (want,)
     # later steps multiply inf by finite numbers: no new origin
-    assert len(find_nan_origin(lambda v: scanned(v, reverse), jnp.asarray(xs), all=True)) == 1
+    assert len(find_nan_origin(lambda v: scanned(v, reverse), jnp.asarray(xs), every=True)) == 1
 
 
 def growing(x):
@@ -220,7 +220,7 @@ def test_masked_value_inside_a_loop():
     x = jnp.array([1.0, -1.0, 2.0, -3.0], jnp.float32)
     assert np.isfinite(float(masked_in_loop(x)))
     assert find_nan_origin(masked_in_loop, x) is None  # the loop's outputs are finite: not entered
-    (origin,) = find_nan_origin(masked_in_loop, x, all=True)  # ...but all=True walks it
+    (origin,) = find_nan_origin(masked_in_loop, x, every=True)  # ...but every=True walks it
     assert_at(origin, masked_in_loop, "LOOP-MASKED")
     assert (origin.kind, origin.steps) == ("invalid", (1,))
     assert not origin.reaches_output
@@ -241,7 +241,7 @@ def test_inside_cond_the_branch_taken():
     assert_at(origin, with_cond, "COND-POS")
     assert (origin.kind, origin.path) == ("invalid", ("cond", "sqrt"))
     # x = -100 takes `neg` (exp(100) overflows); `pos` would give sqrt(-102) but does not run.
-    origins = find_nan_origin(with_cond, jnp.float32(-100.0), all=True)
+    origins = find_nan_origin(with_cond, jnp.float32(-100.0), every=True)
     assert [o.primitive for o in origins] == ["exp"]
     assert_at(origins[0], with_cond, "COND-NEG")
 
@@ -271,7 +271,7 @@ def test_backward_pass_of_naive_sigmoid():
     x = jnp.float32(-100.0)
     assert np.isnan(float(jax.grad(naive_sigmoid)(x)))
     # exp(100) overflows in float32; the backward pass's 0 * inf = NaN has a non-finite operand.
-    origins = find_nan_origin(jax.grad(naive_sigmoid), x, all=True)
+    origins = find_nan_origin(jax.grad(naive_sigmoid), x, every=True)
     assert len(origins) == 1
     assert_at(origins[0], naive_sigmoid, "SIG-EXP")
     assert (origins[0].kind, origins[0].primitive) == ("overflow", "exp")
@@ -286,7 +286,7 @@ def test_masked_nan_that_reaches_the_gradient():
     x = jnp.array([1.0, -1.0])
     assert np.isfinite(float(double_where(x)))
     assert find_nan_origin(double_where, x) is None
-    (forward,) = find_nan_origin(double_where, x, all=True)
+    (forward,) = find_nan_origin(double_where, x, every=True)
     assert forward.primitive == "sqrt"
     assert not forward.reaches_output  # masked by where in the forward pass
     backward = find_nan_origin(jax.grad(double_where), x)
@@ -319,7 +319,7 @@ def test_nan_constant_in_code_is_an_origin_at_its_first_use():
     assert origin.kind == "constant"
     assert origin.reaches_output
     assert "nan constant" in str(origin)
-    later = find_nan_origin(nan_then_exp, jnp.ones(2), all=True)
+    later = find_nan_origin(nan_then_exp, jnp.ones(2), every=True)
     assert [o.kind for o in later] == ["constant"]  # exp(nan) is innocent
     assert_at(later[0], nan_then_exp, "NAN-MUL")
     cap = find_nan_origin(captured, jnp.ones(2))
@@ -330,7 +330,7 @@ def test_nan_constant_in_code_is_an_origin_at_its_first_use():
 def test_masked_constant_is_not_why_a_result_is_nan():
     x = jnp.array([1.0, 2.0])
     assert find_nan_origin(where_nan, x) is None  # the NaN is never selected
-    (origin,) = find_nan_origin(where_nan, x, all=True)
+    (origin,) = find_nan_origin(where_nan, x, every=True)
     assert origin.kind == "constant"
     assert not origin.reaches_output
     assert "masked" in str(origin)
@@ -351,13 +351,13 @@ def test_first_origin_that_reaches_the_result_wins():
     x = jnp.array([-1.0, 2.0], jnp.float32)
     origin = find_nan_origin(masked_then_overflow, x)
     assert_at(origin, masked_then_overflow, "EXP-OVF")
-    everything = find_nan_origin(masked_then_overflow, x, all=True)
+    everything = find_nan_origin(masked_then_overflow, x, every=True)
     assert [(o.primitive, o.reaches_output) for o in everything] == [("log", False), ("exp", True)]
     assert_at(everything[0], masked_then_overflow, "MASKED-LOG")
 
 
 def test_all_distinct_origins():
-    origins = find_nan_origin(two_origins, jnp.array([-1.0, 1000.0, 0.0], jnp.float32), all=True)
+    origins = find_nan_origin(two_origins, jnp.array([-1.0, 1000.0, 0.0], jnp.float32), every=True)
     assert [(o.kind, o.primitive) for o in origins] == [("invalid", "log"), ("overflow", "exp")]
     assert_at(origins[0], two_origins, "TWO-LOG")
     assert_at(origins[1], two_origins, "TWO-EXP")

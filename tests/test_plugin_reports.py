@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pytest_jaxstab._report_json import validate_report
+from pytest_jaxstab._report import validate_report
 
 SUITE = '''
 import jax.numpy as jnp

@@ -27,7 +27,7 @@ from jax import lax
 
 import pytest_jaxstab as jst
 from pytest_jaxstab import _compat, oracles
-from pytest_jaxstab._check_trace import x64_scope
+from pytest_jaxstab._check._trace import x64_scope
 from pytest_jaxstab.rewrites import PERFORMANCE, STABILITY
 
 L, B, D = 16, 4, 3
@@ -208,7 +208,7 @@ def test_oracle_reports_the_accuracy_of_both():
 def test_check_reports_the_rewrite_and_both_accuracies():
     # jst.check fuzzes both variants against the oracle. Summation order bound for n = 24 positive
     # terms: (n + 3) / 2 ulps = 3.8 bits, plus the body's tanh steps: well inside the 8-bit tolerance.
-    from pytest_jaxstab._check import check
+    from pytest_jaxstab import check
 
     r = check(mse, shapes=[(2, 3), (4, 2, 3), (4, 2, 3)], dtype="float32", domain=(-10, 10),
               max_examples=15, seed=0, rules=PERFORMANCE)

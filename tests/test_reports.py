@@ -14,9 +14,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from pytest_jaxstab._report_html import write_html
-from pytest_jaxstab._report_json import build_report, validate_report, write_json
-from pytest_jaxstab._report_term import format_table
+from pytest_jaxstab._report import build_report, format_table, validate_report, write_html, write_json
 from pytest_jaxstab._results import (
     CaseResult,
     NanOriginRecord,

@@ -17,7 +17,8 @@ import mpmath
 import numpy as np
 import pytest
 
-from pytest_jaxstab.oracles._rounding import _FORMATS, round_to_dtype, to_mpf_array
+from pytest_jaxstab._dtypes import dtype_info
+from pytest_jaxstab.oracles._rounding import round_to_dtype, to_mpf_array
 
 DTYPES = [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32), np.dtype(np.float64)]
 UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -66,15 +67,19 @@ def assert_rounds(values, expected, dtype):
 # ----------------------------------------------------------------------------------------------- formats
 
 
+# The formats' definitions (IEEE 754 binary16/32/64, and bfloat16 = float32's exponent with 8 significand
+# bits): (significand bits with the hidden one, min normal exponent, max exponent, width).
+_IEEE = {"float16": (11, -14, 15, 16), "bfloat16": (8, -126, 127, 16), "float32": (24, -126, 127, 32),
+         "float64": (53, -1022, 1023, 64)}
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_format_table_matches_finfo(dtype):
-    fmt = _FORMATS[dtype.name]
-    info = finfo(dtype)
+def test_dtype_table_matches_the_format_definitions(dtype):
+    fmt = dtype_info(dtype)
     assert fmt.dtype == dtype
-    assert fmt.precision == info.nmant + 1
-    assert fmt.emin == info.minexp
-    assert fmt.emax == info.maxexp - 1
-    assert fmt.width == info.bits == 8 * np.dtype(fmt.uint).itemsize
+    assert (fmt.significand_bits, fmt.min_exponent, fmt.max_exponent, fmt.bits) == _IEEE[dtype.name]
+    assert fmt.bits == 8 * np.dtype(fmt.uint_dtype).itemsize
+    assert float(fmt.max) == (2 - 2.0 ** (1 - fmt.significand_bits)) * 2.0**fmt.max_exponent
 
 
 @pytest.mark.parametrize(
@@ -355,19 +360,20 @@ def test_against_numpy_cast_of_float64(dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_long_mantissas_in_the_normal_range_against_mpmath(dtype):
     """Random 150-bit values, rounded by mpmath to the format's precision (exact in the normal range)."""
-    fmt = _FORMATS[dtype.name]
+    fmt = dtype_info(dtype)
     rng = np.random.default_rng(5)
     values, expected = [], []
     for _ in range(1000):
         man = int.from_bytes(rng.bytes(19), "little") | (1 << 150)  # 151 bits
         if rng.random() < 0.3:  # force exact ties (and 1 off) at the target precision
-            below = 151 - fmt.precision  # bits under the last kept one
+            below = 151 - fmt.significand_bits  # bits under the last kept one
             man = (man >> below << below) | (1 << (below - 1))
             man += int(rng.integers(-1, 2))
-        top = int(rng.integers(fmt.emin, fmt.emax))  # leaves room for a carry into the next binade
+        # leaves room for a carry into the next binade
+        top = int(rng.integers(fmt.min_exponent, fmt.max_exponent))
         raw = (int(rng.random() < 0.5), mpmath.libmp.MPZ(man), top - 150, man.bit_length())
         values.append(mpmath.mp.make_mpf(mpmath.libmp.normalize(*raw, 200, "n")))
-        s, m, e, _ = mpmath.libmp.normalize(*raw, fmt.precision, "n")
+        s, m, e, _ = mpmath.libmp.normalize(*raw, fmt.significand_bits, "n")
         expected.append((-1) ** s * math.ldexp(m, e))
     assert_rounds(values, np.array(expected, dtype), dtype)
 

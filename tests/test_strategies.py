@@ -16,8 +16,8 @@ import pytest
 from hypothesis import Phase, find, given, settings
 from hypothesis.errors import FailedHealthCheck, InvalidArgument
 
+from pytest_jaxstab._dtypes import from_ordinal, to_ordinal
 from pytest_jaxstab.strategies import Domain, _targeting, arguments, arrays, dtype_info, floats, target_error
-from pytest_jaxstab.strategies._dtypes import from_ordinal, to_ordinal
 
 F32 = np.finfo(np.float32)
 FINFO = {

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pytest_jaxstab import _timing
-from pytest_jaxstab._timing import BackendTiming, time_backends
+from pytest_jaxstab._diagnostics import _timing
+from pytest_jaxstab._diagnostics._timing import BackendTiming, time_backends
 
 FAST = {"min_repeats": 5, "target_s": 0.005}
 

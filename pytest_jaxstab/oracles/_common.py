@@ -21,6 +21,7 @@ import numpy as np
 from mpmath import libmp
 
 from .. import _compat
+from .._errors import OracleError, UnsupportedPrimitive
 
 __all__ = ["OracleError", "UnsupportedPrimitive"]
 
@@ -54,31 +55,6 @@ def beyond_reach(value: Any) -> Any:
 def beyond_reach_count() -> int:
     """How many times :func:`beyond_reach` was called in this thread so far."""
     return getattr(_STATE, "beyond", 0)
-
-
-class UnsupportedPrimitive(Exception):
-    """The oracle has no exact semantics for a primitive the program uses.
-
-    The oracle never falls back to floating point: a verdict judged against a float result would be
-    meaningless. ``name`` is the primitive, ``location`` the user's ``file:line`` (or None).
-    """
-
-    def __init__(self, name: str, location: str | None, reason: str | None = None) -> None:
-        self.name = name
-        self.location = location
-        self.reason = reason
-        where = f" at {location}" if location else ""
-        why = f" ({reason})" if reason else ""
-        super().__init__(
-            f"the exact oracle does not support the primitive {name!r}{where}{why}. Rewrite this part "
-            f"with supported operations, leave this function out of oracle-checked cases (don't mark it "
-            f"with @pytest.mark.stabilize, or mark the case xfail), or file an issue at pytest-jaxstab "
-            f"asking for {name!r}; pytest_jaxstab.oracles.SUPPORTED_PRIMITIVES lists what is supported."
-        )
-
-
-class OracleError(RuntimeError):
-    """The exact evaluation cannot proceed (a loop that does not end, an input the oracle cannot take)."""
 
 
 class Context(Protocol):

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ._rounding import _format
+from .._dtypes import dtype_info, to_ordinal
 
 __all__ = ["error_bits", "ordinals", "summarize"]
 
@@ -19,27 +19,13 @@ def ordinals(x: Any) -> np.ndarray:
     """Maps floats to integers that count representable values: adjacent floats differ by one.
 
     The map is monotone over the extended reals, -0.0 and +0.0 share ordinal 0, and +-Inf sit one step
-    beyond +-max. NaNs get ordinals beyond the infinities that mean nothing: callers handle NaN first.
-
-    Args:
-      x: an array-like of float16, bfloat16, float32 or float64 (a numpy or JAX array, or a scalar).
-
-    Returns:
-      An int64 array of ``x``'s shape. Every ordinal fits: float64's largest magnitude is below 2**63.
-
-    Raises:
-      ValueError: ``x``'s dtype is not one of the four supported.
+    beyond +-max (the dtype table's ``to_ordinal``, taken in ``x``'s own dtype).
 
     Example:
       >>> ordinals(np.array([-np.float32(1e-45), -0.0, 0.0, 1e-45], np.float32))
       array([-1,  0,  0,  1])
     """
-    arr = np.asarray(x)
-    fmt = _format(arr.dtype)
-    bits = arr.view(fmt.uint)
-    mask = (1 << (fmt.width - 1)) - 1  # all but the sign bit
-    magnitude = (bits & mask).astype(np.int64)
-    return np.where(bits > mask, -magnitude, magnitude)
+    return to_ordinal(x)
 
 
 def error_bits(approx: Any, exact: Any) -> np.ndarray:
@@ -74,7 +60,7 @@ def error_bits(approx: Any, exact: Any) -> np.ndarray:
     a, e = np.asarray(approx), np.asarray(exact)
     if a.dtype != e.dtype:
         raise ValueError(f"error_bits needs one dtype, got approx {a.dtype} and exact {e.dtype}")
-    width = float(_format(a.dtype).width)
+    width = float(dtype_info(a.dtype).bits)
     a, e = np.broadcast_arrays(a, e)
     # Wrapping uint64 arithmetic: the true distance is below 2**64 but -max to +max overflows int64.
     # The ordinals' two's-complement bits subtract modulo 2**64, so the larger minus the smaller is exact.

@@ -10,53 +10,25 @@ float64 subnormals, so :func:`round_to_dtype` rounds once, with integer arithmet
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import ml_dtypes
 import mpmath
 import numpy as np
 from mpmath import libmp
 
+from .._dtypes import DtypeInfo, dtype_info
+
 __all__ = ["round_to_dtype", "to_mpf_array"]
 
 
-class _Format(NamedTuple):
-    """An IEEE-style binary format: enough to round into it and to read its bits."""
-
-    dtype: np.dtype
-    precision: int  # significand bits, hidden bit included
-    emin: int  # exponent of the smallest normal number
-    emax: int  # exponent of the largest finite number
-    width: int  # bits in one value
-    uint: type  # unsigned integer type of the same width, to build and read bit patterns
-
-
-# Hard-coded rather than read from finfo at call time: these are the formats' definitions, and
-# tests/test_rounding.py checks them against np.finfo / ml_dtypes.finfo.
-_FORMATS: dict[str, _Format] = {
-    "float16": _Format(np.dtype(np.float16), 11, -14, 15, 16, np.uint16),
-    "bfloat16": _Format(np.dtype(ml_dtypes.bfloat16), 8, -126, 127, 16, np.uint16),
-    "float32": _Format(np.dtype(np.float32), 24, -126, 127, 32, np.uint32),
-    "float64": _Format(np.dtype(np.float64), 53, -1022, 1023, 64, np.uint64),
-}
-
-
-def _format(dtype: Any) -> _Format:
-    """Looks up the format of ``dtype`` (a dtype, a scalar type or a name such as ``"bfloat16"``).
+def _format(dtype: Any) -> DtypeInfo:
+    """The format facts of ``dtype`` (a dtype, a scalar type or a name such as ``"bfloat16"``).
 
     Raises:
       ValueError: ``dtype`` is not float16, bfloat16, float32 or float64.
     """
-    if isinstance(dtype, str) and dtype in _FORMATS:
-        # np.dtype("bfloat16") is not understood by numpy itself, so names are looked up first.
-        return _FORMATS[dtype]
-    try:
-        name = np.dtype(dtype).name
-    except TypeError:
-        name = None
-    if name not in _FORMATS:
-        raise ValueError(f"unsupported dtype {dtype!r}: expected one of {', '.join(_FORMATS)}")
-    return _FORMATS[name]
+    return dtype_info(dtype)
 
 
 _FNAN, _FINF, _FNINF = libmp.fnan, libmp.finf, libmp.fninf
@@ -85,15 +57,15 @@ def _raw(value: Any) -> tuple | None:
     raise TypeError(f"cannot round a {type(value).__name__} to a float dtype: {value!r}")
 
 
-def _round_all(raws: Any, fmt: _Format) -> list[int]:
+def _round_all(raws: Any, fmt: DtypeInfo) -> list[int]:
     """The bit patterns of raw mpf tuples correctly rounded (nearest, ties to even) into ``fmt``.
 
     One loop with the format's constants hoisted: this runs once per element of every oracle result.
     """
-    p, emin, emax = fmt.precision, fmt.emin, fmt.emax
+    p, emin, emax = fmt.significand_bits, fmt.min_exponent, fmt.max_exponent
     inf_bits = (emax - emin + 2) << (p - 1)  # biased exponent all ones, fraction zero
     nan_bits = inf_bits | (1 << (p - 2))  # the quiet NaN numpy itself produces
-    sign_mask = 1 << (fmt.width - 1)
+    sign_mask = 1 << (fmt.bits - 1)
     out = []
     for raw in raws:
         if raw is None:
@@ -164,7 +136,7 @@ def round_to_dtype(values: Any, dtype: Any) -> np.ndarray:
     fmt = _format(dtype)
     arr = np.asarray(values, dtype=object)
     bits = _round_all(map(_raw, arr.flat), fmt)
-    return np.array(bits, dtype=fmt.uint).reshape(arr.shape).view(fmt.dtype)
+    return np.array(bits, dtype=fmt.uint_dtype).reshape(arr.shape).view(fmt.dtype)
 
 
 def to_mpf_array(x: Any, ctx: Any = None) -> np.ndarray:

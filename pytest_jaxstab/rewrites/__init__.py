@@ -3,7 +3,7 @@
 - ``STABILITY``: the default catalogue ``jst.stabilize`` applies (numerical stability, same math).
 - ``PERFORMANCE``: opt-in rules that change the program's shape for speed (e.g. moving a reduction
   into the ``scan`` that produces its input); they may reorder float sums.
-- ``OPT_IN``: rules that change results on purpose (``inv_jitter``); applied only when named.
+- ``RESULT_CHANGING``: rules that change results on purpose (``inv_jitter``); applied only when named.
 
 Write your own rule with :mod:`pattern` and :class:`Rule`, then pass it (``rules=[...]``) or
 :func:`register` it to name it.
@@ -20,15 +20,15 @@ from ._rule import Rule as Rule
 from ._rule import get as get
 from ._rule import register as register
 from ._rule import registered as registered
-from ._stability import OPT_IN as OPT_IN
+from ._stability import RESULT_CHANGING as RESULT_CHANGING
 from ._stability import STABILITY as STABILITY
 
-for _rule in (*STABILITY, *PERFORMANCE, *OPT_IN):
+for _rule in (*STABILITY, *PERFORMANCE, *RESULT_CHANGING):
     register(_rule)
 del _rule
 
 __all__ = [
-    "OPT_IN",
+    "RESULT_CHANGING",
     "PERFORMANCE",
     "STABILITY",
     "Applied",

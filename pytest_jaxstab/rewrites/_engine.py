@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _compat
+from .._primitives import CALLS, CUSTOM_DERIVATIVES
 from ._match import SCOPE_PREFIX, Graph, Match
 from ._rule import Rule
 
@@ -122,7 +123,7 @@ def _rebindable(eqn: Any, new_sub: Any) -> bool:
     if not new_sub.consts:
         return True
     name = _compat.primitive_name(eqn)
-    return name in _compat.CALL_PRIMITIVES or name in _compat.CUSTOM_PRIMITIVES
+    return name in CALLS or name in CUSTOM_DERIVATIVES
 
 
 def _plan(g: Graph, rules: Sequence[Rule]) -> dict[int, tuple[Rule, Match]]:

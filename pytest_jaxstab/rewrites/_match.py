@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from .. import _compat
+from .._primitives import ELEMENTWISE, GLUE
 from ._pattern import COMMUTATIVE, AnyOf, Const, Op, Param, Pattern, Var
 
 #: Equations created by a rule's replacement carry this scope and are never matched again, so a
 #: replacement containing its own pattern (the corrected variance contains a variance) is final.
 SCOPE_PREFIX = "jaxstab_"
 
-GLUE = frozenset({"broadcast_in_dim", "reshape", "copy", "copy_p", "squeeze", "expand_dims"})
 
 
 class Graph:
@@ -347,14 +347,6 @@ def _internal_only(g: Graph, root: int, st: _State) -> bool:
 # glue chain must be one of those; ``exp(a) + exp(b)[:, None]`` or ``exp(x) / sum(exp(x), axis=1)`` on
 # a square matrix broadcast differently, and rewriting them would silently change the result.
 
-#: Primitives that act element by element (operands of the output's shape, or scalars).
-ELEMENTWISE = frozenset({
-    "neg", "exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt", "cbrt", "abs", "sign", "sin",
-    "cos", "tan", "tanh", "logistic", "integer_pow", "square", "add", "sub", "mul", "div", "max",
-    "min", "pow", "atan2", "erf", "erfc", "floor", "ceil", "round", "select_n", "clamp",
-    "convert_element_type", "nextafter", "rem", "is_finite", "eq", "ne", "lt", "le", "gt", "ge",
-    "and", "or", "not", "stop_gradient",
-})
 
 
 def _reduction_axes(eqn: Any) -> tuple[int, ...] | None:

@@ -45,19 +45,11 @@ from typing import Any
 import jax
 
 from .. import _compat
+from .._primitives import ELEMENTWISE
 from ._match import SCOPE_PREFIX, Graph, Match
 
-__all__ = ["ELEMENTWISE", "Fusion", "fuse", "match_reduce_into_scan"]
+__all__ = ["Fusion", "fuse", "match_reduce_into_scan"]
 
-#: Primitives with no shape parameter: re-bound unchanged on one step's slices.
-ELEMENTWISE = frozenset({
-    "abs", "acos", "acosh", "add", "and", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil",
-    "clamp", "conj", "convert_element_type", "copy", "copy_p", "cos", "cosh", "digamma", "div", "eq",
-    "erf", "erf_inv", "erfc", "exp", "exp2", "expm1", "floor", "ge", "gt", "imag", "integer_pow",
-    "is_finite", "le", "lgamma", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg",
-    "nextafter", "not", "or", "pow", "real", "reduce_precision", "rem", "round", "rsqrt", "select_n",
-    "sign", "sin", "sinh", "sqrt", "square", "stop_gradient", "sub", "tan", "tanh", "xor",
-})
 
 _MAX_JIT_DEPTH = 4
 _MAX_BACKWARD = 512  # equations visited looking for the scan behind a reduction

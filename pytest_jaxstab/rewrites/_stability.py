@@ -275,4 +275,4 @@ STABILITY: tuple[Rule, ...] = (
 )
 
 #: Rules that change results on purpose; never applied unless named.
-OPT_IN: tuple[Rule, ...] = (INV_JITTER,)
+RESULT_CHANGING: tuple[Rule, ...] = (INV_JITTER,)

@@ -8,11 +8,11 @@ at the float where a failure starts. `Domain` states an input domain; `target_er
 towards the worst error. `dtype_info` gives the facts about each dtype the rest of the package uses.
 """
 
+from .._dtypes import FLOAT_DTYPE_NAMES as FLOAT_DTYPE_NAMES
+from .._dtypes import DtypeInfo as DtypeInfo
+from .._dtypes import dtype_info as dtype_info
 from ._arrays import arguments as arguments
 from ._arrays import arrays as arrays
 from ._domain import Domain as Domain
-from ._dtypes import FLOAT_DTYPE_NAMES as FLOAT_DTYPE_NAMES
-from ._dtypes import DtypeInfo as DtypeInfo
-from ._dtypes import dtype_info as dtype_info
 from ._floats import floats as floats
 from ._targeting import target_error as target_error

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from .._dtypes import DtypeInfo, from_ordinal, to_ordinal
 from ._domain import Domain, DomainLike, per_argument_domains
-from ._dtypes import DtypeInfo, from_ordinal, to_ordinal
 from ._floats import Sampler, Side, index
 
 __all__ = ["arguments", "arrays"]

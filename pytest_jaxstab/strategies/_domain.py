@@ -10,7 +10,7 @@ from typing import Any, TypeAlias, cast
 
 import numpy as np
 
-from ._dtypes import DtypeInfo, from_ordinal, to_ordinal
+from .._dtypes import DtypeInfo, from_ordinal, to_ordinal
 
 __all__ = ["Domain", "DomainLike", "ResolvedDomain", "as_domain", "per_argument_domains"]
 

@@ -34,8 +34,8 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 from hypothesis import strategies as st
 
+from .._dtypes import DtypeInfo, dtype_info, from_ordinal, to_ordinal
 from ._domain import Domain, DomainLike, ResolvedDomain, as_domain
-from ._dtypes import DtypeInfo, dtype_info, from_ordinal, to_ordinal
 
 __all__ = ["Sampler", "Side", "fixed", "floats", "index"]
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ._report_json import jaxstab_version, write_text_atomic
-from ._results import CaseResult, Point, VariantStats, Witness
+from .. import __version__
+from .._files import write_text_atomic
+from .._results import CaseResult, Point, VariantStats, Witness
 
 __all__ = ["write_html"]
 
@@ -66,7 +67,7 @@ def write_html(path: str | os.PathLike[str], cases: Sequence[CaseResult], *, jax
         f"<style>{_CSS}</style></head><body>",
         "<h1>pytest-jaxstab report</h1>",
         f"<p>{len(cases)} cases, {failed} failed &middot; jax {_e(jax_version)} &middot; backends: "
-        f"{_e(', '.join(backends) or '-')} &middot; pytest-jaxstab {_e(jaxstab_version())}</p>",
+        f"{_e(', '.join(backends) or '-')} &middot; pytest-jaxstab {_e(__version__)}</p>",
         _summary_table(cases),
     ]
     parts.extend(_case_section(i, case) for i, case in enumerate(cases))

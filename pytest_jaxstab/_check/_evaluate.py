@@ -16,14 +16,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import _compat
-from ._errors import JaxstabError
-from ._results import Point, VariantStats, Witness
-from .oracles import evaluate
-from .oracles._metrics import error_bits
-from .strategies._dtypes import dtype_info
+from .. import _compat
+from .._dtypes import dtype_info
+from .._errors import JaxstabError
+from .._results import Point, VariantStats, Witness
+from ..oracles import evaluate
+from ..oracles._metrics import error_bits
 
-__all__ = ["VARIANTS", "Accumulator", "Evaluator", "Example", "Outcome", "Profile"]
+__all__ = ["VARIANTS", "Accumulator", "Evaluator", "SampleResult", "VariantScore", "StageTimes"]
 
 VARIANTS: tuple[str, str] = ("original", "rewritten")
 # Worst inputs kept per variant (for the baseline's witnesses, NaN origins and the failure message).
@@ -32,7 +32,7 @@ _KEEP_WORST = 2
 _MAX_POINTS = 1000
 
 
-class Profile(dict[str, float]):
+class StageTimes(dict[str, float]):
     """Seconds spent per stage of a check (``trace``, ``draw``, ``run``, ``oracle``, ``metrics``,
     ``minimise``, ``diagnostics``, ``timing``, ``total``), plus counts: ``draws`` (Hypothesis examples)
     and ``examples`` (distinct inputs counted in the figures); filled when passed to ``check``."""
@@ -42,7 +42,7 @@ class Profile(dict[str, float]):
 
 
 @dataclasses.dataclass
-class Outcome:
+class VariantScore:
     """One variant on one input: its worst element error, and whether it overflowed there."""
 
     bits: float  # max over judged elements; 0.0 when every element was discarded or uncertain
@@ -55,12 +55,12 @@ class Outcome:
 
 
 @dataclasses.dataclass
-class Example:
+class SampleResult:
     """One input and what both variants and the oracle made of it."""
 
     args: tuple[np.ndarray, ...]
     exact: list[np.ndarray]
-    outcomes: dict[str, Outcome]
+    outcomes: dict[str, VariantScore]
     discarded: bool  # some output element has no real exact result
     uncertain: bool  # some output element never settled in the oracle
     judged_elements: int
@@ -93,7 +93,7 @@ class Evaluator:
     """
 
     def __init__(self, closed: Any, rewritten: Any, judged_outputs: Sequence[int], atol: float | None,
-                 profile: Profile) -> None:
+                 profile: StageTimes) -> None:
         self._evaluate = evaluate
         self._error_bits = error_bits
         self.closed = closed
@@ -105,9 +105,9 @@ class Evaluator:
         self.out_dtypes = [np.dtype(_compat.aval(v).dtype) for v in _compat.outvars(closed)]
         # Smallest normal value of each judged output's dtype (for the flush-to-zero allowance).
         self._tiny = [float(dtype_info(self.out_dtypes[i]).tiny) for i in self.judged_outputs]
-        self._cache: dict[bytes, Example] = {}
+        self._cache: dict[bytes, SampleResult] = {}
 
-    def __call__(self, args: Sequence[np.ndarray]) -> Example:
+    def __call__(self, args: Sequence[np.ndarray]) -> SampleResult:
         args = tuple(self._flush(np.asarray(a)) for a in args)
         key = _args_key(args)
         cached = self._cache.get(key)
@@ -117,7 +117,7 @@ class Evaluator:
         self._cache[key] = example
         return example
 
-    def _evaluate_new(self, args: tuple[np.ndarray, ...]) -> Example:
+    def _evaluate_new(self, args: tuple[np.ndarray, ...]) -> SampleResult:
         t0 = time.perf_counter()
         outputs = {}
         for variant, run in self.runs.items():
@@ -144,7 +144,7 @@ class Evaluator:
         self.profile.add("run", t1 - t0)
         self.profile.add("oracle", t2 - t1)
         self.profile.add("metrics", time.perf_counter() - t2)
-        return Example(args, exact, outcomes, discarded, uncertain, judged_elements)
+        return SampleResult(args, exact, outcomes, discarded, uncertain, judged_elements)
 
     @staticmethod
     def _flush(a: np.ndarray) -> np.ndarray:
@@ -167,7 +167,8 @@ class Evaluator:
                     raise JaxstabError(f"the {variant} function returned {leaf.dtype} where its trace "
                                        f"promised {self.out_dtypes[i]}: refusing to score another precision")
 
-    def _score(self, approx: list[np.ndarray], exact: list[np.ndarray], sure: list[np.ndarray]) -> Outcome:
+    def _score(self, approx: list[np.ndarray], exact: list[np.ndarray],
+               sure: list[np.ndarray]) -> VariantScore:
         worst, overflow, per_leaf = 0.0, False, []
         for a, e, s, tiny in zip(approx, exact, sure, self._tiny):
             a = np.broadcast_to(a, e.shape)
@@ -187,7 +188,7 @@ class Evaluator:
             if judged.size:
                 worst = max(worst, float(judged.max()))
             overflow |= bool((s & np.isfinite(e) & ~np.isfinite(a)).any())
-        return Outcome(worst, overflow, list(approx), per_leaf)
+        return VariantScore(worst, overflow, list(approx), per_leaf)
 
 
 class Accumulator:
@@ -204,15 +205,15 @@ class Accumulator:
         self._sums: dict[str, list[float]] = {v: [] for v in VARIANTS}
         self._count = dict.fromkeys(VARIANTS, 0)
         self._overflows = dict.fromkeys(VARIANTS, 0)
-        self._worst: dict[str, list[Example]] = {v: [] for v in VARIANTS}
-        self._overflowing: dict[str, Example | None] = dict.fromkeys(VARIANTS)
-        self.failing: list[Example] = []  # drawn inputs failing the judged variant, simplest first
-        self.failing_given: list[Example] = []  # the same among witnesses and stored failures
+        self._worst: dict[str, list[SampleResult]] = {v: [] for v in VARIANTS}
+        self._overflowing: dict[str, SampleResult | None] = dict.fromkeys(VARIANTS)
+        self.failing: list[SampleResult] = []  # drawn inputs failing the judged variant, simplest first
+        self.failing_given: list[SampleResult] = []  # the same among witnesses and stored failures
         self.points: list[Point] = []
-        self.first: Example | None = None
+        self.first: SampleResult | None = None
         self._seen: set[bytes] = set()
 
-    def add(self, ex: Example, *, drawn: bool = True) -> bool:
+    def add(self, ex: SampleResult, *, drawn: bool = True) -> bool:
         """Counts an input in the figures, once: a repeated input (a witness drawn again) is skipped,
         so that a comparison run, which re-checks witnesses first, counts what the saving run counted.
 
@@ -253,13 +254,13 @@ class Accumulator:
                                      ex.outcomes["rewritten"].bits))
         return True
 
-    def simplest_failing(self) -> Example | None:
+    def simplest_failing(self) -> SampleResult | None:
         """Where shrinking starts: the simplest failing drawn input (the same in a saving run and the
         comparison run after it), else the simplest failing witness or stored failure."""
         pool = self.failing or self.failing_given
         return pool[0] if pool else None
 
-    def _keep_worst(self, variant: str, ex: Example) -> None:
+    def _keep_worst(self, variant: str, ex: SampleResult) -> None:
         kept = self._worst[variant]
         if any(_same_args(ex.args, k.args) for k in kept):
             return
@@ -276,20 +277,20 @@ class Accumulator:
         stats.verdict = "fail" if failed else "pass"
         return stats
 
-    def worst(self, variant: str) -> list[Example]:
+    def worst(self, variant: str) -> list[SampleResult]:
         """The worst inputs of a variant, worst first."""
         return list(self._worst[variant])
 
-    def overflowing(self, variant: str) -> Example | None:
+    def overflowing(self, variant: str) -> SampleResult | None:
         """The simplest input on which a variant produced a non-finite result where the exact is finite."""
         return self._overflowing[variant]
 
-    def witnesses(self, minimal: Example | None) -> list[Witness]:
+    def witnesses(self, minimal: SampleResult | None) -> list[Witness]:
         """Witnesses for the baseline: the minimal failing input first, then each variant's worst."""
         out: list[Witness] = []
         seen: list[tuple[np.ndarray, ...]] = []
 
-        def add(ex: Example, variant: str) -> None:
+        def add(ex: SampleResult, variant: str) -> None:
             if any(_same_args(ex.args, s) for s in seen):
                 return
             seen.append(ex.args)
@@ -313,7 +314,7 @@ def _args_key(args: Sequence[np.ndarray]) -> bytes:
     return b"|".join(np.ascontiguousarray(a).tobytes() + str(a.shape).encode() for a in args)
 
 
-def _simplicity(ex: Example) -> tuple[int, float, bytes]:
+def _simplicity(ex: SampleResult) -> tuple[int, float, bytes]:
     """Smaller is simpler: fewer non-zero elements, then a smaller largest magnitude; the bytes make it
     a total order, so the choice never depends on the order inputs arrived in."""
     nonzero = sum(int(np.count_nonzero(a)) for a in ex.args)

@@ -9,34 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
-import linecache
-import os
-import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
-from . import _compat
-from ._errors import _HINTS, JaxstabError, TraceError
+from .. import _compat
+from .._errors import ArgumentError, JaxstabError, TraceError, function_name, trace_error
 
-__all__ = ["ArgumentError", "Prepared", "normalize_shapes", "prepare", "x64_scope"]
-
-
-class ArgumentError(JaxstabError, ValueError):
-    """A bad argument to ``jst.check`` or to the ``stabilize`` marker; the message names it."""
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-# Frames in these directories are never "the user's line" of a tracing error.
-_LIBRARY_DIRS = (
-    *(os.path.dirname(os.path.abspath(f)) + os.sep
-      for f in (getattr(m, "__file__", None) for m in (jax, np, contextlib, inspect)) if f),
-    _PACKAGE_DIR,
-)
-_GENERIC_HINT = ("pytest-jaxstab traces the function with jax.make_jaxpr: it must take arrays and return "
-                 "arrays, with no Python branching on array values and no side effects")
+__all__ = ["ArgumentError", "TracedCase", "normalize_shapes", "trace_case", "x64_scope"]
 
 
 def normalize_shapes(shapes: Any) -> tuple[list[str], list[tuple[int, ...]], bool]:
@@ -99,7 +81,7 @@ def x64_scope(dtype: np.dtype[Any]) -> Iterator[None]:
 
 
 @dataclasses.dataclass
-class Prepared:
+class TracedCase:
     """A traced function: its closed jaxpr over the flat inputs, and which outputs are judged."""
 
     fn: Callable[..., Any]  # positional-arrays version of the user's function
@@ -122,7 +104,7 @@ def positional(fn: Callable[..., Any], names: Sequence[str], by_keyword: bool) -
     return call
 
 
-def prepare(fn: Callable[..., Any], dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]]) -> Prepared:
+def trace_case(fn: Callable[..., Any], dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]]) -> TracedCase:
     """Traces ``fn`` on zeros of ``shapes`` and ``dtype`` (call it inside :func:`x64_scope`).
 
     Raises:
@@ -135,7 +117,7 @@ def prepare(fn: Callable[..., Any], dtype: np.dtype[Any], shapes: Sequence[tuple
     except JaxstabError:
         raise
     except Exception as exc:
-        raise _trace_error(fn, exc) from None
+        raise trace_error(fn, exc) from None
     traced = [np.dtype(_compat.aval(v).dtype) for v in _compat.invars(closed)]
     if any(t != dtype for t in traced):
         raise JaxstabError(
@@ -147,10 +129,10 @@ def prepare(fn: Callable[..., Any], dtype: np.dtype[Any], shapes: Sequence[tuple
     if not judged:
         what = "None" if out_tree.num_leaves == 0 else ", ".join(map(str, out_dtypes))
         raise TraceError(
-            f"{_name(fn)} returned {what}: there is no floating-point result to check. The function "
+            f"{function_name(fn)} returned {what}: there is no floating-point result to check. The function "
             "under test must return the value to check (a @pytest.mark.stabilize test's body returns it)."
         )
-    return Prepared(fn, closed, out_tree, judged, out_dtypes)
+    return TracedCase(fn, closed, out_tree, judged, out_dtypes)
 
 
 def _x64_hint(dtype: np.dtype[Any]) -> str:
@@ -158,54 +140,3 @@ def _x64_hint(dtype: np.dtype[Any]) -> str:
         return ("pytest-jaxstab enables jax_enable_x64 for float64 cases; something in the function or "
                 "its environment forced 32-bit values (e.g. JAX_ENABLE_X64=0 with jax.config locked).")
     return "Check that the function does not cast its inputs."
-
-
-def _name(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-
-
-def _user_frame(exc: BaseException) -> traceback.FrameSummary | None:
-    """The innermost frame of the traceback that is the user's code (not JAX, NumPy or ours)."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    user = [f for f in frames if not os.path.abspath(f.filename).startswith(_LIBRARY_DIRS)
-            and not f.filename.startswith("<")]
-    return user[-1] if user else None
-
-
-def _first_paragraph(exc: BaseException) -> str:
-    """JAX's explanation without its pointers into our wrappers, joined into one paragraph."""
-    lines = []
-    for line in str(exc).strip().splitlines():
-        text = line.strip()
-        if not text:
-            if lines:
-                break
-            continue
-        # These name our tracing wrapper (flat_fn, flat[0]) rather than the user's function.
-        if text.startswith(("The error occurred while tracing", "See https://")):
-            continue
-        lines.append(text)
-    paragraph = " ".join(lines)
-    return paragraph if len(paragraph) <= 700 else paragraph[:700] + "…"
-
-
-def short_path(path: str) -> str:
-    """``path`` relative to the working directory when it lies below it (as pytest shows paths)."""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:  # another drive (Windows)
-        return path
-    return path if rel.startswith("..") else rel
-
-
-def _trace_error(fn: Any, exc: BaseException) -> TraceError:
-    kind = type(exc).__name__
-    frame = _user_frame(exc)
-    where = ""
-    if frame is not None:
-        text = (frame.line or linecache.getline(frame.filename, frame.lineno or 0)).strip()
-        where = f" at {short_path(frame.filename)}:{frame.lineno}" + (f" (`{text}`)" if text else "")
-    hint = _HINTS.get(kind) or next((h for k, h in _HINTS.items()
-                                     if any(c.__name__ == k for c in type(exc).__mro__)), _GENERIC_HINT)
-    return TraceError(f"JAX cannot trace {_name(fn)}{where}: {kind}: {_first_paragraph(exc)}\n"
-                      f"Hint: {hint}.")

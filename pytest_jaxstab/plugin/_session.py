@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ._plugin_options import Options, ReportTarget
+from ._options import Options, ReportTarget
 
 __all__ = ["RESULT_KEY", "SESSION_KEY", "JaxstabSession"]
 
@@ -48,7 +48,8 @@ class JaxstabSession:
 
     # --- baseline ------------------------------------------------------------------------------------
     def _load_baseline(self) -> None:
-        from ._baseline import BaselineError, load_baseline, parse_compare_fail
+        from .._baseline import load_baseline, parse_compare_fail
+        from .._errors import BaselineError
 
         opts = self.options
         if opts.compare_fail is not None:
@@ -76,7 +77,7 @@ class JaxstabSession:
         """How one case compares with the baseline, or None when not comparing."""
         if self.baseline is None:
             return None
-        from ._baseline import compare
+        from .._baseline import compare
 
         return compare([case], self.baseline, self.checks, collected_nodeids=[]).cases[0]
 
@@ -88,7 +89,7 @@ class JaxstabSession:
         raw = report.__dict__.get(RESULT_KEY)
         if not raw:
             return
-        from ._results import CaseResult
+        from .._results import CaseResult
 
         for d in raw:
             case = CaseResult.from_json(d)
@@ -138,7 +139,7 @@ class JaxstabSession:
         cases = self.sorted_cases()
         rootdir = self.config.rootpath
         if self.baseline is not None:
-            from ._baseline import compare
+            from .._baseline import compare
 
             self.comparison = compare(cases, self.baseline, self.checks,
                                       collected_nodeids=sorted(self.collected), rootdir=rootdir)
@@ -151,7 +152,7 @@ class JaxstabSession:
             self.notes.append("no @pytest.mark.stabilize test or jaxstab fixture ran: no report written")
 
     def _save(self, cases: list[Any]) -> None:
-        from ._baseline import load_baseline, save_baseline
+        from .._baseline import load_baseline, save_baseline
 
         path = self.options.save_baseline
         assert path is not None
@@ -169,11 +170,11 @@ class JaxstabSession:
         for target in targets:
             assert target.path is not None
             if target.kind == "json":
-                from ._report_json import build_report, write_json
+                from .._report import build_report, write_json
 
                 write_json(target.path, build_report(cases, jax_version=jax_version, backends=backends))
             else:
-                from ._report_html import write_html
+                from .._report import write_html
 
                 write_html(target.path, cases, jax_version=jax_version, backends=backends)
             self.notes.append(f"{target.kind} report written: {_shown(target.path)}")
@@ -187,14 +188,14 @@ class JaxstabSession:
             return
         terminal.section("jaxstab")
         if wants_table:
-            from ._report_term import format_table
+            from .._report import format_table
 
             cases = self.sorted_cases()
             # Timing columns only for the backends cases were timed on (none without --jaxstab-timing).
             timed = sorted({t.backend for case in cases for t in case.timing})
             terminal.write_line(format_table(cases, timed))
         if self.comparison is not None:
-            from ._report_term import format_baseline_summary
+            from .._baseline import format_baseline_summary
 
             terminal.write_line(format_baseline_summary(self.comparison))
         for note in self.notes:

@@ -33,11 +33,11 @@ Definitions (the contract of this module):
   :func:`find_nan_origin` returns the first origin, in evaluation order, that reaches the result, and
   None when none does: a value masked on the way (the ``log`` in ``jnp.where(x > 0, jnp.log(x), 0.)``,
   the ``-inf`` constants JAX's own ``softmax`` and ``max`` use) is not why a result is NaN. Unlike
-  ``jax_debug_nans`` it therefore does not stop at such values; ``all=True`` lists them too, with
-  ``reaches_output=False``. ``all=True`` returns every distinct origin, distinct by ``(primitive,
+  ``jax_debug_nans`` it therefore does not stop at such values; ``every=True`` lists them too, with
+  ``reaches_output=False``. ``every=True`` returns every distinct origin, distinct by ``(primitive,
   location, path)`` (the first occurrence of each: a loop reports its first bad step).
 * **Cost.** Evaluation is op by op (each primitive dispatched eagerly, a loop body once per
-  iteration), as ``jax_debug_nans`` does. Without ``all=True``, a sub-program (jit, loop, cond) whose
+  iteration), as ``jax_debug_nans`` does. Without ``every=True``, a sub-program (jit, loop, cond) whose
   outputs are all finite in one compiled call is not entered, and a function whose results are all
   finite returns None after one compiled call.
 * **Gradients.** ``find_nan_origin(jax.grad(f), x)`` traces the backward pass too; JAX gives backward
@@ -47,7 +47,6 @@ Definitions (the contract of this module):
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
@@ -56,29 +55,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _compat as C
+from .. import _compat as C
+from .._primitives import ACCUMULATING, CALLS, CUSTOM_DERIVATIVES, ELEMENTWISE
 
 __all__ = ["NanOrigin", "OperandSummary", "find_nan_origin"]
 
 Key = tuple[str, "str | None", tuple[str, ...]]
 
-# Primitives that compute each output element from the same-index element of each operand (scalars
-# broadcast). Only these get per-element bookkeeping; any other primitive is treated as a whole.
-_ELEMENTWISE = frozenset({
-    "abs", "acos", "acosh", "add", "add_any", "asin", "asinh", "atan", "atan2", "atanh", "bessel_i0e",
-    "bessel_i1e", "cbrt", "ceil", "clamp", "complex", "conj", "convert_element_type", "copy", "copy_p",
-    "cos", "cosh", "digamma", "div", "erf", "erf_inv", "erfc", "exp", "exp2", "expm1", "floor", "igamma",
-    "igammac", "imag", "integer_pow", "is_finite", "lgamma", "log", "log1p", "logistic", "max", "min",
-    "mul", "neg", "nextafter", "polygamma", "pow", "random_gamma_grad", "real", "reduce_precision",
-    "regularized_incomplete_beta", "rem", "round", "rsqrt", "select_n", "sign", "sin", "sinh", "sqrt",
-    "square", "sub", "tan", "tanh", "zeta",
-})
-# Primitives that accumulate many products/sums: a NaN from finite operands means an internal
-# overflow followed by inf - inf, so it is reported as "overflow".
-_ACCUMULATING = frozenset({"reduce_sum", "dot_general", "cumsum", "conv_general_dilated",
-                           "reduce_window_sum", "reduce_prod", "cumprod"})
-# Call-like primitives (besides _compat.CALL_PRIMITIVES): one sub-jaxpr, same inputs and outputs.
-_CALLS = C.CALL_PRIMITIVES | {"remat2"}
 
 
 # ------------------------------------------------------------------------------------------ records
@@ -194,21 +177,22 @@ class NanOrigin:
 
 # ------------------------------------------------------------------------------------------- public
 @overload
-def find_nan_origin(fn: Callable[..., Any], *args: Any, all: Literal[False] = False) -> NanOrigin | None: ...
-@overload
-def find_nan_origin(fn: Callable[..., Any], *args: Any, all: Literal[True]) -> list[NanOrigin]: ...
 def find_nan_origin(fn: Callable[..., Any], *args: Any,
-                    all: bool = False) -> NanOrigin | list[NanOrigin] | None:
+                    every: Literal[False] = False) -> NanOrigin | None: ...
+@overload
+def find_nan_origin(fn: Callable[..., Any], *args: Any, every: Literal[True]) -> list[NanOrigin]: ...
+def find_nan_origin(fn: Callable[..., Any], *args: Any,
+                    every: bool = False) -> NanOrigin | list[NanOrigin] | None:
     """Find where ``fn(*args)`` first turns finite values into NaN or ±Inf.
 
     Args:
         fn: a JAX-traceable function of arrays (``jax.grad(f)`` works: the backward pass is searched).
         *args: concrete inputs (arrays, scalars or pytrees of them), not tracers.
-        all: return every distinct origin (a list, possibly empty) instead of the first.
+        every: return every distinct origin (a list, possibly empty) instead of the first.
 
     Returns:
         The first :class:`NanOrigin` whose non-finite values reach the result, or None when there is
-        none (results all finite, or non-finite only because the inputs were); with ``all=True`` a
+        none (results all finite, or non-finite only because the inputs were); with ``every=True`` a
         list of every distinct origin in evaluation order, masked ones included.
 
     Example:
@@ -226,13 +210,13 @@ def find_nan_origin(fn: Callable[..., Any], *args: Any,
                         "(pass the transformed function, e.g. find_nan_origin(jax.grad(f), x)).")
     closed, _, _ = C.trace(fn, *args)
     invals = [jnp.asarray(x) for x in leaves]
-    if not all and _every_finite(jax.jit(C.as_fun(closed))(*invals)):
+    if not every and _every_finite(jax.jit(C.as_fun(closed))(*invals)):
         return None  # fast path: no origin can reach a finite result
-    walker = _Walker(exhaustive=all)
+    walker = _Walker(exhaustive=every)
     _, out_taints = walker.run(closed, invals, [frozenset()] * len(invals), _Ctx((), ()))
     reached = frozenset().union(*out_taints) if out_taints else frozenset()
     origins = [dataclasses.replace(o, reaches_output=k in reached) for k, o in walker.origins.items()]
-    if all:
+    if every:
         return origins
     return next((o for o in origins if o.reaches_output), None)
 
@@ -303,18 +287,18 @@ class _Walker:
     def _eval(self, eqn: Any, vals: list[Any], tnts: list[Taint],
               ctx: _Ctx) -> tuple[list[Any], list[Taint]]:
         name = C.primitive_name(eqn)
-        if not self.exhaustive and (name in _CALLS or name in C.CUSTOM_PRIMITIVES
+        if not self.exhaustive and (name in CALLS or name in CUSTOM_DERIVATIVES
                                     or name in ("scan", "while", "cond")):
             # Fast path: non-finite values leave a sub-program only through its outputs, so when
             # they are all finite (one compiled call) nothing born inside can reach the result.
             outs = C.bind(eqn, vals)
             if _every_finite(outs):
                 return outs, [frozenset() for _ in outs]
-        if name in _CALLS:
+        if name in CALLS:
             subs = C.subjaxprs(eqn)
             if len(subs) == 1 and len(C.invars(subs[0][1])) == len(vals):
                 return self.run(subs[0][1], vals, tnts, ctx.push(eqn))
-        elif name in C.CUSTOM_PRIMITIVES:
+        elif name in CUSTOM_DERIVATIVES:
             body, _ = C.custom_call_parts(eqn)
             if len(C.invars(body)) == len(vals):
                 return self.run(body, vals, tnts, ctx.push(eqn))
@@ -379,7 +363,7 @@ class _Walker:
             if bad_in is None:
                 bad_in = [~np.isfinite(np.asarray(v)) if _inexact(v) else None for v in vals]
             inherited: set[Any] = set()
-            elementwise = name in _ELEMENTWISE and all(np.shape(v) in ((), a.shape) for v in vals)
+            elementwise = name in ELEMENTWISE and all(np.shape(v) in ((), a.shape) for v in vals)
             if elementwise:
                 fresh = bad.copy()
                 chosen = _select_masks(vals, a.shape) if name == "select_n" else None
@@ -423,7 +407,7 @@ class _Walker:
         at = [_value_at(v, index) if elementwise else None for v in vals]
         value = out[index]
         if np.isnan(value):
-            kind = "overflow" if name in _ACCUMULATING else "invalid"
+            kind = "overflow" if name in ACCUMULATING else "invalid"
         else:
             kind = "division by zero" if _at_pole(name, eqn.params, at) else "overflow"
         operands = tuple(_summary(_letter(i), atom, v, x, C.is_literal(atom))
@@ -464,7 +448,7 @@ def _all_finite(v: Any) -> bool:
 
 
 def _every_finite(values: Sequence[Any]) -> bool:
-    return builtins.all(_all_finite(v) for v in values)
+    return all(_all_finite(v) for v in values)
 
 
 def _finite_scalar(v: Any) -> bool:

@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from ._results import CaseResult, VariantStats
+from .._results import CaseResult, VariantStats
 
-if TYPE_CHECKING:
-    from ._baseline import CaseComparison, Comparison
-
-__all__ = ["format_baseline_summary", "format_table"]
+__all__ = ["format_table"]
 
 ELLIPSIS = "…"
 
@@ -141,46 +137,3 @@ def _ratio(ratio: float) -> str:
 def _timing(case: CaseResult, backend: str) -> str:
     record = next((t for t in case.timing if t.backend == backend), None)
     return f"{backend} {_ratio(record.ratio) if record is not None else '-'}"
-
-
-# --- baseline comparison -----------------------------------------------------------------------------
-
-_SECTIONS = (
-    ("regressed", "regressions (these fail the run)"),
-    ("known", "known instabilities (not worse than the baseline)"),
-    ("improved", "improved (save the baseline to lock the gains in)"),
-    ("new", "new cases (not in the baseline)"),
-)
-
-
-def format_baseline_summary(comparison: Comparison) -> str:
-    """Formats the outcome of `compare` for the terminal: regressions first, then known instabilities,
-    improvements, new cases and stale entries (baseline entries whose test is gone).
-
-    Args:
-        comparison: what `pytest_jaxstab._baseline.compare` returned.
-
-    Returns:
-        Lines joined by newlines, no trailing newline; the first line counts each status.
-
-    Example:
-        >>> print(format_baseline_summary(compare(results, baseline, checks, collected_nodeids=ids)))
-    """
-    counts = [f"{len(comparison.regressions)} regressed", f"{len(comparison.known)} known",
-              f"{len(comparison.improved)} improved", f"{len(comparison.unchanged)} unchanged",
-              f"{len(comparison.new)} new", f"{len(comparison.stale)} stale"]
-    margins = ", ".join(str(c) for c in comparison.checks)
-    lines = [f"jaxstab baseline: {', '.join(counts)} (compare-fail {margins})"]
-    by_status: dict[str, list[CaseComparison]] = {}
-    for case in comparison.cases:
-        by_status.setdefault(case.status, []).append(case)
-    for status, title in _SECTIONS:
-        entries = by_status.get(status, [])
-        if entries:
-            lines.append(f"{title}:")
-            lines.extend(f"  {c.message}" for c in entries)
-    if comparison.stale:
-        lines.append("stale entries (their test is gone; re-save the baseline with "
-                     "--jaxstab-save-baseline to drop them):")
-        lines.extend(f"  {nodeid}" for nodeid in comparison.stale)
-    return "\n".join(lines)

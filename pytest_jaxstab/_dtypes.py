@@ -1,9 +1,11 @@
-"""Facts about the floating-point dtypes pytest-jaxstab fuzzes: float16, bfloat16, float32, float64.
+"""The one home of dtype facts: float16, bfloat16, float32, float64 (ranges, significand bits, ordinals).
 
+The strategies draw from these facts, the oracle rounds into these formats, the metrics count ordinals.
 This module depends on numpy and ml_dtypes only (ml_dtypes ships with jax and provides bfloat16), so the
 oracle, the metrics and the plugin can import it without pulling in Hypothesis or jax.
 
-Ordinals (DESIGN.md section 3) map the finite floats of a dtype to consecutive integers, monotonically,
+Ordinals (docs/architecture.md, "The error metric") map the finite floats of a dtype to consecutive
+integers, monotonically,
 with -0 and +0 both mapped to 0: `from_ordinal(to_ordinal(x) + 1)` is the next float above `x`.
 """
 
@@ -106,6 +108,11 @@ class DtypeInfo:
     max_ordinal: int
 
     @property
+    def significand_bits(self) -> int:
+        """Significand bits with the implicit leading one (11, 8, 24, 53): the format's precision."""
+        return self.mantissa_bits + 1
+
+    @property
     def exponent_bias(self) -> int:
         """The bias of the stored exponent field: a normal value's exponent is `field - exponent_bias`."""
         return (1 << (self.exponent_bits - 1)) - 1
@@ -156,18 +163,23 @@ def dtype_info(dtype: Any) -> DtypeInfo:
     return _INFOS[resolve_dtype(dtype).name]
 
 
-def to_ordinal(values: npt.ArrayLike, dtype: Any) -> np.ndarray:
+def to_ordinal(values: npt.ArrayLike, dtype: Any = None) -> np.ndarray:
     """Maps values of `dtype` to their ordinals (int64): monotone, consecutive, -0 and +0 both 0.
 
-    Values are first converted to `dtype` (rounding to nearest). NaN has no meaningful ordinal: its
-    result is unspecified; infinities map to `±(max_ordinal + 1)`.
+    Values are first converted to `dtype` (rounding to nearest); with `dtype=None` they are taken in
+    their own dtype. NaN has no meaningful ordinal: its result is unspecified; infinities map to
+    `±(max_ordinal + 1)`. Every ordinal fits in int64: float64's largest magnitude is below 2**63.
+
+    Raises:
+        ValueError: the dtype is not one of the four supported.
 
     Example:
         >>> int(to_ordinal(np.float32(1.0), "float32") - to_ordinal(np.float32(0.0), "float32"))
         1065353216
     """
-    info = dtype_info(dtype)
-    arr = np.asarray(values).astype(info.dtype)
+    arr = np.asarray(values)
+    info = dtype_info(arr.dtype if dtype is None else dtype)
+    arr = arr.astype(info.dtype, copy=False)
     raw = arr.view(info.uint_dtype)
     magnitude = (raw & np.asarray(info.sign_mask - 1, dtype=info.uint_dtype)).astype(np.int64)
     negative = (raw & np.asarray(info.sign_mask, dtype=info.uint_dtype)) != 0

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from ._check_run import Example
-from ._check_trace import short_path
-from ._results import CaseResult, VariantStats
+from .._files import short_path
+from .._results import CaseResult, VariantStats
+from ._evaluate import SampleResult
 
 __all__ = ["failure_message", "format_array"]
 
@@ -58,7 +58,7 @@ def _stats(s: VariantStats, tolerance: float) -> str:
     return f"{verdict} ({', '.join(parts)}; tolerance {tolerance:g} bits)"
 
 
-def _worst_element(ex: Example, variant: str) -> str:
+def _worst_element(ex: SampleResult, variant: str) -> str:
     """The worst output element of a variant on an input: value, exact value, bits."""
     out = ex.outcomes[variant]
     best: tuple[float, int, tuple[int, ...]] | None = None
@@ -88,7 +88,7 @@ def _short(location: str | None) -> str | None:
     return short_path(location)
 
 
-def failure_message(result: CaseResult, minimal: Example | None, names: Sequence[str],
+def failure_message(result: CaseResult, minimal: SampleResult | None, names: Sequence[str],
                     applied: Sequence[Any]) -> str:
     """The message of a failed case; see the module docstring."""
     judged = result.judged

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from .._errors import MarkerError
+
 __all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signature", "parse_marker"]
 
 MARKER = "stabilize"
@@ -27,10 +29,6 @@ MARKER_HELP = (
 )
 _KWARGS = ("dtype", "shapes", "domain", "max_examples", "tolerance_bits", "rules", "apply", "timing", "atol")
 _ORIGINAL = "__jaxstab_signature__"
-
-
-class MarkerError(Exception):
-    """A bad ``stabilize`` marker; the message names the argument and what is expected."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,8 +72,9 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
         if required not in kw:
             raise MarkerError(f"missing argument {required}= (e.g. stabilize(dtype=\"float32\", "
                               "shapes={\"x\": (16,)}))")
-    from ._check_trace import ArgumentError, normalize_shapes
-    from .strategies._dtypes import resolve_dtype
+    from .._check._trace import normalize_shapes
+    from .._dtypes import resolve_dtype
+    from .._errors import ArgumentError
 
     try:
         dtype = resolve_dtype(kw["dtype"])
@@ -135,9 +134,9 @@ def _flag(kw: dict[str, Any], name: str, default: bool | None) -> Any:
 
 
 def _check_domain_and_rules(spec: MarkerSpec) -> None:
-    from ._check import build_strategy, resolve_rules
-    from ._check_trace import ArgumentError
-    from .strategies._dtypes import resolve_dtype
+    from .._check._case import build_strategy, resolve_rules
+    from .._dtypes import resolve_dtype
+    from .._errors import ArgumentError
 
     try:
         build_strategy(resolve_dtype(spec.dtype), spec.shapes, spec.domain)

@@ -211,7 +211,7 @@ def resolve_options(config: pytest.Config) -> Options:
         timing = flag
     compare_fail = config.getoption("jaxstab_compare_fail") or _ini(config, "jaxstab_compare_fail") or None
     if compare_fail is not None:
-        from ._baseline import parse_compare_fail
+        from .._baseline import parse_compare_fail
 
         try:
             parse_compare_fail(compare_fail)

@@ -26,22 +26,22 @@ from hypothesis.errors import FailedHealthCheck
 # Everything a check uses is imported here, before any input is drawn: Hypothesis mixes constants of
 # the loaded local modules into its draws, so a module imported midway would change later draws
 # (fixed-seed runs do without those constants altogether: see _without_local_constants).
-from . import _compat
-from ._check_db import FailureStore
-from ._check_message import failure_message
-from ._check_run import VARIANTS, Accumulator, Evaluator, Example, Profile
-from ._check_shrink import Shrinker
-from ._check_trace import ArgumentError, normalize_shapes, positional, prepare, x64_scope
-from ._errors import JaxstabError
-from ._nan_origin import find_nan_origin
-from ._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord, Witness
-from ._timing import time_backends
-from .rewrites import STABILITY, rewrite_jaxpr
-from .rewrites._rule import resolve
-from .strategies import arguments
-from .strategies._dtypes import resolve_dtype
+from .. import _compat
+from .._diagnostics._nan_origin import find_nan_origin
+from .._diagnostics._timing import time_backends
+from .._dtypes import resolve_dtype
+from .._errors import JaxstabError
+from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord, Witness
+from ..rewrites import STABILITY, rewrite_jaxpr
+from ..rewrites._rule import resolve
+from ..strategies import arguments
+from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes
+from ._message import failure_message
+from ._replay import FailureStore
+from ._shrink import Shrinker
+from ._trace import ArgumentError, normalize_shapes, positional, trace_case, x64_scope
 
-__all__ = ["ArgumentError", "Profile", "build_strategy", "check", "resolve_rules"]
+__all__ = ["ArgumentError", "StageTimes", "build_strategy", "check", "resolve_rules"]
 
 _TARGET_LABEL = "jaxstab error bits"
 
@@ -67,10 +67,10 @@ def check(
     apply: bool = False,
     atol: float | None = None,
     timing: bool = False,
-    nodeid: str | None = None,
+    name: str | None = None,
     witnesses: Sequence[Witness] = (),
     derandomize: bool = False,
-    profile: Profile | None = None,
+    profile: StageTimes | None = None,
 ) -> CaseResult:
     """Fuzz ``fn`` for numerical stability: both the function as written and its rewritten form.
 
@@ -93,10 +93,10 @@ def check(
         apply: judge the rewritten function (for code that ships ``jst.stabilize(fn)``).
         atol: absolute differences at most ``atol`` count 0 bits; overflows always count.
         timing: time both jitted variants on every backend present.
-        nodeid: the case's name in reports and baselines (default ``module.qualname`` of ``fn``).
+        name: the case's name in reports and baselines (default ``module.qualname`` of ``fn``).
         witnesses: inputs to re-check before fuzzing (a baseline's worst inputs).
         derandomize: fixed draws (as a baseline comparison needs); no example database.
-        profile: a :class:`Profile` to fill with the seconds spent per stage.
+        profile: a :class:`StageTimes` to fill with the seconds spent per stage.
 
     Returns:
         A :class:`CaseResult`: figures of both variants, verdicts, ``outcome`` ("passed"/"failed" for
@@ -113,7 +113,7 @@ def check(
         >>> result.original.overflows > 0, result.rewritten.verdict
         (True, 'pass')
     """
-    prof = profile if profile is not None else Profile()
+    prof = profile if profile is not None else StageTimes()
     start = time.perf_counter()
     names, shape_list, by_keyword = normalize_shapes(shapes)
     try:
@@ -124,11 +124,11 @@ def check(
     strategy = build_strategy(dt, shape_list, domain)
     chosen_rules = resolve_rules(rules)
     call = positional(fn, names, by_keyword)
-    case_id = nodeid or f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    case_id = name or f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
     judged = "rewritten" if apply else "original"
     with x64_scope(dt):
         t0 = time.perf_counter()
-        prepared = prepare(call, dt, shape_list)
+        prepared = trace_case(call, dt, shape_list)
         rewritten, applied = _rewrite(prepared.closed, chosen_rules)
         evaluator = Evaluator(prepared.closed, rewritten, prepared.judged_outputs, atol, prof)
         # One run on zeros, not counted: compiles both variants and surfaces an oracle that cannot
@@ -224,7 +224,7 @@ class _Runner:
     """The Hypothesis exploration of one case, the replay of stored failures and the shrinking."""
 
     def __init__(self, strategy: Any, evaluator: Evaluator, acc: Accumulator, case_id: str,
-                 max_examples: int, seed: int | None, derandomize: bool, prof: Profile) -> None:
+                 max_examples: int, seed: int | None, derandomize: bool, prof: StageTimes) -> None:
         self.strategy = strategy
         self.evaluator = evaluator
         self.acc = acc
@@ -240,7 +240,7 @@ class _Runner:
             material = f"{case_id}\0{seed if seed is not None else 'derandomize'}".encode()
             self.seed = int.from_bytes(hashlib.sha256(material).digest()[:8], "big")
         self.store = FailureStore(None if fixed else profile.database, case_id)
-        self._replayed: list[tuple[bytes, Example]] = []
+        self._replayed: list[tuple[bytes, SampleResult]] = []
 
     def _settings(self) -> Any:
         suppressed = [h for h in ("too_slow", "data_too_large", "large_base_example", "differing_executors",
@@ -292,7 +292,7 @@ class _Runner:
             raise JaxstabError(f"Hypothesis could not draw inputs for {self.case_id}: {exc}") from None
         self.prof.add("draw", time.perf_counter() - t0 - inner_time[0])
 
-    def minimise(self, shrinker: Shrinker) -> Example | None:
+    def minimise(self, shrinker: Shrinker) -> SampleResult | None:
         """The simplest failing input, shrunk; stored for the next run. None when the case passes."""
         judged, tolerance = self.acc.judged, self.acc.tolerance_bits
         for raw, ex in self._replayed:
@@ -335,13 +335,13 @@ def _without_local_constants() -> Iterator[None]:
         cache.clear()
 
 
-def _score(ex: Example, variant: str) -> float:
+def _score(ex: SampleResult, variant: str) -> float:
     out = ex.outcomes[variant]
     # An overflow scores above any finite error, so targeting seeks overflows first.
     return out.bits + (64.0 if out.overflow else 0.0)
 
 
-def _nan_origins(closed: Any, rewritten: Any, acc: Accumulator, minimal: Example | None,
+def _nan_origins(closed: Any, rewritten: Any, acc: Accumulator, minimal: SampleResult | None,
                  ) -> list[NanOriginRecord]:
     """Where each variant's first NaN/Inf was born: on the input the failure message shows when it
     overflows there, else on the simplest input on which that variant overflowed."""

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ._check_run import Example
-from .strategies._domain import per_argument_domains
-from .strategies._dtypes import dtype_info
+from .._dtypes import dtype_info
+from ..strategies._domain import per_argument_domains
+from ._evaluate import SampleResult
 
 __all__ = ["Shrinker"]
 
@@ -38,7 +38,8 @@ class Shrinker:
         max_runs: the most evaluations to spend (capped at ``MAX_RUNS``).
     """
 
-    def __init__(self, evaluate: Callable[[Sequence[np.ndarray]], Example], fails: Callable[[Example], bool],
+    def __init__(self, evaluate: Callable[[Sequence[np.ndarray]], SampleResult],
+                 fails: Callable[[SampleResult], bool],
                  dtype: np.dtype[Any], domain: Any, count: int, *, max_runs: int = MAX_RUNS) -> None:
         self.evaluate = evaluate
         self.fails = fails
@@ -54,7 +55,7 @@ class Shrinker:
             return False
         return dom.where is None or all(bool(dom.where(v)) for v in values.reshape(-1))
 
-    def _try(self, current: Example, i: int, flat: np.ndarray) -> Example | None:
+    def _try(self, current: SampleResult, i: int, flat: np.ndarray) -> SampleResult | None:
         if self.runs >= self.max_runs:
             return None
         if not self._inside(i, flat):
@@ -65,7 +66,7 @@ class Shrinker:
         ex = self.evaluate(tuple(args))
         return ex if self.fails(ex) else None
 
-    def shrink(self, example: Example) -> Example:
+    def shrink(self, example: SampleResult) -> SampleResult:
         """The simplest failing input found from ``example`` (``example`` itself if nothing simpler fails)."""
         self.runs = 0
         best = example
@@ -75,7 +76,7 @@ class Shrinker:
             best = self._simplify_elements(best, i)
         return best
 
-    def _zero_blocks(self, best: Example, i: int) -> Example:
+    def _zero_blocks(self, best: SampleResult, i: int) -> SampleResult:
         size = best.args[i].size
         block = max(size // 2, 1)
         while size and block >= 1:
@@ -92,7 +93,7 @@ class Shrinker:
             block //= 2
         return best
 
-    def _simplify_elements(self, best: Example, i: int) -> Example:
+    def _simplify_elements(self, best: SampleResult, i: int) -> SampleResult:
         size = best.args[i].size
         for k in range(size):
             value = best.args[i].reshape(-1)[k]

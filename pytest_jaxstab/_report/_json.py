@@ -1,24 +1,22 @@
 """The JSON report (DESIGN.md section 5, schema version 1): build it, validate it, write it atomically.
 
 Pure Python over :class:`~pytest_jaxstab._results.CaseResult`; the plugin calls it at the end of the
-session. `write_text_atomic` is shared with the HTML report and the baseline store.
+session.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import stat
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from ._results import CaseResult
+from .. import __version__
+from .._files import write_text_atomic
+from .._results import CaseResult
 
-__all__ = ["REPORT_VERSION", "build_report", "validate_report", "write_json", "write_text_atomic"]
+__all__ = ["REPORT_VERSION", "build_report", "validate_report", "write_json"]
 
 #: The schema version this module writes and validates.
 REPORT_VERSION = 1
@@ -50,7 +48,7 @@ def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Seq
         "backends": [str(b) for b in backends],
         "cases": [case.to_json() for case in cases],
         # extra key (allowed by the schema): which pytest-jaxstab wrote the file.
-        "jaxstab_version": jaxstab_version(),
+        "jaxstab_version": __version__,
     }
 
 
@@ -68,64 +66,6 @@ def write_json(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
     # allowed (as pytest-benchmark's JSON does): a timing ratio may be infinite, and Python reads them back.
     text = json.dumps(report, indent=2) + "\n"
     write_text_atomic(path, text)
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Replaces `path` by `text` atomically: a temporary file in the same directory, fsync, `os.replace`.
-
-    On any failure the temporary file is removed and `path` keeps its old content. A new file gets mode
-    0644, an existing one keeps its mode.
-
-    Args:
-        path: the file to write; missing parent directories are created.
-        text: the whole new content (written as UTF-8 with `\\n` line ends).
-
-    Example:
-        >>> write_text_atomic(".jaxstab/baseline.json", "{}\\n")
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Same directory as the target so os.replace is a rename within one file system (atomic).
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp creates 0600 files; reports and baselines are shared (committed, uploaded as artifacts).
-        try:
-            mode = stat.S_IMODE(os.stat(target).st_mode)
-        except FileNotFoundError:
-            mode = 0o644
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(target.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    # Makes the rename itself durable on POSIX; not possible (nor needed) on Windows.
-    if os.name != "posix":
-        return
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def jaxstab_version() -> str:
-    """The installed pytest-jaxstab's version, or `"0+unknown"` when running from a source tree."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("pytest-jaxstab")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 # --- validation --------------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from ._plugin_marker import MARKER, MARKER_HELP
-from ._plugin_options import (
+from ._marker import MARKER, MARKER_HELP
+from ._options import (
     COMPARE_FAIL_OPTION,
     COMPARE_OPTION,
     EXAMPLES_OPTION,
@@ -28,7 +28,7 @@ from ._plugin_options import (
     describe,
     resolve_options,
 )
-from ._plugin_session import RESULT_KEY, SESSION_KEY, JaxstabSession
+from ._session import RESULT_KEY, SESSION_KEY, JaxstabSession
 
 _SESSION_PLUGIN = "jaxstab-session"
 
@@ -75,7 +75,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) 
     """Hides a marked test's drawn parameters from fixture lookup; a bad marker fails its test alone."""
     if not inspect.isfunction(obj) or not collector.istestfunction(obj, name):  # type: ignore[attr-defined]
         return None
-    from ._plugin_marker import BadMarker, MarkerError, hide_drawn, marks_of, parse_marker
+    from ._marker import BadMarker, MarkerError, hide_drawn, marks_of, parse_marker
 
     marks = marks_of(collector, obj)
     if not marks:
@@ -90,11 +90,11 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    from ._plugin_marker import is_marked_function
+    from ._marker import is_marked_function
 
     if pyfuncitem.get_closest_marker(MARKER) is None or not is_marked_function(pyfuncitem.obj):
         return None
-    from ._plugin_run import run_marked
+    from ._run import run_marked
 
     run_marked(pyfuncitem)
     return True
@@ -105,7 +105,7 @@ def jaxstab(request: pytest.FixtureRequest) -> Any:
     """Check functions defined elsewhere: ``jaxstab.check(fn, shapes=..., dtype=...)`` fuzzes ``fn``
     like ``jst.check`` with the session's options, fails the test when the verdict fails, and returns
     the ``CaseResult``."""
-    from ._plugin_run import JaxstabFixture
+    from ._run import JaxstabFixture
 
     return JaxstabFixture(request.node)
 
@@ -114,7 +114,7 @@ def jaxstab(request: pytest.FixtureRequest) -> Any:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     if call.when == "call":
-        from ._plugin_run import CASES_KEY
+        from ._run import CASES_KEY
 
         cases = item.stash.get(CASES_KEY, None)
         if cases:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._results import decode_array, encode_array
+from .._results import decode_array, encode_array
 
 __all__ = ["FailureStore"]
 

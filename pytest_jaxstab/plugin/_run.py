@@ -17,12 +17,11 @@ from hypothesis import settings
 # Imported by the plugin when the first case runs. Everything a case needs is imported here at once,
 # before any input is drawn: Hypothesis mixes constants of loaded local modules into its draws, so
 # a module first imported between two cases would make draws depend on test order (xdist vs serial).
-from . import _baseline  # noqa: F401  (compare_case)
-from ._check import check
-from ._errors import JaxstabError
-from ._plugin_marker import MARKER, MarkerError, parse_marker
-from ._plugin_session import SESSION_KEY, JaxstabSession
-from .oracles import OracleError, UnsupportedPrimitive
+from .. import _baseline  # noqa: F401  (loaded before any case runs)
+from .._check._case import check
+from .._errors import JaxstabError
+from ._marker import MARKER, MarkerError, parse_marker
+from ._session import SESSION_KEY, JaxstabSession
 
 __all__ = ["CASES_KEY", "JaxstabFixture", "run_case", "run_marked"]
 
@@ -58,9 +57,9 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
         result = check(fn, shapes=shapes, dtype=dtype, domain=domain,
                        max_examples=_max_examples(max_examples, session), seed=opts.seed, rules=rules,
                        tolerance_bits=tolerance_bits, apply=apply, atol=atol,
-                       timing=opts.timing if timing is None else timing, nodeid=nodeid,
+                       timing=opts.timing if timing is None else timing, name=nodeid,
                        witnesses=session.witnesses(nodeid), derandomize=opts.derandomize)
-    except (JaxstabError, UnsupportedPrimitive, OracleError) as exc:
+    except JaxstabError as exc:
         # Bad arguments, an untraceable function, a primitive the oracle cannot evaluate exactly: the
         # reason, not a traceback.
         problem = f"{nodeid}: {type(exc).__name__}: {exc}"

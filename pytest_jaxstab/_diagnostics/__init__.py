@@ -1,0 +1,12 @@
+"""Stage: diagnostics of one function on given inputs.
+
+Takes a function and concrete arguments; hands on where a NaN/Inf is born (``_nan_origin``: kind,
+primitive, the user's line, the path through nested calls) and the jitted time of a function on every
+JAX backend present (``_timing``). The check calls these on its worst inputs; users call them directly.
+"""
+
+from ._nan_origin import NanOrigin as NanOrigin
+from ._nan_origin import OperandSummary as OperandSummary
+from ._nan_origin import find_nan_origin as find_nan_origin
+from ._timing import BackendTiming as BackendTiming
+from ._timing import time_backends as time_backends

@@ -1,0 +1,72 @@
+"""Files pytest-jaxstab writes (reports, baselines) and paths it shows: atomic writes, short paths."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+__all__ = ["short_path", "write_text_atomic"]
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Replaces `path` by `text` atomically: a temporary file in the same directory, fsync, `os.replace`.
+
+    On any failure the temporary file is removed and `path` keeps its old content. A new file gets mode
+    0644, an existing one keeps its mode.
+
+    Args:
+        path: the file to write; missing parent directories are created.
+        text: the whole new content (written as UTF-8 with `\\n` line ends).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     write_text_atomic(pathlib.Path(d, "sub", "b.json"), "{}\\n")
+        ...     pathlib.Path(d, "sub", "b.json").read_text()
+        '{}\\n'
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Same directory as the target so os.replace is a rename within one file system (atomic).
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        # mkstemp creates 0600 files; reports and baselines are shared (committed, uploaded as artifacts).
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        except FileNotFoundError:
+            mode = 0o644
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(target.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable on POSIX; not possible (nor needed) on Windows.
+    if os.name != "posix":
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def short_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it (as pytest shows paths)."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if rel.startswith("..") else rel
