@@ -15,10 +15,11 @@ Example:
 
 from ._common import OracleError as OracleError
 from ._common import UnsupportedPrimitive as UnsupportedPrimitive
+from ._evaluate import DEFAULT_MAX_PRECISION as DEFAULT_MAX_PRECISION
+from ._evaluate import OracleResult as OracleResult
+from ._evaluate import evaluate as evaluate
 from ._interpreter import MAX_WHILE_ITERATIONS as MAX_WHILE_ITERATIONS
 from ._interpreter import SUPPORTED_PRIMITIVES as SUPPORTED_PRIMITIVES
-from ._interpreter import OracleResult as OracleResult
-from ._interpreter import evaluate as evaluate
 from ._metrics import error_bits as error_bits
 from ._metrics import ordinals as ordinals
 from ._metrics import summarize as summarize
@@ -26,6 +27,7 @@ from ._rounding import round_to_dtype as round_to_dtype
 from ._rounding import to_mpf_array as to_mpf_array
 
 __all__ = [
+    "DEFAULT_MAX_PRECISION",
     "MAX_WHILE_ITERATIONS",
     "SUPPORTED_PRIMITIVES",
     "OracleError",

@@ -2,59 +2,44 @@
 
 Values in the interpreter's environment are numpy arrays of the equation's shape (0-d for scalars):
 
-* floating-point variables (any float dtype) hold **object arrays of exact ``mpmath.mpf``** numbers, the
-  real values the program denotes (computed at the working precision);
+* floating-point variables (any float dtype) hold **object arrays of Arb balls** (``flint.arb``), each
+  of which provably contains the real value the program denotes, or ``None`` where that value provably
+  does not exist (``sqrt(-1)``, ``0/0``, ``inf - inf``: NaN in the float program). A ball may also be
+  *indeterminate* (NaN midpoint or infinite radius): the working precision did not suffice to say
+  anything, so whatever depends on it is undecided and the evaluation escalates;
 * integer and boolean variables hold ordinary numpy arrays of their own dtype: indices, counters and
-  masks are exact already, and their arithmetic (wrap-around included) is the program's.
+  masks are exact already, and their arithmetic (wrap-around included) is the program's. A decision that
+  produces one (a comparison, a float -> int conversion) and cannot be made on the balls at hand raises
+  :class:`Undecided` instead of guessing.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import jax.numpy as jnp
-import mpmath
 import numpy as np
-from mpmath import libmp
+from flint import arb
 
 from .. import _compat
 from .._errors import OracleError, UnsupportedPrimitive
 
-__all__ = ["OracleError", "UnsupportedPrimitive"]
+__all__ = ["OracleError", "Undecided", "UnsupportedPrimitive"]
 
-#: Rounding mode of every mpmath operation: to nearest, ties to even.
-RND = libmp.round_nearest
-#: Builds an ``mpf`` of the global context from a raw ``(sign, man, exp, bc)`` tuple, without rounding.
-make = mpmath.mp.make_mpf
-
-NAN = make(libmp.fnan)
-INF = make(libmp.finf)
-NINF = make(libmp.fninf)
-ZERO = make(libmp.fzero)
-ONE = make(libmp.fone)
-
-#: Arguments with ``|x| >= 2**MAG_LIMIT`` are beyond what exp/sin/erfc/... can evaluate in bounded time
-#: (exp needs ``MAG_LIMIT`` extra bits, sin needs pi to as many). No input is that large (float64's
-#: largest is below 2**1024): such values only arise inside a program (nested exponentials, high
-#: powers). Those operations then saturate (exp -> inf or 0) or give NaN (sin), and the evaluation is
-#: flagged so that its non-finite results are reported uncertain rather than trusted.
-MAG_LIMIT = 2048
-
-_STATE = threading.local()
+ZERO = arb(0)
+ONE = arb(1)
+POS_INF = arb.pos_inf()
+NEG_INF = arb.neg_inf()
+#: A ball that says nothing: what an operation returns when the working precision does not decide it.
+INDET = arb.nan()
 
 
-def beyond_reach(value: Any) -> Any:
-    """Records that an operation met an argument beyond ``MAG_LIMIT`` and returns its stand-in value."""
-    _STATE.beyond = getattr(_STATE, "beyond", 0) + 1
-    return value
-
-
-def beyond_reach_count() -> int:
-    """How many times :func:`beyond_reach` was called in this thread so far."""
-    return getattr(_STATE, "beyond", 0)
+class Undecided(Exception):  # noqa: N818 (a signal, not an error: it never reaches the user)
+    """A discontinuous decision (comparison, cast to integer, loop exit, ...) is not decided at this
+    precision: the balls straddle the decision point. The evaluation at this precision stops; the
+    elements it covers are tried again at a higher precision."""
 
 
 class Context(Protocol):
@@ -82,7 +67,7 @@ def _kind(dtype: np.dtype) -> str:
 
 
 def is_float(dtype: Any) -> bool:
-    """Whether ``dtype`` is a real floating-point dtype (bfloat16 included), i.e. held as mpf."""
+    """Whether ``dtype`` is a real floating-point dtype (bfloat16 included), i.e. held as balls."""
     return _kind(np.dtype(dtype)) == "float"
 
 
@@ -97,7 +82,7 @@ def out_aval(eqn: Any, i: int = 0) -> Any:
 
 
 def obj(x: Any) -> np.ndarray:
-    """``x`` as an object ndarray; a bare mpf (numpy returns those for 0-d inputs) becomes a 0-d array."""
+    """``x`` as an object ndarray; a bare ball (numpy returns those for 0-d inputs) becomes a 0-d array."""
     if isinstance(x, np.ndarray):
         return x if x.dtype == object else x.astype(object)
     out = np.empty((), dtype=object)
@@ -105,15 +90,15 @@ def obj(x: Any) -> np.ndarray:
     return out
 
 
-def _from_int(v: Any) -> Any:
-    return make(libmp.from_int(int(v)))
+def _from_int(v: Any) -> arb:
+    return arb(int(v))  # exact: arb holds integers of any size exactly
 
 
 _FROM_INT = np.frompyfunc(_from_int, 1, 1)
 
 
-def ints_to_mpf(x: np.ndarray) -> np.ndarray:
-    """Integers or booleans as exact mpf (``mpf(int)`` would round big ints to the context precision)."""
+def ints_to_arb(x: np.ndarray) -> np.ndarray:
+    """Integers or booleans as exact balls."""
     return obj(_FROM_INT(np.asarray(x).astype(object)))
 
 

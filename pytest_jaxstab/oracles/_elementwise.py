@@ -1,9 +1,12 @@
-"""Exact semantics of the elementwise primitives (arithmetic, transcendental, comparisons, casts).
+"""Rigorous semantics of the elementwise primitives (arithmetic, transcendental, comparisons, casts).
 
-Float operands are object arrays of mpf, mapped through the cached ufuncs of ``_scalar`` (whose
+Float operands are object arrays of Arb balls, mapped through the cached ufuncs of ``_arb`` (whose
 docstring states the domain conventions: NaN outside the real domain, limits at the edges). Integer and
 boolean operands use numpy with the program's own dtype and C semantics (truncating division,
-wrap-around).
+wrap-around). Decisions that yield integers or booleans (comparisons, float -> int/bool conversion,
+``is_finite``) raise ``Undecided`` where the balls straddle the decision point; the continuous-valued
+discontinuous operations (floor, ceil, round, sign, max, min, clamp, rem) return balls covering every
+candidate, which the final rounding then refuses to decide.
 """
 
 from __future__ import annotations
@@ -12,22 +15,17 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from mpmath import libmp
-from mpmath.libmp import fnan, fninf, fzero
 
-from ._common import Rule, ints_to_mpf, is_float, make, obj, out_aval
-from ._rounding import round_to_dtype, to_mpf_array
-from ._scalar import ufunc
+from ._arb import ufunc
+from ._balls import round_ball_to_format, round_balls, to_arb_array
+from ._common import Rule, Undecided, ints_to_arb, is_float, obj, out_aval
 
 __all__ = ["RULES"]
-
-_finf = libmp.finf
-_mpf_lt, _mpf_gt = libmp.mpf_lt, libmp.mpf_gt
 
 
 def _float_unary(name: str) -> Rule:
     def rule(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
-        return obj(ufunc(name, ctx.prec)(x))
+        return obj(ufunc(name)(x))
 
     return rule
 
@@ -61,11 +59,11 @@ def _any_float(args: tuple[np.ndarray, ...]) -> bool:
 
 
 def _polymorphic(name: str) -> Rule:
-    """A rule for an operation defined on floats (as mpf) and on integers/booleans (as numpy)."""
+    """A rule for an operation defined on floats (as balls) and on integers/booleans (as numpy)."""
 
     def rule(ctx: Any, eqn: Any, *args: np.ndarray) -> np.ndarray:
         if _any_float(args):
-            return obj(ufunc(name, ctx.prec)(*args))
+            return obj(ufunc(name)(*args))
         with np.errstate(all="ignore"):  # the program's own integer wrap-around
             return np.asarray(_INT[name](*args))
 
@@ -75,19 +73,19 @@ def _polymorphic(name: str) -> Rule:
 def _comparison(name: str) -> Rule:
     def rule(ctx: Any, eqn: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if _any_float((a, b)):
-            return np.asarray(ufunc(name, ctx.prec)(a, b), dtype=bool)
+            return np.asarray(ufunc(name)(a, b), dtype=bool)
         return np.asarray(_INT[name](a, b))
 
     return rule
 
 
 def _is_finite_rule(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
-    return np.asarray(ufunc("is_finite", ctx.prec)(x), dtype=bool)
+    return np.asarray(ufunc("is_finite")(x), dtype=bool)
 
 
 def _round_rule(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
     method = int(eqn.params.get("rounding_method", 0))  # 0: away from zero, 1: to nearest even
-    return obj(ufunc("round_even" if method == 1 else "round_away", ctx.prec)(x))
+    return obj(ufunc("round_even" if method == 1 else "round_away")(x))
 
 
 def _integer_pow_rule(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
@@ -95,18 +93,18 @@ def _integer_pow_rule(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
     if x.dtype != object:
         with np.errstate(all="ignore"):
             return np.asarray(np.power(x, y) if y >= 0 else np.zeros_like(x))
-    return obj(ufunc("integer_pow", ctx.prec, y)(x))
+    return obj(ufunc("integer_pow", y)(x))
 
 
 def _pow_rule(ctx: Any, eqn: Any, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if y.dtype != object:
-        y = ints_to_mpf(y)  # lax.pow accepts an integer exponent
-    return obj(ufunc("pow", ctx.prec)(x, y))
+        y = ints_to_arb(y)  # lax.pow accepts an integer exponent
+    return obj(ufunc("pow")(x, y))
 
 
 def _polynomial(ctx: Any, eqn: Any, x: np.ndarray, *coeffs: np.ndarray) -> np.ndarray:
     # lax.polynomial(x, (a_0, ..., a_N)): Horner's rule, highest degree first, at the working precision.
-    add, mul = ufunc("add", ctx.prec), ufunc("mul", ctx.prec)
+    add, mul = ufunc("add"), ufunc("mul")
     acc = coeffs[-1]
     for c in reversed(coeffs[:-1]):
         acc = add(mul(acc, x), c)
@@ -137,73 +135,71 @@ def _select_n(ctx: Any, eqn: Any, which: np.ndarray, *cases: np.ndarray) -> np.n
 
 def _clamp(ctx: Any, eqn: Any, lo: np.ndarray, x: np.ndarray, hi: np.ndarray) -> np.ndarray:
     if x.dtype == object:
-        return obj(ufunc("min", ctx.prec)(ufunc("max", ctx.prec)(x, lo), hi))
+        return obj(ufunc("min")(ufunc("max")(x, lo), hi))
     return np.minimum(np.maximum(x, lo), hi)
 
 
 def _float_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Truncation toward zero; NaN gives 0 and out-of-range values saturate (XLA's convert)."""
+    """Truncation toward zero; NaN gives 0 and out-of-range values saturate (XLA's convert).
+
+    Raises Undecided where the ball straddles an integer (the truncation is not determined)."""
     info = np.iinfo(dtype)
-    lo, hi = libmp.from_int(int(info.min)), libmp.from_int(int(info.max))
+    lo, hi = int(info.min), int(info.max)
 
     def one(v: Any) -> int:
-        r = v._mpf_
-        if r == fnan:
+        if v is None:
             return 0
-        if _mpf_lt(r, lo):
-            return int(info.min)
-        if _mpf_gt(r, hi):
-            return int(info.max)
-        return int(libmp.to_int(r))  # type: ignore[arg-type]  # truncates toward zero
+        if v < lo:
+            return lo
+        if v > hi:
+            return hi
+        if not v.is_finite():
+            raise Undecided
+        if abs(v) < 1:
+            return 0
+        t = v.floor() if v > 0 else v.ceil() if v < 0 else None
+        if t is None or not t.is_exact():
+            raise Undecided
+        return int(t.unique_fmpz())
 
     return np.asarray(np.frompyfunc(one, 1, 1)(x), dtype=object).astype(dtype)
+
+
+def _nonzero(v: Any) -> bool:
+    if v is None:
+        return True  # NaN != 0
+    if v.is_zero():
+        return False
+    if v > 0 or v < 0:
+        return True
+    raise Undecided
 
 
 def _convert(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
     new = np.dtype(eqn.params["new_dtype"])
     if is_float(new):
         # Between floats the cast is the identity on the real values: roundings do not exist here.
-        return x if x.dtype == object else ints_to_mpf(x)
+        return x if x.dtype == object else ints_to_arb(x)
     if x.dtype != object:
         return x != 0 if new.kind == "b" else x.astype(new)
     if new.kind == "b":
-        return np.asarray(np.frompyfunc(lambda v: v._mpf_ != fzero, 1, 1)(x), dtype=bool)
+        return np.asarray(np.frompyfunc(_nonzero, 1, 1)(x), dtype=bool)
     return _float_to_int(x, new)
-
-
-def _round_to_format(r: tuple, exponent_bits: int, mantissa_bits: int) -> tuple:
-    """``r`` rounded to nearest-even in a binary format with these field widths (subnormals, overflow)."""
-    sign, man, exp, bc = r
-    if not man:
-        return r
-    p = mantissa_bits + 1
-    emax = (1 << (exponent_bits - 1)) - 1
-    emin = 1 - emax
-    quantum = max(exp + bc - 1, emin) - p + 1
-    shift = quantum - exp
-    if shift > 0:
-        m = man >> shift
-        rest = man - (m << shift)
-        half = 1 << (shift - 1)
-        if rest > half or (rest == half and m & 1):
-            m += 1
-        man, exp = m, quantum
-    if man and man.bit_length() + exp - 1 > emax:
-        return fninf if sign else _finf
-    return libmp.from_man_exp(-man if sign else man, exp)
 
 
 def _reduce_precision(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
     # An explicit rounding the program asks for: applied, unlike the implicit roundings of its dtype.
     e, m = int(eqn.params["exponent_bits"]), int(eqn.params["mantissa_bits"])
-    return obj(np.frompyfunc(lambda v: make(_round_to_format(v._mpf_, e, m)), 1, 1)(x))
+    return obj(np.frompyfunc(lambda v: round_ball_to_format(v, e, m), 1, 1)(x))
 
 
 def _nextafter(ctx: Any, eqn: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # A float operation with no real-number meaning: applied to the operands rounded to the dtype.
     dtype = np.dtype(out_aval(eqn).dtype)
-    fa, fb = round_to_dtype(a, dtype), round_to_dtype(b, dtype)
-    return to_mpf_array(np.nextafter(fa, fb))
+    (fa, da), (fb, db) = round_balls(a, dtype), round_balls(b, dtype)
+    if not (da.all() and db.all()):
+        raise Undecided
+    return to_arb_array(np.nextafter(fa, fb))
 
 
 RULES: dict[str, Rule] = {
@@ -220,7 +216,7 @@ RULES.update({name: _comparison(name) for name in ("eq", "ne", "lt", "le", "gt",
 RULES.update({name: _logical(name) for name in ("and", "or", "xor", "not", "shift_left",
                                                 "shift_right_arithmetic")})
 RULES.update({
-    "atan2": lambda ctx, eqn, a, b: obj(ufunc("atan2", ctx.prec)(a, b)),
+    "atan2": lambda ctx, eqn, a, b: obj(ufunc("atan2")(a, b)),
     "add_any": RULES["add"],  # the sum of cotangents in derivative programs
     "polynomial": _polynomial,
     "pow": _pow_rule,

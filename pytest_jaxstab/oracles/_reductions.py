@@ -1,56 +1,45 @@
-"""Exact semantics of reductions, cumulative operations, ``dot_general`` and ``sort``.
+"""Rigorous semantics of reductions, cumulative operations, ``dot_general`` and ``sort``.
 
-Sums and dot products are computed exactly and rounded once to the working precision (mpmath's
-``mpf_sum``), so a cancelling sum such as a variance costs no extra precision; products, maxima and the
-cumulative operations round at each step (they do not cancel). NaN propagates through ``reduce_max``,
-``reduce_min`` and ``cummax``/``cummin`` as it does in XLA; ``argmax``/``argmin`` pick the first NaN,
-else the first extremum, as ``jnp.argmax`` does; ``sort`` puts NaN last.
+Sums, products and dot products fold the ball operations of ``_arb`` (NaN and infinities included), so
+a cancelling sum such as a variance simply needs a higher precision, which escalation provides. Maxima
+and minima of balls are continuous and need no decision. NaN propagates through ``reduce_max``,
+``reduce_min`` and ``cummax``/``cummin`` as it does in XLA. ``argmax``/``argmin`` pick the first NaN,
+else the first extremum, as ``jnp.argmax`` does; ``sort`` puts NaN last. Those two *decide* an order: a
+ball that overlaps a competitor without being provably equal to it raises ``Undecided``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import reduce
 from typing import Any
 
 import numpy as np
-from mpmath import libmp
-from mpmath.libmp import fnan, fninf, fone
 
-from ._common import RND, Rule, ints_to_mpf, is_float, make, obj, out_aval
-from ._scalar import ufunc
+from . import _arb
+from ._common import NEG_INF, ONE, POS_INF, ZERO, Rule, Undecided, ints_to_arb, is_float, obj, out_aval
 
 __all__ = ["RULES"]
 
-_finf = libmp.finf
-_mpf_sum, _mpf_mul, _mpf_add, _mpf_gt, _mpf_lt = (libmp.mpf_sum, libmp.mpf_mul, libmp.mpf_add,
-                                                   libmp.mpf_gt, libmp.mpf_lt)
+_add, _mul, _max, _min = _arb.add, _arb.mul, _arb.maximum, _arb.minimum
 
 
 def _rows(x: np.ndarray, axes: Sequence[int]) -> tuple[np.ndarray, tuple[int, ...]]:
-    """``x`` with ``axes`` moved last and flattened: ``(rows, kept_shape)``."""
+    """``x`` with ``axes`` moved last and flattened: ``(rows, kept_shape)`` (zero sizes included)."""
     axes = tuple(int(a) % max(x.ndim, 1) for a in axes)
     kept = [d for d in range(x.ndim) if d not in axes]
     moved = np.transpose(x, kept + list(axes))
     kept_shape = tuple(x.shape[d] for d in kept)
     k = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-    return moved.reshape(-1, k), kept_shape
+    n = int(np.prod(kept_shape, dtype=np.int64))
+    return moved.reshape(n, k), kept_shape
 
 
-def _reduce_float(x: np.ndarray, axes: Sequence[int], fn: Callable[[list[tuple]], tuple]) -> np.ndarray:
+def _reduce_float(x: np.ndarray, axes: Sequence[int], fn: Callable[[Any, Any], Any], start: Any) -> np.ndarray:
     rows, kept_shape = _rows(x, axes)
     out = np.empty(len(rows), dtype=object)
-    out[:] = [make(fn([v._mpf_ for v in row])) for row in rows]
+    out[:] = [reduce(fn, row, start) for row in rows]
     return out.reshape(kept_shape)
-
-
-def _max_raw(raws: list[tuple], greater: Callable[[tuple, tuple], bool], start: tuple) -> tuple:
-    best = start
-    for r in raws:
-        if r == fnan:
-            return fnan
-        if greater(r, best):
-            best = r
-    return best
 
 
 def _reduction(kind: str) -> Rule:
@@ -62,43 +51,42 @@ def _reduction(kind: str) -> Rule:
         if x.dtype != object:
             with np.errstate(all="ignore"):
                 return np.asarray(int_fns[kind](x, axis=axes) if axes else x)
-        prec = ctx.prec
-        if kind == "sum":
-            return _reduce_float(x, axes, lambda rs: _mpf_sum(rs, prec, RND))
-        if kind == "max":
-            return _reduce_float(x, axes, lambda rs: _max_raw(rs, _mpf_gt, fninf))
-        if kind == "min":
-            return _reduce_float(x, axes, lambda rs: _max_raw(rs, _mpf_lt, _finf))
-
-        def prod(rs: list[tuple]) -> tuple:
-            acc = fone
-            for r in rs:
-                acc = _mpf_mul(acc, r, prec, RND)
-            return acc
-
-        return _reduce_float(x, axes, prod)
+        fn, start = {"sum": (_add, ZERO), "prod": (_mul, ONE), "max": (_max, NEG_INF),
+                     "min": (_min, POS_INF)}[kind]
+        return _reduce_float(x, axes, fn, start)
 
     return rule
 
 
-def _arg_extremum(greater: Callable[[tuple, tuple], bool], np_fn: Callable[..., Any]) -> Rule:
+def _arg_row(row: Sequence[Any], better: Callable[[Any, Any], bool],
+             not_worse: Callable[[Any, Any], bool]) -> int:
+    """The index of the first NaN, else of the first extremum; Undecided when the balls do not tell."""
+    for i, v in enumerate(row):
+        if v is None:
+            return i
+    best = 0
+    for i in range(1, len(row)):
+        if better(row[i], row[best]):
+            best = i
+        elif not not_worse(row[best], row[i]):
+            raise Undecided  # overlapping balls, not provably equal: the order is not decided
+    return best
+
+
+def _arg_extremum(maximum: bool, np_fn: Callable[..., Any]) -> Rule:
+    def better(a: Any, b: Any) -> bool:  # a strictly beats b, provably
+        return bool(a > b) if maximum else bool(a < b)
+
+    def not_worse(a: Any, b: Any) -> bool:  # a provably at least as good as b
+        return bool(a >= b) if maximum else bool(a <= b)
+
     def rule(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
         (axis,) = eqn.params["axes"]
         dtype = np.dtype(eqn.params["index_dtype"])
         if x.dtype != object:
             return np.asarray(np_fn(x, axis=int(axis))).astype(dtype)
         rows, kept_shape = _rows(x, (axis,))
-        out = []
-        for row in rows:
-            best_i, best = 0, None
-            for i, v in enumerate(row):
-                r = v._mpf_
-                if r == fnan:
-                    best_i = i
-                    break
-                if best is None or greater(r, best):
-                    best_i, best = i, r
-            out.append(best_i)
+        out = [_arg_row(list(row), better, not_worse) for row in rows]
         return np.asarray(out, dtype=dtype).reshape(kept_shape)
 
     return rule
@@ -120,36 +108,26 @@ def _cumulative(kind: str) -> Rule:
                 out = np.asarray(int_fns[kind](x, axis=axis)).astype(x.dtype)
         else:
             moved = np.moveaxis(x, axis, -1)
-            out = _cumulate_float(kind, moved.reshape(-1, moved.shape[-1]), ctx.prec)
+            n = int(np.prod(moved.shape[:-1], dtype=np.int64))
+            out = _cumulate_float(kind, moved.reshape(n, moved.shape[-1]))
             out = np.moveaxis(out.reshape(moved.shape), -1, axis)
         return np.flip(out, axis) if reverse else out
 
     return rule
 
 
-def _cumulate_float(kind: str, rows: np.ndarray, prec: int) -> np.ndarray:
+def _cumulate_float(kind: str, rows: np.ndarray) -> np.ndarray:
     out = np.empty(rows.shape, dtype=object)
-    wide = 2 * prec + 64  # running sums keep extra bits; each output is rounded to prec
     if kind == "cumlogsumexp":
-        rows = obj(ufunc("exp", prec + 20)(rows)) if rows.size else rows
-    log = ufunc("log", prec)
+        rows = obj(_arb.ufunc("exp")(rows)) if rows.size else rows
+    fn = {"cumsum": _add, "cumlogsumexp": _add, "cumprod": _mul, "cummax": _max, "cummin": _min}[kind]
     for i, row in enumerate(rows):
-        acc: tuple | None = None
+        acc: Any = None
         for j, v in enumerate(row):
-            r = v._mpf_
-            if acc is None:
-                acc = r
-            elif kind in ("cumsum", "cumlogsumexp"):
-                acc = _mpf_add(acc, r, wide, RND)
-            elif kind == "cumprod":
-                acc = _mpf_mul(acc, r, prec, RND)
-            elif acc == fnan or r == fnan:
-                acc = fnan
-            elif (_mpf_gt if kind == "cummax" else _mpf_lt)(r, acc):
-                acc = r
-            out[i, j] = make(libmp.mpf_pos(acc, prec, RND))
+            acc = v if j == 0 else fn(acc, v)
+            out[i, j] = acc
     if kind == "cumlogsumexp" and out.size:
-        out = obj(log(out))
+        out = obj(_arb.ufunc("log")(out))
     return out
 
 
@@ -160,8 +138,8 @@ def _dot_general(ctx: Any, eqn: Any, lhs: np.ndarray, rhs: np.ndarray) -> np.nda
     rfree = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
     out_float = is_float(out_aval(eqn).dtype)
     if out_float or lhs.dtype == object or rhs.dtype == object:
-        lhs = lhs if lhs.dtype == object else ints_to_mpf(lhs)
-        rhs = rhs if rhs.dtype == object else ints_to_mpf(rhs)
+        lhs = lhs if lhs.dtype == object else ints_to_arb(lhs)
+        rhs = rhs if rhs.dtype == object else ints_to_arb(rhs)
     batch_shape = [lhs.shape[d] for d in lb]
     lfree_shape = [lhs.shape[d] for d in lfree]
     rfree_shape = [rhs.shape[d] for d in rfree]
@@ -176,35 +154,59 @@ def _dot_general(ctx: Any, eqn: Any, lhs: np.ndarray, rhs: np.ndarray) -> np.nda
         dtype = np.dtype(out_aval(eqn).dtype)
         with np.errstate(all="ignore"):
             return np.matmul(left.astype(dtype), right.astype(dtype)).reshape(out_shape)
-    prec = ctx.prec
     out = np.empty((b, m, n), dtype=object)
     for bi in range(b):
-        rows = [[v._mpf_ for v in row] for row in left[bi]]
-        cols = [[v._mpf_ for v in col] for col in right[bi].T]
+        rows = [list(row) for row in left[bi]]
+        cols = [list(col) for col in right[bi].T]
         for mi, row in enumerate(rows):
-            # Exact products, summed exactly, rounded once.
-            out[bi, mi, :] = [make(_mpf_sum([_mpf_mul(a, c) for a, c in zip(row, col)], prec, RND))
-                              for col in cols]
+            out[bi, mi, :] = [_dot(row, col) for col in cols]
     return out.reshape(out_shape)
 
 
-def _sort_key(v: Any) -> Any:
-    if hasattr(v, "_mpf_"):
-        r = v._mpf_
-        return (r == fnan, v if r != fnan else 0)  # NaN last, as jnp.sort
-    return (False, v)
+def _dot(row: list[Any], col: list[Any]) -> Any:
+    acc: Any = ZERO
+    for a, c in zip(row, col):
+        acc = _add(acc, _mul(a, c))
+    return acc
+
+
+def _key_less(a: Any, b: Any) -> bool | None:
+    """Whether ball ``a`` sorts before ``b`` (NaN last): True, False, or None when provably equal."""
+    if a is None or b is None:
+        return None if a is None and b is None else b is None
+    if not isinstance(a, np.generic | int | bool):
+        if a < b:
+            return True
+        if a > b:
+            return False
+        if _arb.eq(a, b):  # raises Undecided unless provably equal or provably different
+            return None
+        raise Undecided
+    return None if a == b else bool(a < b)
 
 
 def _sort(ctx: Any, eqn: Any, *operands: np.ndarray) -> list[np.ndarray]:
+    import functools
+
     dim = int(eqn.params["dimension"]) % max(operands[0].ndim, 1)
     num_keys = int(eqn.params.get("num_keys", 1))
     moved = [np.moveaxis(op, dim, -1) for op in operands]
     shape = moved[0].shape
-    flat = [m.reshape(-1, shape[-1]) for m in moved]
+    n = int(np.prod(shape[:-1], dtype=np.int64))
+    flat = [m.reshape(n, shape[-1]) for m in moved]
     outs = [np.empty_like(f) for f in flat]
     for i in range(flat[0].shape[0]):
         keys = [f[i].tolist() for f in flat[:num_keys]]
-        order = sorted(range(shape[-1]), key=lambda j: tuple(_sort_key(k[j]) for k in keys))  # stable
+
+        def compare(p: int, q: int, keys: list[list[Any]] = keys) -> int:
+            for k in keys:
+                less = _key_less(k[p], k[q])
+                if less is not None:
+                    return -1 if less else 1
+                # provably equal on this key: the next key decides, else the original order (stable)
+            return -1 if p < q else (1 if p > q else 0)
+
+        order = sorted(range(shape[-1]), key=functools.cmp_to_key(compare))
         for f, o in zip(flat, outs):
             o[i] = f[i][order]
     return [np.moveaxis(o.reshape(shape), -1, dim) for o in outs]
@@ -218,8 +220,8 @@ RULES: dict[str, Rule] = {
     "reduce_and": _reduction("and"),
     "reduce_or": _reduction("or"),
     "reduce_xor": _reduction("xor"),
-    "argmax": _arg_extremum(_mpf_gt, np.argmax),
-    "argmin": _arg_extremum(_mpf_lt, np.argmin),
+    "argmax": _arg_extremum(True, np.argmax),
+    "argmin": _arg_extremum(False, np.argmin),
     "cumsum": _cumulative("cumsum"),
     "cumprod": _cumulative("cumprod"),
     "cummax": _cumulative("cummax"),

@@ -1,6 +1,6 @@
 """Exact semantics of the structural primitives: shapes, slicing, indexing, padding, identities.
 
-These only move values around, so they are the same on mpf object arrays as on numpy arrays; the rules
+These only move values around, so they are the same on object arrays of balls as on numpy arrays; the rules
 follow XLA's definitions (clamped dynamic indices, gather/scatter dimension numbers and modes).
 """
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from ._common import NAN, Rule, full, ints_to_mpf, is_float, out_aval
-from ._rounding import to_mpf_array
-from ._scalar import ufunc
+from ._arb import ufunc
+from ._balls import to_arb_array
+from ._common import Rule, full, ints_to_arb, is_float, out_aval
 
 __all__ = ["RULES"]
 
@@ -94,7 +94,7 @@ def _fill_value(eqn: Any, dtype: np.dtype) -> Any:
     """gather's value for out-of-bounds windows in FILL_OR_DROP mode (JAX's defaults when None)."""
     value = eqn.params.get("fill_value")
     if is_float(dtype):
-        return NAN if value is None else to_mpf_array(np.asarray(value, dtype=np.float64))[()]
+        return None if value is None else to_arb_array(np.asarray(value, dtype=np.float64))[()]
     if value is not None:
         return value
     if dtype.kind == "b":
@@ -172,7 +172,7 @@ def _scatter(ctx: Any, eqn: Any, operand: np.ndarray, indices: np.ndarray, updat
         full_window.append(1 if d in inserted or d in op_batch else next(it))
     out = np.array(operand, copy=True)
     if combine is not None and out.dtype == object:
-        fn = ufunc(combine, ctx.prec)
+        fn = ufunc(combine)
     elif combine is not None:
         fn = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}[combine]
     for b in np.ndindex(*idx.shape[:-1]):
@@ -228,7 +228,7 @@ def _iota(ctx: Any, eqn: Any, *dyn: np.ndarray) -> np.ndarray:
     counts = np.arange(shape[dim]).reshape([-1 if d == dim else 1 for d in range(len(shape))])
     counts = np.broadcast_to(counts, shape)
     dtype = np.dtype(p["dtype"])
-    return ints_to_mpf(counts) if is_float(dtype) else counts.astype(dtype)
+    return ints_to_arb(counts) if is_float(dtype) else counts.astype(dtype)
 
 
 def _platform_index(ctx: Any, eqn: Any) -> np.ndarray:
