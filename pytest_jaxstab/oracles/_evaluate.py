@@ -291,6 +291,8 @@ def _escalate_flat(closed: Any, inputs: list[np.ndarray], shape: tuple[int, ...]
 
 def _result(state: _Outputs, last: int, out_tree: Any) -> OracleResult:
     values, exact = [], []
+    for precs, dec in zip(state.precisions, state.decided):
+        precs[~dec] = last  # uncertain: the last precision tried
     for i, target in enumerate(state.targets):
         vals = state.values[i]
         if target is None:

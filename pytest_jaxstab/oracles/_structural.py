@@ -57,6 +57,10 @@ def _concatenate(ctx: Any, eqn: Any, *xs: np.ndarray) -> np.ndarray:
     return np.concatenate(xs, axis=int(eqn.params["dimension"]))
 
 
+def _stack(ctx: Any, eqn: Any, *xs: np.ndarray) -> np.ndarray:
+    return np.stack(xs, axis=int(eqn.params["axis"]))
+
+
 def _split(ctx: Any, eqn: Any, x: np.ndarray) -> list[np.ndarray]:
     cuts = np.cumsum([int(s) for s in eqn.params["sizes"]])[:-1]
     return list(np.split(x, cuts, axis=int(eqn.params["axis"])))
@@ -251,6 +255,7 @@ RULES: dict[str, Rule] = {
     "transpose": _transpose,
     "concatenate": _concatenate,
     "split": _split,
+    "stack": _stack,
     "slice": _slice,
     "dynamic_slice": _dynamic_slice,
     "dynamic_update_slice": _dynamic_update_slice,
