@@ -1,15 +1,50 @@
-"""The exact oracle: what a JAX program computes over the reals, rounded correctly to its dtype.
+"""The rigorous oracle: what a JAX program computes over the reals, correctly rounded, each value proven.
 
-``evaluate`` interprets a function's jaxpr over mpmath numbers (DESIGN.md section 4) and returns the
-exact results correctly rounded to a float dtype; ``error_bits`` measures a float result against them
-in bits (section 3). Nothing here knows about pytest.
+``evaluate`` interprets a function's jaxpr over **Arb balls** (``flint.arb`` from python-flint: a
+midpoint and a radius, every operation returning a ball that provably contains the exact result) and
+returns the exact results correctly rounded to a float dtype; ``error_bits`` measures a float result
+against them in bits. Nothing here knows about pytest or Hypothesis.
+
+How escalation works (after Rival, Herbie's real evaluator). The jaxpr is evaluated at a working
+precision of ``significand + 32`` bits (56 for float32, 85 for float64). An output element is *settled*
+when both ends of its ball round to the same float of the target dtype: every real in the ball, the
+exact result included, then rounds to it. The two zeros count as one value; ends beyond the largest
+float round to +-inf; NaN is returned only where the exact result provably does not exist (the whole
+ball is outside the function's real domain: ``sqrt`` of a ball entirely below 0, ``0/0``,
+``inf - inf``). Unsettled elements are evaluated again at twice the precision, up to ``max_precision``
+(default 4096 bits, enough for any cancellation between two float64 values, whose exponents span 2,098
+bits). An elementwise program re-runs only its unsettled elements, as a vector of their own, so an
+element's answer (value, certainty, settling precision) is the same in any batch or alone; other
+programs re-run whole and only unsettled elements take the new results.
+
+What "certain" means. ``certain`` is True exactly where the value is proven: the element's ball rounded
+to that one float. False means undecided at ``max_precision`` (a cancellation deeper than the cap, or an
+exact tie no finite precision resolves, such as ``exp(log(x)) - x > 0``); callers exclude those
+elements from verdicts and count them. ``precisions`` says at which precision each element settled.
+
+How control flow and other discontinuities are decided. Comparisons, ``is_finite`` and float -> int or
+-> bool conversion return a definite answer only when the balls prove it (``a < b`` for every point of
+both balls, or exact equality of exact balls); otherwise the pass raises ``Undecided`` and the affected
+elements escalate. The index of ``cond``/``switch``, the predicate of ``while``, ``select_n``'s mask,
+``argmax``/``argmin`` and ``sort``'s order and LU's pivot choice all come from such decisions, so a
+branch is taken only when it is provably the exact program's branch, and at the cap the elements are
+uncertain, never guessed. Continuous-valued jumps (``floor``, ``ceil``, ``round``, ``sign``, ``max``/
+``min`` at ties, ``clamp``, ``rem``) return a ball covering every candidate, which the final rounding
+refuses to settle until the ball shrinks to one side. A ``while`` loop that does not end with exact
+values (``while x + eps != x``) becomes undecided once ``eps`` drops below the working precision, or
+raises ``OracleError`` after ``MAX_WHILE_ITERATIONS`` iterations.
+
+mpmath keeps two roles: ``OracleResult.exact`` hands out the exact values as ``mpmath.mpf`` (the
+midpoint of each final ball), and the test suite checks the oracle against mpmath at 6000 bits.
 
 Example:
   >>> import numpy as np
   >>> from pytest_jaxstab import oracles
   >>> x = np.float32(1e8)
-  >>> exact = oracles.evaluate(lambda x: (x + 1) - x, x).values  # 1.0: float32 itself gives 0.0
-  >>> round(float(oracles.error_bits(np.float32(0.0), exact)), 2)  # all the floats between 0 and 1
+  >>> result = oracles.evaluate(lambda x: (x + 1) - x, x)  # float32 itself gives 0.0
+  >>> result.values, bool(result.certain)
+  (array(1., dtype=float32), True)
+  >>> round(float(oracles.error_bits(np.float32(0.0), result.values)), 2)  # the floats between 0 and 1
   29.99
 """
 

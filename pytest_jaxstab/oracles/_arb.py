@@ -42,6 +42,14 @@ def _special(x: arb) -> str:
     return "+inf" if x > 0 else "-inf"
 
 
+def _int(x: arb) -> int:
+    """The integer an exact integer ball holds."""
+    n = x.unique_fmpz()
+    if n is None:
+        raise ValueError(f"{x} is not a unique integer")
+    return int(n)
+
+
 def _cls(x: arb) -> str:
     return "fin" if x.is_finite() else _special(x)
 
@@ -184,7 +192,7 @@ def _logistic_fast(x: arb) -> arb:
 
 def _exp2_fast(x: arb) -> arb:
     if x.is_exact() and x.is_integer():
-        n = int(x.unique_fmpz())
+        n = _int(x)
         return arb((1, n))  # exact, whatever its size
     return TWO ** x
 
@@ -237,7 +245,7 @@ def _round_fast(ties_even: bool) -> Callable[[arb], arb]:
         if not y.is_exact() and not y > n:
             return n.union(n - 1)  # the ball reaches down to a tie, which may round down
         if y.is_exact() and y.is_integer():  # x is exactly a half-integer: a tie
-            k = int(n.unique_fmpz())  # x = k - 1/2
+            k = _int(n)  # x = k - 1/2
             if ties_even:
                 return arb(k if k % 2 == 0 else k - 1)
             return arb(k if x > 0 else k - 1)
@@ -508,7 +516,7 @@ def _pow_slow(x: arb, y: arb) -> Ball:
             if cx == "-inf":
                 return None
         return POS_INF if big == (cy == "+inf") else ZERO
-    odd = y_int and int(y.unique_fmpz()) % 2 == 1
+    odd = y_int and _int(y) % 2 == 1
     if x.is_zero():
         if y > 0:
             return ZERO
@@ -528,7 +536,7 @@ def pow_(x: Ball, y: Ball) -> Ball:
     if x is None or y is None:
         return None
     if y.is_exact() and y.is_integer() and y.is_finite():
-        n = int(y.unique_fmpz())
+        n = _int(y)
         if abs(n) < 1 << 20 and x.is_finite() and (n >= 0 or x > 0 or x < 0):
             r = x ** n
             if r.is_finite():

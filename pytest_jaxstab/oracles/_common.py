@@ -36,7 +36,7 @@ NEG_INF = arb.neg_inf()
 INDET = arb.nan()
 
 
-class Undecided(Exception):  # noqa: N818 (a signal, not an error: it never reaches the user)
+class Undecided(Exception):
     """A discontinuous decision (comparison, cast to integer, loop exit, ...) is not decided at this
     precision: the balls straddle the decision point. The evaluation at this precision stops; the
     elements it covers are tried again at a higher precision."""

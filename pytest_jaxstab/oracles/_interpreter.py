@@ -13,7 +13,6 @@ working precision, or an error after :data:`MAX_WHILE_ITERATIONS` iterations.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 

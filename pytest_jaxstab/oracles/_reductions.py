@@ -35,7 +35,8 @@ def _rows(x: np.ndarray, axes: Sequence[int]) -> tuple[np.ndarray, tuple[int, ..
     return moved.reshape(n, k), kept_shape
 
 
-def _reduce_float(x: np.ndarray, axes: Sequence[int], fn: Callable[[Any, Any], Any], start: Any) -> np.ndarray:
+def _reduce_float(x: np.ndarray, axes: Sequence[int], fn: Callable[[Any, Any], Any],
+                  start: Any) -> np.ndarray:
     rows, kept_shape = _rows(x, axes)
     out = np.empty(len(rows), dtype=object)
     out[:] = [reduce(fn, row, start) for row in rows]
