@@ -19,8 +19,9 @@ def test_expm1_rewrite_passes_against_the_rigorous_oracle():
     result = jst.check(lambda x: jnp.exp(x) - 1.0, shapes=[(16,)], dtype="float64", domain=(-1e-3, 1e-3),
                        max_examples=60, seed=3)
     assert [r.rule for r in result.rewrites] == ["expm1"]
-    # expm1 is correctly rounded or off by one ulp: 1 bit; anything more is the oracle's error.
-    assert result.rewritten is not None and result.rewritten.max_error_bits <= 1.0
+    # XLA's expm1 is within a few ulps (measured: 1 ulp on jax 0.12, 2 ulps = 1.58 bits on jax 0.10's
+    # CPU kernels); 2 bits allows 3 ulps. The old oracle judged this rewrite 59.7 bits wrong.
+    assert result.rewritten is not None and result.rewritten.max_error_bits <= 2.0
     assert result.original.max_error_bits > 40  # the cancellation the rewrite removes
     assert result.uncertain == 0
 

@@ -538,10 +538,14 @@ def pow_(x: Ball, y: Ball) -> Ball:
     if y.is_exact() and y.is_integer() and y.is_finite():
         n = _int(y)
         if abs(n) < 1 << 20 and x.is_finite() and (n >= 0 or x > 0 or x < 0):
-            r = x ** n
+            r = x ** n  # exact powers where they fit: any sign of x
             if r.is_finite():
                 return r
-    elif x > 0 and x.is_finite() and y.is_finite():
+        if x < 0 and x.is_finite():  # a huge integer power of a negative base: |x|**n, signed
+            r = abs(x) ** y
+            if r.is_finite():
+                return -r if n % 2 else r
+    if x > 0 and x.is_finite() and y.is_finite():
         r = x ** y
         if r.is_finite():
             return r
