@@ -137,8 +137,9 @@ class Evaluator:
             # with like (a no-op when it did).
             exact.append(e if e.dtype == dtype else e.astype(dtype))
             sure.append(np.broadcast_to(np.asarray(certain[i], dtype=bool), e.shape))
-        discarded = any(bool(np.isnan(e).any()) for e in exact)
-        uncertain = any(bool((~s & ~np.isnan(e)).any()) for s, e in zip(sure, exact))
+        # NaN is "outside the real domain" only where proven; an uncertain element's value is a guess.
+        discarded = any(bool((s & np.isnan(e)).any()) for s, e in zip(sure, exact))
+        uncertain = any(bool((~s).any()) for s in sure)
         judged_elements = sum(int((s & ~np.isnan(e)).sum()) for s, e in zip(sure, exact))
         outcomes = {v: self._score(outputs[v], exact, sure) for v in VARIANTS}
         self.profile.add("run", t1 - t0)

@@ -72,6 +72,10 @@ def _unary(fast: Callable[[arb], arb], slow: Callable[[arb, arb], Ball]) -> Call
     def f(x: Ball) -> Ball:
         if x is None:
             return None
+        if not x.is_finite():
+            # Infinities and indeterminate balls: Arb's answers there follow other conventions
+            # (sin(inf) = [+/- 1]), so the slow path decides from the operand's class alone.
+            return slow(x, INDET)
         r = fast(x)
         if r.is_finite():
             return r
