@@ -450,3 +450,34 @@ def test_to_mpf_array_accepts_jax_arrays():
     jnp = pytest.importorskip("jax.numpy")
     got = to_mpf_array(jnp.array([1.5, -2.0], dtype=jnp.bfloat16))
     assert list(got) == [mpmath.mpf(1.5), mpmath.mpf(-2)]
+
+
+# ------------------------------------------------------------------- balls: the rigorous oracle's test
+def test_round_balls_decides_only_when_both_ends_agree():
+    from flint import arb
+
+    from pytest_jaxstab.oracles._balls import round_balls
+
+    f32 = np.float32
+    big = float(np.finfo(f32).max)
+    half_ulp_above_max = big + 2.0 ** (127 - 24)  # rounds to inf (ties to even: max is odd)
+    one = arb(1)
+    balls = [
+        arb(0, 2.0**-200),  # straddles 0 deep in the underflow range: both ends round to (signed) 0
+        arb(1 + 2.0**-24),  # the tie between 1 and its successor, exactly: to even, 1
+        arb(1 + 2.0**-24, 2.0**-60),  # around that tie: the ends round apart
+        one + arb(2.0**-30, 2.0**-40),  # inside one rounding interval: 1
+        arb(half_ulp_above_max, 2.0**60),  # straddles the overflow threshold
+        arb(half_ulp_above_max * 2, 2.0**100),  # entirely beyond it: +inf
+        -arb(half_ulp_above_max * 2, 2.0**100),
+        arb.pos_inf(),
+        arb.nan(),  # indeterminate
+        None,  # no real value: NaN, decided
+    ]
+    arr = np.empty(len(balls), dtype=object)
+    arr[:] = balls
+    values, decided = round_balls(arr, f32)
+    assert decided.tolist() == [True, True, False, True, False, True, True, True, False, True]
+    expected = np.asarray([0, 1, 1, np.inf, -np.inf, np.inf], f32)
+    np.testing.assert_array_equal(values[[0, 1, 3, 5, 6, 7]], expected)
+    assert np.isnan(values[9])
