@@ -111,6 +111,25 @@ def jaxstab(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    """Fails a test whose ``jaxstab.check`` calls failed, once its body has finished (all checks ran)."""
+    from ._run import pending_failures
+
+    try:
+        result = yield
+    except BaseException:
+        pending = pending_failures(item)
+        if pending:  # the test's own error is the failure; the checks' failures ride along
+            item.add_report_section("call", "jaxstab", "\n\n".join(pending))
+        raise
+    pending = pending_failures(item)
+    if pending:
+        count = f"{len(pending)} jaxstab checks failed" if len(pending) > 1 else "a jaxstab check failed"
+        pytest.fail(f"{count}:\n\n" + "\n\n".join(pending), pytrace=False)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     if call.when == "call":

@@ -23,11 +23,12 @@ __all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signatur
 MARKER = "stabilize"
 MARKER_HELP = (
     "stabilize(dtype, shapes, domain=None, max_examples=None, tolerance_bits=8.0, rules=None, "
-    "apply=False, timing=None, atol=None): fuzz the test's body, a JAX function of the array parameters "
+    "apply=False, timing=None, atol=None, oracle_budget=None): fuzz the test's body, a JAX function of the array parameters "
     "named in `shapes` (drawn by pytest-jaxstab; other parameters stay fixtures), for numerical "
     "stability; fail on overflow or an error above tolerance_bits. apply=True judges jst.stabilize(body)."
 )
-_KWARGS = ("dtype", "shapes", "domain", "max_examples", "tolerance_bits", "rules", "apply", "timing", "atol")
+_KWARGS = ("dtype", "shapes", "domain", "max_examples", "tolerance_bits", "rules", "apply", "timing", "atol",
+           "oracle_budget")
 _ORIGINAL = "__jaxstab_signature__"
 
 
@@ -45,6 +46,7 @@ class MarkerSpec:
     apply: bool = False
     timing: bool | None = None
     atol: float | None = None
+    oracle_budget: float | None = None
 
 
 def _parameters(sig: inspect.Signature, is_method: bool) -> list[inspect.Parameter]:
@@ -103,7 +105,7 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
     spec = MarkerSpec(tuple(names), tuple(shapes), str(dtype), kw.get("domain"),
                       _count(kw, "max_examples"), _number(kw, "tolerance_bits", 8.0),
                       kw.get("rules"), _flag(kw, "apply", False), _flag(kw, "timing", None),
-                      _number(kw, "atol", None))
+                      _number(kw, "atol", None), _budget(kw))
     _check_domain_and_rules(spec)
     return spec
 
@@ -123,6 +125,15 @@ def _number(kw: dict[str, Any], name: str, default: float | None) -> Any:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
         raise MarkerError(f"{name}={value!r}: expected a number >= 0")
+    return float(value)
+
+
+def _budget(kw: dict[str, Any]) -> float | None:
+    value = kw.get("oracle_budget")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise MarkerError(f"oracle_budget={value!r}: expected a number > 0 (float('inf') for no limit)")
     return float(value)
 
 
