@@ -134,7 +134,8 @@ def nothing_judged(case_id: str, samples: int, discarded: int, uncertain: int, d
     if samples == 0:
         return f"{head}: no input was drawn."
     if any(0 in s for s in shapes) or cost == 0:
-        return f"{head}: the inputs have no elements (shapes {', '.join(map(str, shapes))}). Check non-empty shapes."
+        shown = ", ".join(map(str, shapes))
+        return f"{head}: some inputs have no elements (shapes {shown}) and no output could be judged."
     if discarded >= samples:
         return (f"{head}: on every input the exact result is not a real number (outside the function's "
                 f"real domain: log or sqrt of a negative, 0/0, ...), domain={domain!r}. Narrow the domain "

@@ -23,9 +23,10 @@ __all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signatur
 MARKER = "stabilize"
 MARKER_HELP = (
     "stabilize(dtype, shapes, domain=None, max_examples=None, tolerance_bits=8.0, rules=None, "
-    "apply=False, timing=None, atol=None, oracle_budget=None): fuzz the test's body, a JAX function of the array parameters "
-    "named in `shapes` (drawn by pytest-jaxstab; other parameters stay fixtures), for numerical "
-    "stability; fail on overflow or an error above tolerance_bits. apply=True judges jst.stabilize(body)."
+    "apply=False, timing=None, atol=None, oracle_budget=None): fuzz the test's body, a JAX function of "
+    "the array parameters named in `shapes` (drawn by pytest-jaxstab; other parameters stay fixtures), "
+    "for numerical stability; fail on overflow or an error above tolerance_bits. apply=True judges "
+    "jst.stabilize(body)."
 )
 _KWARGS = ("dtype", "shapes", "domain", "max_examples", "tolerance_bits", "rules", "apply", "timing", "atol",
            "oracle_budget")

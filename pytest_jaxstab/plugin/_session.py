@@ -194,7 +194,8 @@ class JaxstabSession:
         prune: list[str] = []
         if self.options.prune and stale:
             if self.partial:
-                self.notes.append(f"stale entries not pruned: this run was partial ({', '.join(self.partial)})")
+                why = ", ".join(self.partial)
+                self.notes.append(f"stale entries not pruned: this run was partial ({why})")
             else:
                 prune = stale
         if not cases and not prune:
