@@ -131,11 +131,11 @@ def test_fixture_check_entries_belong_to_their_test(tmp_path):
     baseline = _baseline(tmp_path, [case(LSE), case(check), case(renamed)])
     # Collected, not run (skipped, deselected): nothing is stale.
     assert stale_nodeids(baseline, [LSE, HYPOT]) == []
-    # The test ran and passed producing LSE and its "mse" check only: "old_name" is gone.
-    assert stale_nodeids(baseline, [LSE], passed=[LSE], produced=[LSE, check]) == [renamed]
-    # A test that failed may have stopped before its checks: nothing of it is stale.
-    assert stale_nodeids(baseline, [LSE], passed=[], produced=[LSE]) == []
-    result = compare([case(LSE), case(check)], baseline, [], collected_nodeids=[LSE], passed=[LSE])
+    # The test's body ran to its end producing LSE and its "mse" check only: "old_name" is gone.
+    assert stale_nodeids(baseline, [LSE], completed=[LSE], produced=[LSE, check]) == [renamed]
+    # A test that stopped early (an error) may not have reached its checks: nothing of it is stale.
+    assert stale_nodeids(baseline, [LSE], completed=[], produced=[LSE]) == []
+    result = compare([case(LSE), case(check)], baseline, [], collected_nodeids=[LSE], completed=[LSE])
     assert result.stale == [renamed]
 
 

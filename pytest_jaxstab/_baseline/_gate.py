@@ -196,7 +196,7 @@ def compare(
     *,
     collected_nodeids: Iterable[str],
     rootdir: str | os.PathLike[str] | None = None,
-    passed: Iterable[str] = (),
+    completed: Iterable[str] = (),
 ) -> Comparison:
     """Compares this run's results with a baseline, case by case, on the judged variant.
 
@@ -214,7 +214,7 @@ def compare(
             collected but no longer has that test, and (with `rootdir`) those whose test file is gone.
             Entries of test files this run did not collect are left alone, as syrupy does.
         rootdir: pytest's rootdir, the base of nodeids; lets deleted test files count as stale.
-        passed: the tests that ran and passed: their entries that this run did not produce are stale
+        completed: the tests whose body ran to its end: their entries that this run did not produce are stale
             (see :func:`stale_nodeids`). A ``jaxstab.check`` entry (``<test>::<name>``) of a collected
             test is never stale otherwise.
 
@@ -232,7 +232,7 @@ def compare(
     cases = list(cases)
     compared = [_compare_case(case, baseline.entries.get(case.nodeid), list(margins.values()))
                 for case in cases]
-    stale = stale_nodeids(baseline, collected_nodeids, rootdir=rootdir, passed=passed,
+    stale = stale_nodeids(baseline, collected_nodeids, rootdir=rootdir, completed=completed,
                           produced=[c.nodeid for c in cases])
     return Comparison(compared, stale, list(margins.values()))
 

@@ -290,19 +290,20 @@ def owner_test(nodeid: str, tests: Collection[str]) -> str | None:
 
 def stale_nodeids(baseline: Baseline, collected_nodeids: Iterable[str], *,
                   rootdir: str | os.PathLike[str] | None = None,
-                  passed: Iterable[str] = (), produced: Iterable[str] = ()) -> list[str]:
+                  completed: Iterable[str] = (), produced: Iterable[str] = ()) -> list[str]:
     """Baseline entries whose case no longer exists, sorted.
 
     An entry is stale when its test (see :func:`owner_test`) was not collected although its test file
-    was (or, with `rootdir`, the file is gone), or when its test ran to the end and passed without
+    was (or, with `rootdir`, the file is gone), or when its test's body ran to its end without
     producing it (a ``jaxstab.check`` call removed or renamed). Entries of test files this run did not
-    collect are left alone, and so are those of skipped, deselected and failed tests.
+    collect are left alone, and so are those of skipped and deselected tests, and of tests that stopped
+    early (an error before their checks).
 
     Args:
         baseline: the loaded baseline.
         collected_nodeids: every test id collected in the session, deselected ones included.
         rootdir: pytest's rootdir, the base of node ids; lets deleted test files count as stale.
-        passed: the tests whose call phase passed in this run.
+        completed: the tests whose body ran to its end in this run (passed, or failed by their checks).
         produced: the case ids this run produced.
 
     Example:
@@ -310,7 +311,7 @@ def stale_nodeids(baseline: Baseline, collected_nodeids: Iterable[str], *,
         ['tests/test_a.py::test_removed']
     """
     collected = set(collected_nodeids)
-    finished = set(passed)
+    finished = set(completed)
     made = set(produced)
     files = {_file_of(n) for n in collected}
     stale = []

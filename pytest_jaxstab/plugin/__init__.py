@@ -28,7 +28,7 @@ from ._options import (
     describe,
     resolve_options,
 )
-from ._session import RESULT_KEY, SESSION_KEY, JaxstabSession
+from ._session import COMPLETE_REPORT_KEY, RESULT_KEY, SESSION_KEY, JaxstabSession
 
 _SESSION_PLUGIN = "jaxstab-session"
 
@@ -113,15 +113,18 @@ def jaxstab(request: pytest.FixtureRequest) -> Any:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     """Fails a test whose ``jaxstab.check`` calls failed, once its body has finished (all checks ran)."""
-    from ._run import pending_failures
+    from ._run import CASES_KEY, COMPLETE_KEY, pending_failures
 
     try:
         result = yield
     except BaseException:
+        if item.get_closest_marker(MARKER) is not None and item.stash.get(CASES_KEY, None):
+            item.stash[COMPLETE_KEY] = True  # a marked test's body is its one case: it ran
         pending = pending_failures(item)
         if pending:  # the test's own error is the failure; the checks' failures ride along
             item.add_report_section("call", "jaxstab", "\n\n".join(pending))
         raise
+    item.stash[COMPLETE_KEY] = True  # the body ran to its end: every check it makes was recorded
     pending = pending_failures(item)
     if pending:
         count = f"{len(pending)} jaxstab checks failed" if len(pending) > 1 else "a jaxstab check failed"
@@ -133,8 +136,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     if call.when == "call":
-        from ._run import CASES_KEY
+        from ._run import CASES_KEY, COMPLETE_KEY
 
+        if item.stash.get(COMPLETE_KEY, False):
+            report.__dict__[COMPLETE_REPORT_KEY] = True
         cases = item.stash.get(CASES_KEY, None)
         if cases:
             # Plain JSON on the report's __dict__: pytest-xdist serialises it to the controller.

@@ -23,10 +23,13 @@ from .._errors import JaxstabError
 from ._marker import MARKER, MarkerError, parse_marker
 from ._session import SESSION_KEY, JaxstabSession
 
-__all__ = ["CASES_KEY", "PENDING_KEY", "JaxstabFixture", "pending_failures", "run_case", "run_marked"]
+__all__ = ["CASES_KEY", "COMPLETE_KEY", "PENDING_KEY", "JaxstabFixture", "pending_failures", "run_case", "run_marked"]
 
 #: The results of the cases one test checked, on ``item.stash``.
 CASES_KEY: pytest.StashKey[list[Any]] = pytest.StashKey()
+#: Set when a test's body ran to its end (its checks all recorded): entries of it it did not produce
+#: are stale.
+COMPLETE_KEY: pytest.StashKey[bool] = pytest.StashKey()
 #: Failures of ``jaxstab.check`` calls, raised once the test's body has finished (every check runs).
 PENDING_KEY: pytest.StashKey[list[str]] = pytest.StashKey()
 

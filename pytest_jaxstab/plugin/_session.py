@@ -16,12 +16,14 @@ import pytest
 
 from ._options import Options, ReportTarget
 
-__all__ = ["RESULT_KEY", "SESSION_KEY", "JaxstabSession"]
+__all__ = ["COMPLETE_REPORT_KEY", "RESULT_KEY", "SESSION_KEY", "JaxstabSession"]
 
 _MOVE_AWAY = "move it away and run again to start a new baseline (its entries are then lost)"
 
 #: Key of the list of case results (``CaseResult.to_json()``) on a test report's ``__dict__``.
 RESULT_KEY = "jaxstab_cases"
+#: Set (True) on a test report when the test's body ran to its end: every check it makes was recorded.
+COMPLETE_REPORT_KEY = "jaxstab_complete"
 #: Where the session object lives on ``config.stash``.
 SESSION_KEY: pytest.StashKey[JaxstabSession] = pytest.StashKey()
 
@@ -37,7 +39,7 @@ class JaxstabSession:
         self.checks: list[Any] | None = None
         self.cases: dict[str, Any] = {}
         self.ran: set[str] = set()
-        self.passed: set[str] = set()
+        self.completed: set[str] = set()  # tests whose body ran to its end
         self.collected: set[str] = set()
         self.partial: list[str] = []  # why this run did not cover the whole suite (for pruning)
         self.comparison: Any = None
@@ -92,8 +94,8 @@ class JaxstabSession:
         """Takes the results riding on a test report (serial run, or xdist controller)."""
         if report.when == "call":  # ran: skipped tests and setup errors keep their baseline entries
             self.ran.add(report.nodeid)
-            if report.passed:
-                self.passed.add(report.nodeid)
+            if report.passed or report.__dict__.get(COMPLETE_REPORT_KEY):
+                self.completed.add(report.nodeid)
         raw = report.__dict__.get(RESULT_KEY)
         if not raw:
             return
@@ -166,7 +168,7 @@ class JaxstabSession:
 
             self.comparison = compare(cases, self.baseline, self.checks,
                                       collected_nodeids=sorted(self.collected), rootdir=rootdir,
-                                      passed=sorted(self.passed))
+                                      completed=sorted(self.completed))
         ok = True
         try:
             if self.options.save_baseline is not None:
@@ -190,7 +192,7 @@ class JaxstabSession:
         stale: list[str] = []
         if existing is not None:
             stale = stale_nodeids(existing, sorted(self.collected), rootdir=self.config.rootpath,
-                                  passed=sorted(self.passed), produced=[c.nodeid for c in cases])
+                                  completed=sorted(self.completed), produced=[c.nodeid for c in cases])
         prune: list[str] = []
         if self.options.prune and stale:
             if self.partial:
