@@ -57,7 +57,8 @@ MORE = '''
 import jax.numpy as jnp
 
 def test_fixture(jaxstab):
-    jaxstab.check(lambda x: jnp.log(jnp.exp(x)), shapes=[(4,)], dtype="float32", domain=(85, 100), name="scaled")
+    jaxstab.check(lambda x: jnp.log(jnp.exp(x)), shapes=[(4,)], dtype="float32", domain=(85, 100),
+                  name="scaled")
 '''
 
 ALL = sorted([
@@ -79,7 +80,7 @@ def _setup(pytester: pytest.Pytester) -> None:
 def test_every_kind_of_subset_save_keeps_the_accepted_cases(pytester, run_jaxstab, monkeypatch):
     _setup(pytester)
     # Cache provider on: --lf needs it.
-    run = lambda *args: pytester.runpytest(*PLUGIN_ARGS, *ARGS, *args)  # noqa: E731
+    run = lambda *args: pytester.runpytest(*PLUGIN_ARGS, *ARGS, *args)
     full = run("--jaxstab-save-baseline")
     full.assert_outcomes(passed=3, failed=3)
     # Both failing checks of test_two_checks were reported, after the test's body finished.
@@ -127,7 +128,8 @@ def test_subset_save_and_compare_under_xdist(pytester):
     args = (*PLUGIN_ARGS, "-p", "no:cacheprovider", *ARGS)
     pytester.runpytest(*args, "--jaxstab-save-baseline")
     saved = _cases(pytester)
-    sub = pytester.runpytest_subprocess(*args, "-n", "2", "-k", "two_checks or lse", "--jaxstab-save-baseline")
+    sub = pytester.runpytest_subprocess(*args, "-n", "2", "-k", "two_checks or lse",
+                                        "--jaxstab-save-baseline")
     sub.assert_outcomes(passed=1, failed=1)
     assert _cases(pytester) == saved
     compare = pytester.runpytest_subprocess(*args, "-n", "2", "--jaxstab-compare")
@@ -147,7 +149,8 @@ def test_stale_entries_are_reported_and_pruned_only_on_request(pytester, run_jax
     compare = run_jaxstab(*ARGS, "--jaxstab-compare", "-k", "not sometimes")
     compare.stdout.fnmatch_lines(["*2 stale*", "stale entries (their test or check is gone; drop them with "
                                   "--jaxstab-save-baseline --jaxstab-prune-baseline in a run of the whole "
-                                  "suite):", "  test_models.py::test_other", "  test_models.py::test_two_checks::cosh"])
+                                  "suite):", "  test_models.py::test_other",
+                                  "  test_models.py::test_two_checks::cosh"])
     assert "test_more.py::test_fixture::scaled\n" not in compare.stdout.str().split("stale entries")[1]
     assert "expm1" not in compare.stdout.str().split("stale entries")[1]
 

@@ -80,12 +80,36 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) 
     marks = marks_of(collector, obj)
     if not marks:
         return None
+    if getattr(obj, "is_hypothesis_test", False):
+        return BadMarker.from_parent(collector, name=name, message=(
+            "cannot be combined with Hypothesis's @given: the marker draws the test's arrays itself. Use "
+            "one of them: the marker alone, or @given(jst.strategies.arrays(...)) with your own "
+            "assertions, or jaxstab.check(fn, ...) inside a test"))
     try:
         spec = parse_marker(marks[0], obj, is_method=isinstance(collector, pytest.Class))
     except MarkerError as exc:
         return BadMarker.from_parent(collector, name=name, message=str(exc))
     hide_drawn(obj, spec.names)
     return None  # pytest's own collection continues, with the reduced signature
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
+    """A drawn parameter reported as a missing fixture gets the reason and what to do."""
+    lookup_error = getattr(pytest, "FixtureLookupError", None)
+    if lookup_error is None:  # pragma: no cover - pytest < 8.1
+        from _pytest.fixtures import FixtureLookupError as lookup_error
+    try:
+        return (yield)
+    except lookup_error as exc:
+        mark = item.get_closest_marker(MARKER)
+        argname = getattr(exc, "argname", None)
+        if mark is None or argname is None or not isinstance(item, pytest.Function):
+            raise
+        from ._marker import missing_fixture_message
+
+        message = missing_fixture_message(item, mark, argname)
+    pytest.fail(message, pytrace=False)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -18,7 +18,8 @@ import pytest
 
 from .._errors import MarkerError
 
-__all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signature", "parse_marker"]
+__all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signature", "missing_fixture_message",
+           "parse_marker"]
 
 MARKER = "stabilize"
 MARKER_HELP = (
@@ -194,3 +195,24 @@ class BadMarker(pytest.Collector):
 
     def collect(self) -> list[Any]:
         raise self.CollectError(f"{self.nodeid}: bad @pytest.mark.{MARKER}: {self.message}")
+
+
+def missing_fixture_message(item: pytest.Function, mark: pytest.Mark, argname: str) -> str:
+    """What to do when pytest looks for a fixture named like a parameter of a marked test."""
+    head = f"{item.nodeid}: fixture {argname!r} not found"
+    func = getattr(item.obj, "__func__", item.obj)
+    if not is_marked_function(func):
+        return (f"{head}: @pytest.mark.{MARKER} reached this test after collection (through "
+                "pytest.param(..., marks=...) or a pytest_collection_modifyitems hook), too late to take its "
+                "drawn parameters out of pytest's fixture lookup. Put the marker on the test function "
+                f"itself (a decorator, or pytestmark on its module or class); to vary it, write one marked "
+                "test per variant, or call jaxstab.check(fn, ...) inside a parametrized test.")
+    try:
+        spec = parse_marker(mark, func, is_method=item.cls is not None)
+        drawn = ", ".join(spec.names)
+    except MarkerError:
+        drawn = "?"
+    return (f"{head}: @pytest.mark.{MARKER} draws only the parameters named in shapes= ({drawn}), and every "
+            f"other parameter is a fixture. Add {argname!r} to shapes= to draw it too (e.g. shapes={{"
+            f"{', '.join(repr(n) + ': (16,)' for n in (*drawn.split(', '), argname) if n != '?')}}}), or "
+            f"define a fixture named {argname!r}.")

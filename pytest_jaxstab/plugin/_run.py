@@ -23,7 +23,8 @@ from .._errors import JaxstabError
 from ._marker import MARKER, MarkerError, parse_marker
 from ._session import SESSION_KEY, JaxstabSession
 
-__all__ = ["CASES_KEY", "COMPLETE_KEY", "PENDING_KEY", "JaxstabFixture", "pending_failures", "run_case", "run_marked"]
+__all__ = ["CASES_KEY", "COMPLETE_KEY", "PENDING_KEY", "JaxstabFixture", "pending_failures", "run_case",
+           "run_marked"]
 
 #: The results of the cases one test checked, on ``item.stash``.
 CASES_KEY: pytest.StashKey[list[Any]] = pytest.StashKey()

@@ -223,12 +223,20 @@ class JaxstabSession:
             if target.kind == "json":
                 from .._report import build_report, write_json
 
-                write_json(target.path, build_report(cases, jax_version=jax_version, backends=backends))
+                write_json(target.path, build_report(cases, jax_version=jax_version, backends=backends,
+                                                     gate=self.decisions()))
             else:
                 from .._report import write_html
 
-                write_html(target.path, cases, jax_version=jax_version, backends=backends)
+                write_html(target.path, cases, jax_version=jax_version, backends=backends,
+                           gate=self.decisions())
             self.notes.append(f"{target.kind} report written: {_shown(target.path)}")
+
+    def decisions(self) -> dict[str, str] | None:
+        """The gate's decision per case nodeid, or None when the run did not compare with a baseline."""
+        if self.comparison is None:
+            return None
+        return {c.nodeid: c.status for c in self.comparison.cases}
 
     def summary(self, terminal: Any) -> None:
         """The "jaxstab" section of the terminal summary."""
@@ -244,7 +252,7 @@ class JaxstabSession:
             cases = self.sorted_cases()
             # Timing columns only for the backends cases were timed on (none without --jaxstab-timing).
             timed = sorted({t.backend for case in cases for t in case.timing})
-            terminal.write_line(format_table(cases, timed))
+            terminal.write_line(format_table(cases, timed, gate=self.decisions()))
         if self.comparison is not None:
             from .._baseline import format_baseline_summary
 
