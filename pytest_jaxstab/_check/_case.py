@@ -33,6 +33,7 @@ from .._diagnostics._nan_origin import find_nan_origin
 from .._diagnostics._timing import time_backends
 from .._dtypes import dtype_info, from_ordinal, resolve_dtype, to_ordinal
 from .._errors import JaxstabError, UnsupportedPrimitive
+from .._files import short_path
 from .._primitives import CALLS
 from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord, Witness
 from ..rewrites import STABILITY, rewrite_jaxpr
@@ -383,7 +384,8 @@ def _refuse_complex(closed: Any) -> None:
             for v in inner.outvars:
                 dtype = getattr(_compat.aval(v), "dtype", None)
                 if dtype is not None and np.issubdtype(np.dtype(dtype), np.complexfloating):
-                    found.append((_compat.primitive_name(inner), _compat.location(inner) or outer))
+                    where = _compat.location(inner) or outer
+                    found.append((_compat.primitive_name(inner), short_path(where) if where else None))
                     break
     if found:
         name, where = next((f for f in found if f[0] != "convert_element_type"), found[0])
