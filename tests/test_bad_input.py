@@ -42,8 +42,8 @@ def test_a_case_with_nothing_judged_fails_and_says_why(pytester, run_jaxstab):
     result.assert_outcomes(passed=1, failed=2)
     for test in ("test_sqrt_of_negatives", "test_log_of_negatives"):
         result.stdout.fnmatch_lines([f"*test_domain.py::{test}*nothing could be judged over * inputs, so "
-                                     "there is no verdict: on every input the exact result is not a real number*"
-                                     "Narrow the domain*"])
+                                     "there is no verdict: on every input the exact result is not a real "
+                                     "number*Narrow the domain*"])
 
 
 def test_check_raises_when_nothing_is_judged():
