@@ -8,6 +8,7 @@ or, when comparing with a baseline, whether the case got worse than its entry.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,7 @@ from hypothesis import settings
 # before any input is drawn: Hypothesis mixes constants of loaded local modules into its draws, so
 # a module first imported between two cases would make draws depend on test order (xdist vs serial).
 from .. import _baseline  # noqa: F401  (loaded before any case runs)
-from .._check._case import check
+from .._check._case import ORACLE_BUDGET, check
 from .._errors import JaxstabError
 from ._marker import MARKER, MarkerError, parse_marker
 from ._session import SESSION_KEY, JaxstabSession
@@ -64,13 +65,15 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
     opts = session.options
     problem = None
     budget = oracle_budget if oracle_budget is not None else opts.oracle_budget
-    extra = {} if budget is None else {"oracle_budget": budget}
+    if budget is None:
+        budget = ORACLE_BUDGET
     try:
         result = check(fn, shapes=shapes, dtype=dtype, domain=domain,
                        max_examples=_max_examples(max_examples, session), seed=opts.seed, rules=rules,
                        tolerance_bits=tolerance_bits, apply=apply, atol=atol,
                        timing=opts.timing if timing is None else timing, name=nodeid,
-                       witnesses=session.witnesses(nodeid), derandomize=opts.derandomize, **extra)
+                       witnesses=session.witnesses(nodeid), derandomize=opts.derandomize,
+                       oracle_budget=None if budget == math.inf else budget)
     except JaxstabError as exc:
         # Bad arguments, an untraceable function, a primitive the oracle cannot evaluate exactly: the
         # reason, not a traceback.
