@@ -11,6 +11,10 @@ import re
 import pytest
 
 pytest.importorskip("matplotlib")
+# Imported here, outside the in-process runs: pytester restores sys.modules after each run, and a
+# matplotlib imported twice in one process mixes the classes of both imports.
+pytest.importorskip("matplotlib.figure")
+pytest.importorskip("matplotlib.backends.backend_svg")
 
 ARGS = ("--jaxstab-examples=10",)
 
