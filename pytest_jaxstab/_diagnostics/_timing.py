@@ -96,6 +96,9 @@ def time_backends(fn: Callable[..., Any], *args: Any, rewritten: Callable[..., A
     Returns:
         One :class:`BackendTiming` per platform, in the order cpu, gpu, tpu (those present).
 
+    Raises:
+        TraceError: JAX cannot trace ``fn`` (or ``rewritten``): the user's line, JAX's reason, a hint.
+
     Example:
         >>> recs = time_backends(jnp.sin, jnp.ones(8), target_s=0.01)
         >>> recs[0].backend

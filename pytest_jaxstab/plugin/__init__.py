@@ -127,8 +127,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 @pytest.fixture
 def jaxstab(request: pytest.FixtureRequest) -> Any:
     """Check functions defined elsewhere: ``jaxstab.check(fn, shapes=..., dtype=...)`` fuzzes ``fn``
-    like ``jst.check`` with the session's options, fails the test when the verdict fails, and returns
-    the ``CaseResult``."""
+    like ``jst.check`` with the session's options and returns the ``CaseResult``. Every check of the
+    test runs and is recorded; the test fails after its body when one of them failed."""
     from ._run import JaxstabFixture
 
     return JaxstabFixture(request.node)
