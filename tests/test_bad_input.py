@@ -377,3 +377,18 @@ def test_a_domain_predicate_that_rejects_everything_gets_our_advice(pytester, ru
                                  "domain=jst.strategies.Domain(lo, hi, where=pred)*"])
     out = result.stdout.str()
     assert "suppress_health_check" not in out and "HealthCheck" not in out
+
+
+def test_a_write_that_fails_at_the_end_is_reported_without_a_traceback(pytester, run_jaxstab, monkeypatch):
+    from pytest_jaxstab._baseline import _store
+
+    def disk_full(path, text):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(_store, "write_text_atomic", disk_full)
+    pytester.makepyfile(test_a=_ONE)
+    result = run_jaxstab(EXAMPLES, "--jaxstab-save-baseline")
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    result.stdout.fnmatch_lines(["*error: could not write .jaxstab/baseline.json: No space left on device*",
+                                 "*2 passed*"])  # the summary is still there
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
