@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from . import _compat
-from ._errors import JaxstabError, trace_error
+from ._errors import ArgumentError, JaxstabError, function_name, trace_error
 from .rewrites._engine import Explanation, rewrite_jaxpr
 from .rewrites._rule import Rule, resolve
 
@@ -36,6 +36,31 @@ def _trace(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         if type(exc).__module__.startswith("jax"):
             raise trace_error(fn, exc) from exc
         raise
+
+
+def _not_arrays(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> ArgumentError:
+    """The error for arguments that are not arrays (a method's ``self``, a string option, ...)."""
+    bad = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path((args, kwargs))[0]:
+        try:
+            _compat.typeof(leaf)
+        except TypeError:
+            where, rest = path[0], path[1:]
+            head = rest[0] if rest else None
+            key = getattr(head, "idx", getattr(head, "key", "?"))
+            name = f"argument {key}" if getattr(where, "idx", 0) == 0 else f"keyword argument {key!r}"
+            tail = jax.tree_util.keystr(tuple(rest[1:])) if len(rest) > 1 else ""
+            bad.append(f"{name}{tail} = {leaf!r:.60} ({type(leaf).__name__})")
+    if not bad:  # pragma: no cover - typeof failed on a leaf it accepts one by one
+        bad.append("an argument JAX cannot take")
+    method = bool(args) and hasattr(type(args[0]), getattr(fn, "__name__", "\0"))
+    hint = ("jst.stabilize transforms functions of arrays (pytrees of arrays): "
+            "bind non-array (static) arguments first with functools.partial, e.g. "
+            "jst.stabilize(functools.partial(f, mode=\"fast\")).")
+    if method:
+        hint += (" For a method, stabilize the bound method (self.f = jst.stabilize(self.f) in __init__) "
+                 "or a function of the arrays it computes with, not the method in the class body.")
+    return ArgumentError(f"jst.stabilize({function_name(fn)}): {'; '.join(bad)} is not a JAX array. {hint}")
 
 
 def _signature(leaves: list[Any]) -> tuple[Any, ...]:
@@ -75,7 +100,10 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
     @functools.wraps(fn)
     def stabilized(*args: Any, **kwargs: Any) -> Any:
         leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
-        key = (in_tree, _signature(leaves))
+        try:
+            key = (in_tree, _signature(leaves))
+        except TypeError:
+            raise _not_arrays(fn, args, kwargs) from None
         entry = cache.get(key)
         if entry is None:
             closed, _, out_tree = _trace(fn, args, kwargs)

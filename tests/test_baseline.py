@@ -19,6 +19,7 @@ from pytest_jaxstab._baseline import (
     load_baseline,
     parse_compare_fail,
     save_baseline,
+    stale_nodeids,
 )
 from pytest_jaxstab._results import CaseResult, RewriteRecord, VariantStats, Witness
 
@@ -82,7 +83,7 @@ def test_save_load_round_trip_is_bit_exact(tmp_path):
     path = tmp_path / ".jaxstab" / "baseline.json"  # directory created on save
     cases = [case(), case(HYPOT, original=(0.5, 0.1, 0, "pass"), rewritten=(0.5, 0.1, 0, "pass"),
                           dtype="float64", witnesses=[])]
-    save_baseline(path, cases, selected_nodeids=[c.nodeid for c in cases], existing=None)
+    save_baseline(path, cases, existing=None)
     loaded = load_baseline(path)
     assert sorted(loaded.entries) == sorted(c.nodeid for c in cases)
     for c in cases:
@@ -101,32 +102,47 @@ def test_save_load_round_trip_is_bit_exact(tmp_path):
 
 def test_selective_save_keeps_other_entries(tmp_path):
     path = tmp_path / "baseline.json"
-    save_baseline(path, [case(LSE), case(HYPOT), case(SOFTPLUS)],
-                  selected_nodeids=[LSE, HYPOT, SOFTPLUS], existing=None)
+    save_baseline(path, [case(LSE), case(HYPOT), case(SOFTPLUS)], existing=None)
     before = json.loads(path.read_text())["cases"]
     improved = case(LSE, original=(3.0, 0.5, 0, "pass"), witnesses=[])
-    # This run selected LSE (now better) and HYPOT (no longer checked: its entry goes); SOFTPLUS not run.
-    save_baseline(path, [improved], selected_nodeids=[LSE, HYPOT], existing=load_baseline(path))
+    # This run produced LSE (now better); HYPOT and SOFTPLUS did not run: their entries stay.
+    save_baseline(path, [improved], existing=load_baseline(path))
     after = json.loads(path.read_text())["cases"]
-    assert sorted(after) == sorted([LSE, SOFTPLUS])
+    assert sorted(after) == sorted([LSE, HYPOT, SOFTPLUS])
+    assert after[HYPOT] == before[HYPOT]
     assert after[SOFTPLUS] == before[SOFTPLUS]  # untouched, byte for byte in JSON terms
     assert after[LSE]["original"]["max_error_bits"] == 3.0
     assert_same_witnesses(load_baseline(path).entries[SOFTPLUS].witnesses, tricky_witnesses())
 
 
-def test_save_drops_stale_entries_when_told_what_was_collected(tmp_path):
+def test_save_drops_only_the_entries_it_is_told_to_prune(tmp_path):
     path = tmp_path / "baseline.json"
     gone = "tests/test_loss.py::test_removed"
-    save_baseline(path, [case(LSE), case(gone), case(SOFTPLUS)], selected_nodeids=[], existing=None)
-    save_baseline(path, [case(LSE)], selected_nodeids=[LSE], existing=load_baseline(path),
-                  collected_nodeids=[LSE, HYPOT])
-    assert sorted(load_baseline(path).entries) == sorted([LSE, SOFTPLUS])  # other file's entry kept
+    save_baseline(path, [case(LSE), case(gone), case(SOFTPLUS)], existing=None)
+    stale = stale_nodeids(load_baseline(path), [LSE, HYPOT])
+    assert stale == [gone]  # SOFTPLUS: its file was not collected, so it is left alone
+    save_baseline(path, [case(LSE)], existing=load_baseline(path), prune=stale)
+    assert sorted(load_baseline(path).entries) == sorted([LSE, SOFTPLUS])
+
+
+def test_fixture_check_entries_belong_to_their_test(tmp_path):
+    check = f"{LSE}::mse"
+    renamed = f"{LSE}::old_name"
+    baseline = _baseline(tmp_path, [case(LSE), case(check), case(renamed)])
+    # Collected, not run (skipped, deselected): nothing is stale.
+    assert stale_nodeids(baseline, [LSE, HYPOT]) == []
+    # The test's body ran to its end producing LSE and its "mse" check only: "old_name" is gone.
+    assert stale_nodeids(baseline, [LSE], completed=[LSE], produced=[LSE, check]) == [renamed]
+    # A test that stopped early (an error) may not have reached its checks: nothing of it is stale.
+    assert stale_nodeids(baseline, [LSE], completed=[], produced=[LSE]) == []
+    result = compare([case(LSE), case(check)], baseline, [], collected_nodeids=[LSE], completed=[LSE])
+    assert result.stale == [renamed]
 
 
 @pytest.mark.parametrize("where", ["json.dumps", "os.fsync", "os.replace"])
 def test_a_crash_while_saving_leaves_the_old_file_intact(tmp_path, monkeypatch, where):
     path = tmp_path / "baseline.json"
-    save_baseline(path, [case(LSE)], selected_nodeids=[LSE], existing=None)
+    save_baseline(path, [case(LSE)], existing=None)
     before = path.read_bytes()
 
     def crash(*args, **kwargs):
@@ -136,7 +152,7 @@ def test_a_crash_while_saving_leaves_the_old_file_intact(tmp_path, monkeypatch, 
     monkeypatch.setattr({"json": json, "os": os}[module], name, crash)
     with pytest.raises(OSError, match="simulated crash"):
         save_baseline(path, [case(LSE, original=(1.0, 0.1, 0, "pass")), case(HYPOT)],
-                      selected_nodeids=[LSE, HYPOT], existing=load_baseline(path))
+                      existing=load_baseline(path))
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["baseline.json"]  # no temp file left behind
@@ -145,7 +161,7 @@ def test_a_crash_while_saving_leaves_the_old_file_intact(tmp_path, monkeypatch, 
 
 def _valid_file(tmp_path) -> tuple:
     path = tmp_path / "baseline.json"
-    save_baseline(path, [case(LSE)], selected_nodeids=[LSE], existing=None)
+    save_baseline(path, [case(LSE)], existing=None)
     return path, json.loads(path.read_text())
 
 
@@ -239,7 +255,7 @@ def test_parse_compare_fail_rejects_bad_expressions(expr):
 
 def _baseline(tmp_path, cases):
     path = tmp_path / "baseline.json"
-    save_baseline(path, cases, selected_nodeids=[c.nodeid for c in cases], existing=None)
+    save_baseline(path, cases, existing=None)
     return load_baseline(path)
 
 
@@ -376,6 +392,6 @@ def test_summary_lists_regressions_first(tmp_path):
 
 def test_saved_entries_are_copies(tmp_path):
     c = case(HYPOT, **STABLE)
-    saved = save_baseline(tmp_path / "b.json", [c], selected_nodeids=[HYPOT], existing=None)
+    saved = save_baseline(tmp_path / "b.json", [c], existing=None)
     c.original.max_error_bits = 99.0  # the plugin may keep mutating its results after saving
     assert saved.entries[HYPOT].original.max_error_bits == 1.0

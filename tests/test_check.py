@@ -11,6 +11,7 @@ from hypothesis.database import InMemoryExampleDatabase
 
 from pytest_jaxstab import ArgumentError, check
 from pytest_jaxstab._check import StageTimes
+from pytest_jaxstab._check._message import CheckWarning
 from pytest_jaxstab._check._replay import FailureStore
 from pytest_jaxstab._errors import TraceError
 from pytest_jaxstab._results import Witness
@@ -144,15 +145,19 @@ def test_bad_arguments_are_named(kwargs, named):
 
 
 def test_witnesses_are_rechecked_first():
-    # Draws inside [-1, 1] never overflow; the witness does, so it must have been evaluated.
-    hot = Witness([np.full(16, 100.0, np.float32)], "original", 32.0, True)
+    # A witness inside the domain is evaluated (its magnitude shows among the points) ...
+    marked = Witness([np.full(16, 0.123, np.float32)], "original", 0.0, False)
     result = check(lse, shapes=[(16,)], dtype="float32", domain=(-1, 1), max_examples=5, seed=0,
-                   witnesses=[hot])
-    assert result.original.overflows == 1
-    assert result.outcome == "failed"
-    # A witness of another shape (the test changed) is ignored, not an error.
+                   witnesses=[marked])
+    assert np.float32(0.123) in [np.float32(p.magnitude) for p in result.points]
+    # ... one outside the current domain (the domain was narrowed), or of another shape (the test
+    # changed), is skipped, and said: it would judge the function on inputs it no longer takes.
+    hot = Witness([np.full(16, 100.0, np.float32)], "original", 32.0, True)
     stale = Witness([np.zeros(3, np.float32)], "original", 0.0, False)
-    check(lse, shapes=[(16,)], dtype="float32", domain=(-1, 1), max_examples=5, seed=0, witnesses=[stale])
+    with pytest.warns(CheckWarning, match="skipped 2 baseline witnesses"):
+        result = check(lse, shapes=[(16,)], dtype="float32", domain=(-1, 1), max_examples=5, seed=0,
+                       witnesses=[hot, stale])
+    assert result.original.overflows == 0
 
 
 def test_derandomized_runs_are_identical_and_witnesses_do_not_double_count():

@@ -8,6 +8,7 @@ margins. Knows nothing of pytest.
 """
 
 from ._gate import DEFAULT_MARGINS as DEFAULT_MARGINS
+from ._gate import PRUNE_ADVICE as PRUNE_ADVICE
 from ._gate import CaseComparison as CaseComparison
 from ._gate import Comparison as Comparison
 from ._gate import RegressionMargin as RegressionMargin
@@ -19,5 +20,6 @@ from ._store import DEFAULT_BASELINE_PATH as DEFAULT_BASELINE_PATH
 from ._store import Baseline as Baseline
 from ._store import BaselineEntry as BaselineEntry
 from ._store import load_baseline as load_baseline
+from ._store import owner_test as owner_test
 from ._store import save_baseline as save_baseline
 from ._store import stale_nodeids as stale_nodeids

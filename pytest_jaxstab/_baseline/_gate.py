@@ -17,7 +17,10 @@ from typing import Literal
 from .._results import CaseResult, VariantStats
 from ._store import Baseline, BaselineEntry, stale_nodeids
 
-_EPS = 1e-9  # figures are floats from JSON: equal within this is unchanged
+_EPS = 1e-9
+#: How a user drops stale entries (the plugin's option; the gate only names it).
+PRUNE_ADVICE = ("drop them with --jaxstab-save-baseline --jaxstab-prune-baseline in a run of the whole "
+                "suite")  # figures are floats from JSON: equal within this is unchanged
 
 __all__ = [
     "DEFAULT_MARGINS",
@@ -193,6 +196,7 @@ def compare(
     *,
     collected_nodeids: Iterable[str],
     rootdir: str | os.PathLike[str] | None = None,
+    completed: Iterable[str] = (),
 ) -> Comparison:
     """Compares this run's results with a baseline, case by case, on the judged variant.
 
@@ -210,6 +214,9 @@ def compare(
             collected but no longer has that test, and (with `rootdir`) those whose test file is gone.
             Entries of test files this run did not collect are left alone, as syrupy does.
         rootdir: pytest's rootdir, the base of nodeids; lets deleted test files count as stale.
+        completed: the tests whose body ran to its end: their entries that this run did not produce are stale
+            (see :func:`stale_nodeids`). A ``jaxstab.check`` entry (``<test>::<name>``) of a collected
+            test is never stale otherwise.
 
     Returns:
         A :class:`Comparison`; `.failed` tells whether the run must fail, `.regressions` why.
@@ -222,9 +229,11 @@ def compare(
     """
     margins = {c.figure: c for c in DEFAULT_MARGINS}
     margins.update({c.figure: c for c in checks or ()})
+    cases = list(cases)
     compared = [_compare_case(case, baseline.entries.get(case.nodeid), list(margins.values()))
                 for case in cases]
-    stale = stale_nodeids(baseline, collected_nodeids, rootdir=rootdir)
+    stale = stale_nodeids(baseline, collected_nodeids, rootdir=rootdir, completed=completed,
+                          produced=[c.nodeid for c in cases])
     return Comparison(compared, stale, list(margins.values()))
 
 
@@ -296,7 +305,6 @@ def format_baseline_summary(comparison: Comparison) -> str:
             lines.append(f"{title}:")
             lines.extend(f"  {c.message}" for c in entries)
     if comparison.stale:
-        lines.append("stale entries (their test is gone; re-save the baseline with "
-                     "--jaxstab-save-baseline to drop them):")
+        lines.append(f"stale entries (their test or check is gone; {PRUNE_ADVICE}):")
         lines.extend(f"  {nodeid}" for nodeid in comparison.stale)
     return "\n".join(lines)

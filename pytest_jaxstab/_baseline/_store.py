@@ -8,8 +8,8 @@ File format (version 1, default path `.jaxstab/baseline.json`)::
 
 Witness inputs are stored exactly, as the hex of each float's bits (`_results.encode_array`). The file is
 validated on load (a bad file is a :class:`BaselineError`, never silently replaced) and written atomically.
-Saving touches only the entries of the tests that ran (as syrupy's `--snapshot-update`); the comparison
-lives beside it, in the gate (`_gate.py`).
+Saving writes the cases that ran and keeps every other entry (as syrupy's `--snapshot-update`); stale
+entries go only when the caller prunes them. The comparison lives beside it, in the gate (`_gate.py`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ __all__ = [
     "BaselineEntry",
     "BaselineError",
     "load_baseline",
+    "owner_test",
     "save_baseline",
     "stale_nodeids",
 ]
@@ -229,40 +230,33 @@ def save_baseline(
     path: str | os.PathLike[str],
     cases: Iterable[CaseResult],
     *,
-    selected_nodeids: Iterable[str],
     existing: Baseline | None,
-    collected_nodeids: Iterable[str] | None = None,
-    rootdir: str | os.PathLike[str] | None = None,
+    prune: Iterable[str] = (),
 ) -> Baseline:
-    """Writes the baseline, touching only the entries of the tests that ran.
+    """Writes the baseline: the entries of `cases` and every other entry of `existing`, as it was.
 
-    Entries of `cases` are written (replacing old ones); entries of `selected_nodeids` without a result
-    are removed (the test no longer checks stability); with `collected_nodeids`, stale entries (see
-    :func:`stale_nodeids`) are removed too; every other entry of `existing` is kept as it was.
+    A save never loses an accepted case: entries of tests that did not run (deselected, skipped, not
+    selected, another file) are kept. Only the entries named in `prune` are removed: the caller passes
+    the stale ones (:func:`stale_nodeids`) when the user asked to prune in a run of the whole suite.
     The write is atomic (temporary file, fsync, `os.replace`; the directory is created if missing): a
     crash leaves the old file intact.
 
     Args:
         path: the file (default location `.jaxstab/baseline.json`).
-        cases: the results of this run.
-        selected_nodeids: the tests that ran in this run. Leave out skipped tests, so that e.g. a
-            GPU-only test skipped on a CPU machine keeps its entry.
+        cases: the results of this run; each replaces its entry.
         existing: the baseline loaded from `path`, or None to start a new one (also how a corrupt file
             is re-created: the caller decides, after :func:`load_baseline` raised).
-        collected_nodeids, rootdir: as for :func:`compare`; None keeps stale entries.
+        prune: entries to remove (stale ones), none by default.
 
     Returns:
         The baseline as written.
 
     Example:
         >>> old = load_baseline(p) if os.path.exists(p) else None
-        >>> save_baseline(p, results, selected_nodeids=[r.nodeid for r in results], existing=old)
+        >>> save_baseline(p, results, existing=old)
     """
     entries = dict(existing.entries) if existing is not None else {}
-    dropped = set(selected_nodeids)
-    if existing is not None and collected_nodeids is not None:
-        dropped.update(stale_nodeids(existing, collected_nodeids, rootdir=rootdir))
-    for nodeid in dropped:
+    for nodeid in prune:
         entries.pop(nodeid, None)
     for case in cases:
         entries[case.nodeid] = BaselineEntry.from_case(case)
@@ -273,19 +267,59 @@ def save_baseline(
     return baseline
 
 
+def owner_test(nodeid: str, tests: Collection[str]) -> str | None:
+    """The test a baseline entry belongs to, among `tests`, or None.
+
+    A marked test's entry is its own node id; a ``jaxstab.check`` case is named
+    ``<test node id>::<name>`` and belongs to that test (the longest prefix, cut at ``::``, that is one
+    of `tests`).
+
+    Example:
+        >>> owner_test("t.py::test_loss::mse", {"t.py::test_loss"})
+        't.py::test_loss'
+    """
+    if nodeid in tests:
+        return nodeid
+    parts = nodeid.split("::")
+    for i in range(len(parts) - 1, 1, -1):
+        prefix = "::".join(parts[:i])
+        if prefix in tests:
+            return prefix
+    return None
+
+
 def stale_nodeids(baseline: Baseline, collected_nodeids: Iterable[str], *,
-                  rootdir: str | os.PathLike[str] | None = None) -> list[str]:
-    """Baseline entries whose test no longer exists (see :func:`compare`), sorted.
+                  rootdir: str | os.PathLike[str] | None = None,
+                  completed: Iterable[str] = (), produced: Iterable[str] = ()) -> list[str]:
+    """Baseline entries whose case no longer exists, sorted.
+
+    An entry is stale when its test (see :func:`owner_test`) was not collected although its test file
+    was (or, with `rootdir`, the file is gone), or when its test's body ran to its end without
+    producing it (a ``jaxstab.check`` call removed or renamed). Entries of test files this run did not
+    collect are left alone, and so are those of skipped and deselected tests, and of tests that stopped
+    early (an error before their checks).
+
+    Args:
+        baseline: the loaded baseline.
+        collected_nodeids: every test id collected in the session, deselected ones included.
+        rootdir: pytest's rootdir, the base of node ids; lets deleted test files count as stale.
+        completed: the tests whose body ran to its end in this run (passed, or failed by their checks).
+        produced: the case ids this run produced.
 
     Example:
         >>> stale_nodeids(baseline, ["tests/test_a.py::test_kept"])
         ['tests/test_a.py::test_removed']
     """
     collected = set(collected_nodeids)
+    finished = set(completed)
+    made = set(produced)
     files = {_file_of(n) for n in collected}
     stale = []
     for nodeid in baseline.entries:
-        if nodeid in collected:
+        owner = owner_test(nodeid, collected)
+        if owner is not None:
+            if owner in finished and nodeid not in made:
+                stale.append(nodeid)
             continue
         file = _file_of(nodeid)
         if file in files or (rootdir is not None and not (Path(rootdir) / file).exists()):

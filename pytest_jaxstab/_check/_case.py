@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, given, settings, target
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings, target
 from hypothesis import seed as hseed
-from hypothesis.errors import FailedHealthCheck
+from hypothesis.errors import FailedHealthCheck, Unsatisfiable
 
 # Everything a check uses is imported here, before any input is drawn: Hypothesis mixes constants of
 # the loaded local modules into its draws, so a module imported midway would change later draws
@@ -29,21 +31,41 @@ from hypothesis.errors import FailedHealthCheck
 from .. import _compat
 from .._diagnostics._nan_origin import find_nan_origin
 from .._diagnostics._timing import time_backends
-from .._dtypes import resolve_dtype
-from .._errors import JaxstabError
+from .._dtypes import dtype_info, from_ordinal, resolve_dtype, to_ordinal
+from .._errors import JaxstabError, UnsupportedPrimitive
+from .._files import short_path
+from .._primitives import CALLS
 from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord, Witness
 from ..rewrites import STABILITY, rewrite_jaxpr
 from ..rewrites._rule import resolve
 from ..strategies import arguments
+from ..strategies._domain import per_argument_domains
 from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes
-from ._message import failure_message
+from ._message import CheckWarning, failure_message, nothing_judged
 from ._replay import FailureStore
 from ._shrink import Shrinker
 from ._trace import ArgumentError, normalize_shapes, positional, trace_case, x64_scope
 
-__all__ = ["ArgumentError", "StageTimes", "build_strategy", "check", "resolve_rules"]
+__all__ = ["ORACLE_BUDGET", "TIME_BUDGET", "ArgumentError", "StageTimes", "build_strategy", "check",
+           "oracle_cost", "resolve_rules"]
 
 _TARGET_LABEL = "jaxstab error bits"
+
+#: Default largest estimated oracle cost of one case, in scalar operations (``oracle_cost`` times the
+#: number of examples). The exact oracle takes of the order of 10-30 µs per scalar operation, so this
+#: is a few minutes of exact evaluation; above it a check fails at once instead of running for hours.
+ORACLE_BUDGET = 1e7
+#: Default wall-clock budget of one case's drawing, in seconds: past it no new input is drawn, and the
+#: case is judged on what was drawn (a CheckWarning says how many).
+TIME_BUDGET = 300.0
+
+
+class _OutOfTime(Exception):
+    """The case's time budget ran out: stop drawing (carried out of Hypothesis by :class:`_Abort`)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds)
+        self.seconds = seconds
 
 
 class _Abort(BaseException):
@@ -71,6 +93,8 @@ def check(
     witnesses: Sequence[Witness] = (),
     derandomize: bool = False,
     profile: StageTimes | None = None,
+    oracle_budget: float | None = ORACLE_BUDGET,
+    time_budget: float | None = TIME_BUDGET,
 ) -> CaseResult:
     """Fuzz ``fn`` for numerical stability: both the function as written and its rewritten form.
 
@@ -94,16 +118,26 @@ def check(
         atol: absolute differences at most ``atol`` count 0 bits; overflows always count.
         timing: time both jitted variants on every backend present.
         name: the case's name in reports and baselines (default ``module.qualname`` of ``fn``).
-        witnesses: inputs to re-check before fuzzing (a baseline's worst inputs).
+        witnesses: inputs to re-check before fuzzing (a baseline's worst inputs). Those that do not
+            fit the case's current domain, shapes and dtype are skipped (a :class:`CheckWarning` says
+            how many), as are stored failures of the example database.
         derandomize: fixed draws (as a baseline comparison needs); no example database.
         profile: a :class:`StageTimes` to fill with the seconds spent per stage.
+        oracle_budget: the largest estimated cost of the exact evaluation, in scalar operations:
+            :func:`oracle_cost` (elements x equations) times ``max_examples``. Above it the check
+            raises ``ArgumentError`` before running anything, with the figure and the ways out
+            (smaller shapes, fewer examples, a larger budget). None: no limit.
+        time_budget: seconds of drawing after which no new input is drawn; the case is judged on the
+            inputs drawn so far and a :class:`CheckWarning` says how many. None: no limit.
 
     Returns:
         A :class:`CaseResult`: figures of both variants, verdicts, ``outcome`` ("passed"/"failed" for
         the judged variant) and, on failure, ``message`` naming the smallest failing input.
 
     Raises:
-        ArgumentError: a bad argument, named (a ``ValueError``).
+        ArgumentError: a bad argument, named (a ``ValueError``); a case over the oracle budget; a
+            case where nothing could be judged (every input outside the function's real domain, or
+            uncertain): the message says why and what to change.
         UnsupportedPrimitive: the oracle cannot evaluate ``fn`` exactly (before any input is drawn).
         TraceError: JAX cannot trace ``fn`` (the reason in one paragraph, and a hint).
         JaxstabError: the check cannot be carried out as asked (e.g. float64 could not be enabled).
@@ -121,7 +155,12 @@ def check(
     except ValueError as exc:
         raise ArgumentError(f"dtype={dtype!r}: {exc}") from None
     _validate(max_examples=max_examples, tolerance_bits=tolerance_bits, atol=atol, seed=seed)
+    for label, budget in (("oracle_budget", oracle_budget), ("time_budget", time_budget)):
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                                   or not budget > 0):
+            raise ArgumentError(f"{label}={budget!r}: expected a number > 0, or None for no limit")
     strategy = build_strategy(dt, shape_list, domain)
+    domains = [d.resolve(dtype_info(dt)) for d in per_argument_domains(domain, len(shape_list))]
     chosen_rules = resolve_rules(rules)
     call = positional(fn, names, by_keyword)
     case_id = name or f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
@@ -129,22 +168,42 @@ def check(
     with x64_scope(dt):
         t0 = time.perf_counter()
         prepared = trace_case(call, dt, shape_list)
+        _refuse_complex(prepared.closed)
+        cost = oracle_cost(prepared.closed)
+        if oracle_budget is not None and cost * max_examples > oracle_budget:
+            raise ArgumentError(_over_budget(case_id, cost, max_examples, oracle_budget, shape_list))
         rewritten, applied = _rewrite(prepared.closed, chosen_rules)
         evaluator = Evaluator(prepared.closed, rewritten, prepared.judged_outputs, atol, prof)
-        # One run on zeros, not counted: compiles both variants and surfaces an oracle that cannot
-        # evaluate the program (UnsupportedPrimitive) before Hypothesis starts.
-        before = dict(prof)
-        evaluator(tuple(np.zeros(s, dt) for s in shape_list))
-        for stage in ("run", "oracle", "metrics"):  # counted as setup, below
-            prof[stage] = before.get(stage, 0.0)
+        # One run inside the domain, not counted: compiles both variants and surfaces an oracle that
+        # cannot evaluate the program (UnsupportedPrimitive) before Hypothesis starts. Not on zeros: a
+        # loop may only end for inputs of its domain (while v < 1e6: v *= 2 never ends from 0).
+        warm = _warmup_args(dt, shape_list, domains)
+        if warm is not None:
+            before = dict(prof)
+            evaluator(warm)
+            for stage in ("run", "oracle", "metrics"):  # counted as setup, below
+                prof[stage] = before.get(stage, 0.0)
         prof.add("trace", time.perf_counter() - t0)
-        acc = Accumulator(float(tolerance_bits), judged)
+        acc = _JudgedCount(float(tolerance_bits), judged)
+        skipped = 0
         for w in witnesses:  # re-checked first: a baseline's known worst inputs
-            if _fits(w.args, dt, shape_list):
+            if _fits(w.args, dt, shape_list, domains):
                 acc.add(evaluator(w.args), drawn=False)
-        runner = _Runner(strategy, evaluator, acc, case_id, max_examples, seed, derandomize, prof)
-        runner.replay(dt, shape_list)
+            else:
+                skipped += 1
+        runner = _Runner(strategy, evaluator, acc, case_id, max_examples, seed, derandomize, prof,
+                         time_budget, domain)
+        skipped_stored = runner.replay(dt, shape_list, domains)
+        _warn_skipped(case_id, skipped, skipped_stored)
         runner.explore()
+        if runner.stopped_after is not None:
+            warnings.warn(CheckWarning(
+                f"{case_id}: stopped drawing after {runner.stopped_after:.0f} s (time_budget="
+                f"{time_budget:g} s): judged {acc.samples} inputs, not max_examples={max_examples}. "
+                "Use smaller shapes or fewer examples, or raise time_budget."), stacklevel=2)
+        if acc.judged_elements == 0:
+            raise ArgumentError(nothing_judged(case_id, acc.samples, acc.discarded, acc.uncertain,
+                                               domain, prepared.out_dtypes, shape_list, cost))
         t0 = time.perf_counter()
         still_fails = lambda ex: ex.outcomes[judged].fails(float(tolerance_bits))
         # At most as many runs as the exploration: bounded by count, not time, so it is reproducible.
@@ -214,18 +273,135 @@ def _rewrite(closed: Any, rules: Sequence[Any]) -> tuple[Any, list[Any]]:
     return new, list(applied)
 
 
-def _fits(args: Sequence[np.ndarray], dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]]) -> bool:
-    # A witness from an older baseline whose test changed shape or dtype no longer applies.
-    return len(args) == len(shapes) and all(
-        np.asarray(a).dtype == dtype and tuple(np.shape(a)) == s for a, s in zip(args, shapes))
+class _JudgedCount(Accumulator):
+    """The accumulator, also counting the output elements judged over the distinct inputs."""
+
+    def __init__(self, tolerance_bits: float, judged: str) -> None:
+        super().__init__(tolerance_bits, judged)
+        self.judged_elements = 0
+
+    def add(self, ex: SampleResult, *, drawn: bool = True) -> bool:
+        new = super().add(ex, drawn=drawn)
+        if new:
+            self.judged_elements += ex.judged_elements
+        return new
+
+
+def _fits(args: Sequence[np.ndarray], dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]],
+          domains: Sequence[Any]) -> bool:
+    """Whether a stored input (a witness, a database entry) is still an input of the case: a test whose
+    shapes, dtype or domain changed since it was stored no longer takes it."""
+    if len(args) != len(shapes):
+        return False
+    for a, s, dom in zip(args, shapes, domains):
+        a = np.asarray(a)
+        if a.dtype != dtype or tuple(a.shape) != s:
+            return False
+        if not bool(np.all(dom.contains(a))):
+            return False
+        if dom.where is not None and not all(dom.accepts(v) for v in a.reshape(-1)):
+            return False
+    return True
+
+
+def _warn_skipped(case_id: str, witnesses: int, stored: int) -> None:
+    parts = []
+    if witnesses:
+        parts.append(f"{witnesses} baseline witnesses")
+    if stored:
+        parts.append(f"{stored} failing inputs stored in the Hypothesis database")
+    if parts:
+        warnings.warn(CheckWarning(
+            f"{case_id}: skipped {' and '.join(parts)}: they no longer fit the case's domain, shapes or "
+            "dtype (re-save the baseline to store inputs of the current case)"), stacklevel=3)
+
+
+def _warmup_args(dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]],
+                 domains: Sequence[Any]) -> tuple[np.ndarray, ...] | None:
+    """One input inside the domain, for the warm-up run: per argument, a value its domain accepts
+    (the ordinal middle of the interval, 1, 0 or an end), filled in. None when none is accepted."""
+    out = []
+    for shape, dom in zip(shapes, domains):
+        lo, hi = int(dom.lo_ord), int(dom.hi_ord)
+        candidates = [(lo + hi) // 2, int(to_ordinal(np.asarray(1.0, dtype), dtype)), 0, lo, hi]
+        value = None
+        for ordinal in candidates:
+            if not lo <= ordinal <= hi:
+                continue
+            v = np.asarray(from_ordinal(ordinal, dtype), dtype=dtype)[()]
+            try:
+                accepted = dom.accepts(v)
+            except Exception:  # the user's predicate: a failure here is not ours to report
+                accepted = False
+            if accepted:
+                value = v
+                break
+        if value is None:
+            return None
+        out.append(np.full(shape, value, dtype=dtype))
+    return tuple(out)
+
+
+def oracle_cost(closed: Any) -> int:
+    """The estimated cost of one exact evaluation of a program, in scalar operations: the elements each
+    equation reads or writes (the larger), summed over every equation, sub-programs included once
+    (a loop body counts once, whatever its trip count)."""
+    total = 0
+    for _, eqn in _compat.walk(closed):
+        if _compat.primitive_name(eqn) in CALLS:
+            continue
+        sizes = [math.prod(getattr(_compat.aval(v), "shape", ()) or ()) for v in (*eqn.invars, *eqn.outvars)]
+        total += max(sizes, default=1)
+    return max(total, 1)
+
+
+def _over_budget(case_id: str, cost: int, examples: int, budget: float,
+                 shapes: Sequence[tuple[int, ...]]) -> str:
+    fit = max(1, int(budget // cost))
+    shown = ", ".join(str(s) for s in shapes)
+    examples_hint = (f"max_examples={fit} fits" if fit < examples else "")
+    ways = [f"smaller shapes (now {shown}: the oracle's cost grows with the number of elements)"]
+    ways.append(f"fewer examples ({examples_hint})" if examples_hint else
+                "fewer examples (not enough here: one example is already over the budget)")
+    ways.append("a larger budget: oracle_budget= on jst.check / the marker / jaxstab.check, or "
+                "--jaxstab-oracle-budget=N (none: no limit)")
+    return (f"{case_id}: the exact oracle would take about {cost * examples:.3g} scalar operations "
+            f"({cost:.3g} per input, elements x equations, x {examples} examples), over the budget of "
+            f"{budget:.3g} (~10-30 µs each: {cost * examples * 2e-5 / 60:.0f} minutes or more). Ways out: "
+            + "; ".join(ways) + ".")
+
+
+def _refuse_complex(closed: Any) -> None:
+    """The oracle is real-valued: name the primitive that makes a complex value (``fft``, not the
+    ``jit`` around it nor the conversion feeding it), with the user's line, before anything runs."""
+    found: list[tuple[str, str | None]] = []
+    for eqn in _compat.eqns(closed):  # top level: the user's line of a call into a library
+        outer = _compat.location(eqn)
+        nested = [e for _, sub in _compat.subjaxprs(eqn) for _, e in _compat.walk(sub)]
+        for inner in (eqn, *nested):
+            if _compat.primitive_name(inner) in CALLS:
+                continue
+            for v in inner.outvars:
+                dtype = getattr(_compat.aval(v), "dtype", None)
+                if dtype is not None and np.issubdtype(np.dtype(dtype), np.complexfloating):
+                    where = _compat.location(inner) or outer
+                    found.append((_compat.primitive_name(inner), short_path(where) if where else None))
+                    break
+    if found:
+        name, where = next((f for f in found if f[0] != "convert_element_type"), found[0])
+        raise UnsupportedPrimitive(name, where, "it makes complex values; the exact oracle is real-valued")
 
 
 class _Runner:
     """The Hypothesis exploration of one case, the replay of stored failures and the shrinking."""
 
     def __init__(self, strategy: Any, evaluator: Evaluator, acc: Accumulator, case_id: str,
-                 max_examples: int, seed: int | None, derandomize: bool, prof: StageTimes) -> None:
+                 max_examples: int, seed: int | None, derandomize: bool, prof: StageTimes,
+                 time_budget: float | None = None, domain: Any = None) -> None:
         self.strategy = strategy
+        self.time_budget = time_budget
+        self.domain = domain
+        self.stopped_after: float | None = None  # seconds, when the time budget stopped the drawing
         self.evaluator = evaluator
         self.acc = acc
         self.prof = prof
@@ -251,25 +427,33 @@ class _Runner:
                         database=None, derandomize=False,
                         phases=(Phase.explicit, Phase.generate, Phase.target),
                         suppress_health_check=[getattr(HealthCheck, h) for h in suppressed],
-                        print_blob=False)
+                        print_blob=False, verbosity=Verbosity.quiet)
 
-    def replay(self, dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]]) -> None:
-        """Re-checks the failures stored by earlier runs (before any fuzzing)."""
+    def replay(self, dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], domains: Sequence[Any]) -> int:
+        """Re-checks the failures stored by earlier runs (before any fuzzing); returns how many were
+        skipped, and dropped from the database, because they no longer fit the case."""
+        skipped = 0
         for raw, args in self.store.load():
-            if _fits(args, dtype, shapes):
+            if _fits(args, dtype, shapes, domains):
                 ex = self.evaluator(args)
                 self.acc.add(ex, drawn=False)
                 self._replayed.append((raw, ex))
             else:
+                skipped += 1
                 self.store.forget(raw)
+        return skipped
 
     def explore(self) -> None:
         """``max_examples`` Hypothesis draws; every one counts; targets the judged variant's error."""
         judged = self.acc.judged
         inner_time = [0.0]
 
+        started = time.perf_counter()
+
         def jaxstab_case(args: tuple[np.ndarray, ...]) -> None:
             t0 = time.perf_counter()
+            if self.time_budget is not None and t0 - started > self.time_budget:
+                raise _Abort(_OutOfTime(t0 - started))
             try:
                 ex = self.evaluator(args)
                 self.acc.add(ex)
@@ -287,10 +471,29 @@ class _Runner:
             with _without_local_constants() if self.seed is not None else contextlib.nullcontext():
                 test()
         except _Abort as abort:
-            raise abort.error from None
-        except FailedHealthCheck as exc:
-            raise JaxstabError(f"Hypothesis could not draw inputs for {self.case_id}: {exc}") from None
+            if not isinstance(abort.error, _OutOfTime):
+                raise abort.error from None
+            self.stopped_after = abort.error.seconds
+        except (FailedHealthCheck, Unsatisfiable) as exc:
+            raise self._no_inputs(exc) from None
         self.prof.add("draw", time.perf_counter() - t0 - inner_time[0])
+
+    def _no_inputs(self, exc: Exception) -> JaxstabError:
+        """Hypothesis found too few inputs: when a domain predicate rejects them, advice the user can act
+        on rather than Hypothesis's (which is about its own health checks)."""
+        spec = self.domain
+        predicates = callable(spec) or getattr(spec, "where", None) is not None or (
+            isinstance(spec, (list, tuple, dict)) and any(
+                callable(d) or getattr(d, "where", None) is not None
+                for d in (spec.values() if isinstance(spec, dict) else spec)))
+        if predicates:
+            return ArgumentError(
+                f"{self.case_id}: the domain's predicate rejects (nearly) every drawn value, so no input "
+                f"could be drawn (domain={spec!r}). Check the predicate, and give bounds that hold the "
+                "values it accepts, e.g. domain=jst.strategies.Domain(lo, hi, where=pred): values are "
+                "drawn inside the bounds, then filtered.")
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return JaxstabError(f"Hypothesis could not draw inputs for {self.case_id}: {first}")
 
     def minimise(self, shrinker: Shrinker) -> SampleResult | None:
         """The simplest failing input, shrunk; stored for the next run. None when the case passes."""

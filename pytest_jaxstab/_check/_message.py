@@ -13,7 +13,12 @@ from .._files import short_path
 from .._results import CaseResult, VariantStats
 from ._evaluate import SampleResult
 
-__all__ = ["failure_message", "format_array"]
+__all__ = ["CheckWarning", "failure_message", "format_array", "nothing_judged"]
+
+
+class CheckWarning(UserWarning):
+    """Something a check did not do as asked, said rather than hidden: stored inputs skipped because
+    they no longer fit the case, drawing stopped by the time budget."""
 
 _LABEL = {"original": "function as written", "rewritten": "rewritten function"}
 
@@ -120,3 +125,25 @@ def failure_message(result: CaseResult, minimal: SampleResult | None, names: Seq
     elif judged == "rewritten" and os_.verdict == "pass":
         lines.append("The rewrites make it worse here: exclude the offending rule (rules=/exclude=).")
     return "\n".join(lines)
+
+
+def nothing_judged(case_id: str, samples: int, discarded: int, uncertain: int, domain: Any,
+                   out_dtypes: Sequence[Any], shapes: Sequence[tuple[int, ...]], cost: int) -> str:
+    """Why a case where no output element could be judged is not a pass, and what to change."""
+    head = f"{case_id}: nothing could be judged over {samples} inputs, so there is no verdict"
+    if samples == 0:
+        return f"{head}: no input was drawn."
+    if any(0 in s for s in shapes) or cost == 0:
+        shown = ", ".join(map(str, shapes))
+        return f"{head}: some inputs have no elements (shapes {shown}) and no output could be judged."
+    if discarded >= samples:
+        return (f"{head}: on every input the exact result is not a real number (outside the function's "
+                f"real domain: log or sqrt of a negative, 0/0, ...), domain={domain!r}. Narrow the domain "
+                "to where the function is defined, e.g. domain=(0, 10) for sqrt or log.")
+    if uncertain >= samples:
+        return (f"{head}: the exact oracle could not decide the result to the dtype's precision on any "
+                "input (every element uncertain, e.g. a comparison or a rounding exactly at a tie). Narrow "
+                "the domain away from those points.")
+    return (f"{head}: {discarded} inputs were outside the function's real domain and {uncertain} uncertain, "
+            f"and no output element of the others could be judged (domain={domain!r}). Narrow the domain "
+            "to where the function is defined.")

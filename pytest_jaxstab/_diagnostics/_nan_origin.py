@@ -57,6 +57,7 @@ import numpy as np
 
 from .. import _compat as C
 from .._primitives import ACCUMULATING, CALLS, CUSTOM_DERIVATIVES, ELEMENTWISE
+from ._timing import tracing
 
 __all__ = ["NanOrigin", "OperandSummary", "find_nan_origin"]
 
@@ -208,7 +209,8 @@ def find_nan_origin(fn: Callable[..., Any], *args: Any,
     if any(C.is_tracer(x) for x in leaves):
         raise TypeError("find_nan_origin evaluates concrete inputs: call it outside jax.jit/grad/vmap "
                         "(pass the transformed function, e.g. find_nan_origin(jax.grad(f), x)).")
-    closed, _, _ = C.trace(fn, *args)
+    with tracing(fn):  # a tracing mistake reads as in jst.check: the user's line, JAX's reason, a hint
+        closed, _, _ = C.trace(fn, *args)
     invals = [jnp.asarray(x) for x in leaves]
     if not every and _every_finite(jax.jit(C.as_fun(closed))(*invals)):
         return None  # fast path: no origin can reach a finite result

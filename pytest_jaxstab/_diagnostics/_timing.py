@@ -15,13 +15,16 @@ so a record never claims a device that did not run the code.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
+
+from .._errors import JaxstabError, trace_error
 
 __all__ = ["BackendTiming", "time_backends"]
 
@@ -93,6 +96,9 @@ def time_backends(fn: Callable[..., Any], *args: Any, rewritten: Callable[..., A
     Returns:
         One :class:`BackendTiming` per platform, in the order cpu, gpu, tpu (those present).
 
+    Raises:
+        TraceError: JAX cannot trace ``fn`` (or ``rewritten``): the user's line, JAX's reason, a hint.
+
     Example:
         >>> recs = time_backends(jnp.sin, jnp.ones(8), target_s=0.01)
         >>> recs[0].backend
@@ -151,8 +157,26 @@ def _compile_for(device: Any, fn: Callable[..., Any], args: Sequence[Any]) -> tu
     ``jax.stages.Compiled`` (for ``memory_analysis``).
     """
     placed = jax.device_put(tuple(args), device)  # committed arrays: jit compiles for their device
-    compiled = jax.jit(fn).lower(*placed).compile()
+    with tracing(fn):
+        lowered = jax.jit(fn).lower(*placed)
+    compiled = lowered.compile()
     return (lambda: compiled(*placed)), compiled
+
+
+@contextlib.contextmanager
+def tracing(fn: Callable[..., Any]) -> Iterator[None]:
+    """Turns an error raised while JAX traces ``fn`` into a :class:`TraceError` naming the user's line
+    (as ``jst.check`` and ``jst.stabilize`` do); our own errors and others pass through."""
+    try:
+        yield
+    except JaxstabError:
+        raise
+    except (TypeError, ValueError, IndexError, NotImplementedError) as exc:
+        raise trace_error(fn, exc) from exc
+    except Exception as exc:  # JAX's tracer errors have no common public base class
+        if type(exc).__module__.startswith("jax"):
+            raise trace_error(fn, exc) from exc
+        raise
 
 
 # ------------------------------------------------------------------------------------------ helpers

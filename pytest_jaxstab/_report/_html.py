@@ -12,7 +12,7 @@ import io
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ import numpy as np
 from .. import __version__
 from .._files import write_text_atomic
 from .._results import CaseResult, Point, VariantStats, Witness
+from ._json import GATE_DECISIONS
 
 __all__ = ["write_html"]
 
@@ -39,7 +40,7 @@ pre, code { background: #f6f6f6; } pre { padding: .5em; white-space: pre-wrap; }
 
 
 def write_html(path: str | os.PathLike[str], cases: Sequence[CaseResult], *, jax_version: str,
-               backends: Sequence[str]) -> None:
+               backends: Sequence[str], gate: Mapping[str, str] | None = None) -> None:
     """Writes the HTML report: one self-contained file (inline CSS and SVG), written atomically.
 
     Per case: the error figures of both variants, the rewrites that fired, the NaN/Inf origins (primitive,
@@ -51,6 +52,9 @@ def write_html(path: str | os.PathLike[str], cases: Sequence[CaseResult], *, jax
         cases: the results to report.
         jax_version: `jax.__version__` of the run.
         backends: the JAX backends present.
+        gate: when the run compared with a baseline, the gate's decision per case nodeid ("known",
+            "regressed", "new", "improved", "unchanged"). Shown beside the stability verdict, never
+            merged with it: a known instability is unstable and does not fail the run.
 
     Raises:
         ImportError: matplotlib is not installed; the message says `pip install 'pytest-jaxstab[html]'`.
@@ -59,18 +63,27 @@ def write_html(path: str | os.PathLike[str], cases: Sequence[CaseResult], *, jax
         >>> write_html("jaxstab.html", results, jax_version=jax.__version__, backends=["cpu"])
     """
     _require_matplotlib()  # before any work, so a missing extra fails fast and clearly
-    failed = sum(c.outcome == "failed" for c in cases)
+    unstable = sum(c.outcome == "failed" for c in cases)
+    verdicts = (f"stability verdict: {len(cases) - unstable} stable, {unstable} unstable (tolerance "
+                "exceeded or overflow)")
+    decisions = ""
+    if gate is not None:
+        counts = {s: sum(1 for c in cases if gate.get(c.nodeid) == s) for s in GATE_DECISIONS}
+        failing = counts["regressed"]
+        decisions = (" &middot; baseline gate: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+                     + (f" ({failing} fail the run)" if failing else " (no case fails the run)"))
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         "<title>pytest-jaxstab report</title>",
         f"<style>{_CSS}</style></head><body>",
         "<h1>pytest-jaxstab report</h1>",
-        f"<p>{len(cases)} cases, {failed} failed &middot; jax {_e(jax_version)} &middot; backends: "
+        f"<p>{len(cases)} cases &middot; {_e(verdicts)}{decisions}</p>",
+        f"<p>jax {_e(jax_version)} &middot; backends: "
         f"{_e(', '.join(backends) or '-')} &middot; pytest-jaxstab {_e(__version__)}</p>",
-        _summary_table(cases),
+        _summary_table(cases, gate),
     ]
-    parts.extend(_case_section(i, case) for i, case in enumerate(cases))
+    parts.extend(_case_section(i, case, gate) for i, case in enumerate(cases))
     parts.append("</body></html>\n")
     write_text_atomic(path, "\n".join(parts))
 
@@ -113,17 +126,31 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence
     return "".join(out)
 
 
-def _summary_table(cases: Sequence[CaseResult]) -> str:
+def _verdict(case: CaseResult) -> str:
+    word = "unstable" if case.outcome == "failed" else "stable"
+    return f'<span class="{_e(case.outcome)}">{word}</span>'
+
+
+def _decision(case: CaseResult, gate: Mapping[str, str] | None) -> str:
+    if gate is None:
+        return '<span class="note">not compared</span>'
+    status = gate.get(case.nodeid, "-")
+    css = "failed" if status == "regressed" else "note"
+    return f'<span class="{css}">{_e(status)}</span>'
+
+
+def _summary_table(cases: Sequence[CaseResult], gate: Mapping[str, str] | None) -> str:
     rows = []
     for i, case in enumerate(cases):
         rows.append([
-            f'<a href="#case-{i}">{_e(case.nodeid)}</a>', _e(case.dtype),
-            f'<span class="{_e(case.outcome)}">{_e(case.outcome)}</span>',
+            f'<a href="#case-{i}">{_e(case.nodeid)}</a>', _e(case.dtype), _verdict(case),
+            _decision(case, gate), str(case.samples), str(case.discarded), str(case.uncertain),
             _bits(case.original.max_error_bits), str(case.original.overflows),
             _bits(case.rewritten.max_error_bits), str(case.rewritten.overflows),
         ])
-    return _table(["case", "dtype", "outcome", "original max bits", "original overflows",
-                   "rewritten max bits", "rewritten overflows"], rows, numeric=(3, 4, 5, 6))
+    return _table(["case", "dtype", "stability verdict", "baseline gate", "samples", "discarded", "uncertain",
+                   "original max bits", "original overflows", "rewritten max bits", "rewritten overflows"],
+                  rows, numeric=(4, 5, 6, 7, 8, 9, 10))
 
 
 def _stats_row(name: str, stats: VariantStats, judged: bool) -> list[str]:
@@ -132,9 +159,10 @@ def _stats_row(name: str, stats: VariantStats, judged: bool) -> list[str]:
             _e(stats.verdict)]
 
 
-def _case_section(index: int, case: CaseResult) -> str:
+def _case_section(index: int, case: CaseResult, gate: Mapping[str, str] | None = None) -> str:
     out = [f'<section id="case-{index}">', f"<h2>{_e(case.nodeid)}</h2>",
-           f'<p><span class="{_e(case.outcome)}">{_e(case.outcome)}</span> &middot; dtype {_e(case.dtype)}'
+           f"<p>stability verdict: {_verdict(case)} &middot; baseline gate: {_decision(case, gate)}"
+           f" &middot; dtype {_e(case.dtype)}"
            f" &middot; {case.samples} samples ({case.discarded} outside the domain, {case.uncertain} "
            f"uncertain) &middot; tolerance {case.tolerance_bits:g} bits</p>"]
     out.append(_table(

@@ -16,39 +16,56 @@ from .. import __version__
 from .._files import write_text_atomic
 from .._results import CaseResult
 
-__all__ = ["REPORT_VERSION", "build_report", "validate_report", "write_json"]
+__all__ = ["GATE_DECISIONS", "REPORT_VERSION", "build_report", "validate_report", "write_json"]
 
 #: The schema version this module writes and validates.
 REPORT_VERSION = 1
+
+#: The baseline gate's decisions a report may show beside each case's stability verdict.
+GATE_DECISIONS = ("regressed", "known", "improved", "unchanged", "new")
 
 _OUTCOMES = ("passed", "failed")
 _VERDICTS = ("pass", "fail")
 _VARIANTS = ("original", "rewritten")
 
 
-def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Sequence[str]) -> dict[str, Any]:
+def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Sequence[str],
+                 gate: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Builds the JSON report of a session: DESIGN.md's schema version 1.
+
+    Each case's `outcome` is its stability verdict ("passed"/"failed": the judged variant within the
+    tolerance and without overflow, or not). The gate's decision is another thing, in the extra key
+    `"gate"`: "known", "regressed", "new", "improved" or "unchanged" when the run compared with a
+    baseline, null otherwise. A known instability is `"outcome": "failed", "gate": "known"`, and does not
+    fail the run; `samples`, `discarded` (inputs outside the real domain) and `uncertain` say how much
+    was judged.
 
     Args:
         cases: the results of every checked case, in the order they should appear.
         jax_version: `jax.__version__` of the run.
         backends: the JAX backends present (`"cpu"`, `"gpu"`, ...), the ones timings refer to.
+        gate: the gate's decision per case nodeid, when the run compared with a baseline.
 
     Returns:
-        `{"version": 1, "jax_version", "backends", "cases": [CaseResult.to_json(), ...]}`, plus the
-        extra key `"jaxstab_version"`; plain JSON types only.
+        `{"version": 1, "jax_version", "backends", "cases": [CaseResult.to_json() + {"gate"}, ...]}`,
+        plus the extra keys `"jaxstab_version"` and `"gate"` (the count of each decision, or null);
+        plain JSON types only.
 
     Example:
         >>> report = build_report(results, jax_version=jax.__version__, backends=["cpu"])
         >>> write_json("jaxstab.json", report)
     """
+    cases = list(cases)
     return {
         "version": REPORT_VERSION,
         "jax_version": str(jax_version),
         "backends": [str(b) for b in backends],
-        "cases": [case.to_json() for case in cases],
-        # extra key (allowed by the schema): which pytest-jaxstab wrote the file.
+        "cases": [{**case.to_json(), "gate": None if gate is None else gate.get(case.nodeid)}
+                  for case in cases],
+        # extra keys (allowed by the schema): which pytest-jaxstab wrote the file; the gate's counts.
         "jaxstab_version": __version__,
+        "gate": None if gate is None else {d: sum(1 for c in cases if gate.get(c.nodeid) == d)
+                                           for d in GATE_DECISIONS},
     }
 
 
@@ -106,6 +123,8 @@ def _validate_case(case: Any, where: str) -> None:
     for count in ("samples", "discarded", "uncertain"):
         _require_count(_key(case, count, where), f"{where}.{count}")
     _require_choice(_key(case, "outcome", where), _OUTCOMES, f"{where}.outcome")
+    if case.get("gate") is not None:  # extra key: the gate's decision, when compared
+        _require_choice(case["gate"], GATE_DECISIONS, f"{where}.gate")
     for variant in _VARIANTS:
         _validate_stats(_key(case, variant, where), f"{where}.{variant}")
     rewrites = _key(case, "rewrites", where)

@@ -7,7 +7,7 @@ Pure text over :class:`~pytest_jaxstab._results.CaseResult`; the plugin prints i
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .._results import CaseResult, VariantStats
 
@@ -15,60 +15,85 @@ __all__ = ["format_table"]
 
 ELLIPSIS = "…"
 
-# (title, width, right-aligned). Widths add up to ~150 characters with one timed backend.
+# Column widths; a row is ~160 characters without timing, ~170 with one timed backend.
 _CASE_W = 32
 _RULES_W = 24
 _NAN_W = 22
+_VERDICT_W = 8
+_GATE_W = 9
+_COUNTS_W = 9  # "disc/unc": inputs outside the real domain / undecided
 _FIG_TITLES = (("max", 5), ("mean", 5), ("ovf", 5))
 
 
-def format_table(cases: Sequence[CaseResult], backends: Sequence[str]) -> str:
+def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
+                 gate: Mapping[str, str] | None = None) -> str:
     """Formats the "jaxstab" terminal table: one row per case, fixed-width columns.
 
-    Columns: case (nodeid without its directories), dtype, samples, max/mean error bits and overflows of
-    the function as written and of the rewritten one, the rules that fired, where the judged variant's
-    first NaN/Inf was born (`primitive @ file:line`), and the jitted time ratio rewritten/original per
-    backend (`cpu 0.98x`, `-` when not timed). Long cells are cut with an ellipsis.
+    Columns: case (nodeid without its directories), dtype, samples, discarded (inputs outside the real
+    domain) / uncertain inputs (`disc/unc`), max/mean error bits and overflows of the function as written
+    and of the rewritten one, the stability verdict (the judged variant: stable or unstable), with `gate` the
+    baseline gate's decision (known, regressed, new, improved, unchanged) in its own column, the rules
+    that fired, where the judged variant's first NaN/Inf was born (`primitive @ file:line`), and, for
+    each backend in `backends` only, the jitted time ratio rewritten/original (`cpu 0.98x`). Long cells
+    are cut with an ellipsis.
 
     Args:
         cases: the results to show, in order.
-        backends: the backends to give a timing column, e.g. `["cpu", "gpu"]`.
+        backends: the backends to give a timing column, e.g. `["cpu", "gpu"]`; none: no time column.
+        gate: the gate's decision per case nodeid, when the run compared with a baseline.
 
     Returns:
         The table as lines joined by newlines (no trailing newline), header first, a legend last.
 
     Example:
-        >>> print(format_table(results, ["cpu"]))
+        >>> print(format_table(results, ["cpu"], gate={"t.py::test_lse": "known"}))
     """
     if not cases:
         return "jaxstab: no cases checked"
     sep = "  "
     fig_w = sum(w for _, w in _FIG_TITLES) + len(_FIG_TITLES) - 1
     time_cells = [(b, len(b) + 7) for b in backends]  # "cpu 12.34x"
-    time_w = max(len("time"), sum(w for _, w in time_cells) + max(len(time_cells) - 1, 0))
-    group = sep.join([" " * (_CASE_W + 2 + 8 + 2 + 7), _center("original", fig_w),
-                      _center("rewritten", fig_w)]).rstrip()
+    time_w = sum(w for _, w in time_cells) + max(len(time_cells) - 1, 0)
+    lead_w = _CASE_W + 2 + 8 + 2 + 7 + 2 + _COUNTS_W
+    group = sep.join([" " * lead_w, _center("original", fig_w), _center("rewritten", fig_w)]).rstrip()
     figures_title = " ".join(t.rjust(w) for t, w in _FIG_TITLES)
-    header = sep.join([_left("case", _CASE_W), _left("dtype", 8), _right("samples", 7), figures_title,
-                       figures_title, _left("rules fired", _RULES_W), _left("NaN origin", _NAN_W),
-                       _left("time", time_w)]).rstrip()
+    titles = [_left("case", _CASE_W), _left("dtype", 8), _right("samples", 7), _right("disc/unc", _COUNTS_W),
+              figures_title, figures_title, _left("verdict", _VERDICT_W)]
+    if gate is not None:
+        titles.append(_left("gate", _GATE_W))
+    titles += [_left("rules fired", _RULES_W), _left("NaN origin", _NAN_W)]
+    if time_cells:
+        titles.append(_left("time", time_w))
+    header = sep.join(titles).rstrip()
     lines = [group, header, "-" * len(header)]
     for case in cases:
         cells = [
             _left(_short_nodeid(case.nodeid, _CASE_W), _CASE_W),
             _left(case.dtype, 8),
             _right(str(case.samples), 7),
+            _right(f"{case.discarded}/{case.uncertain}", _COUNTS_W),
             _figures(case.original),
             _figures(case.rewritten),
-            _left(_rules(case), _RULES_W),
-            _left(_nan_origin(case), _NAN_W),
-            " ".join(_left(_timing(case, b), w) for b, w in time_cells) or "-",
+            _left("unstable" if case.outcome == "failed" else "stable", _VERDICT_W),
         ]
+        if gate is not None:
+            cells.append(_left(gate.get(case.nodeid, "-"), _GATE_W))
+        cells += [_left(_rules(case), _RULES_W), _left(_nan_origin(case), _NAN_W)]
+        if time_cells:
+            cells.append(" ".join(_left(_timing(case, b), w) for b, w in time_cells))
         lines.append(sep.join(cells).rstrip())
     lines[2] = "-" * max(len(line) for line in lines[1:])
+    lines.append("disc/unc: inputs outside the function's real domain / the exact oracle could not decide "
+                 "(neither is judged)")
     lines.append("max/mean: error in bits against the exact result over all samples; ovf: non-finite results "
                  "where the exact one is finite")
-    lines.append("time: jitted time of the rewritten function / the original one, per backend")
+    legend = "verdict: the judged function within the tolerance and without overflow (stable) or not"
+    if gate is not None:
+        legend += ("; gate: the decision against the baseline (only 'regressed' fails the run; a known "
+                   "instability is unstable and does not)")
+    lines.append(legend)
+    if time_cells:
+        lines.append("time: jitted time of the rewritten function / the original one, per backend")
     return "\n".join(lines)
 
 

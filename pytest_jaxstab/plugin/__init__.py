@@ -28,7 +28,7 @@ from ._options import (
     describe,
     resolve_options,
 )
-from ._session import RESULT_KEY, SESSION_KEY, JaxstabSession
+from ._session import COMPLETE_REPORT_KEY, RESULT_KEY, SESSION_KEY, JaxstabSession
 
 _SESSION_PLUGIN = "jaxstab-session"
 
@@ -80,12 +80,36 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) 
     marks = marks_of(collector, obj)
     if not marks:
         return None
+    if getattr(obj, "is_hypothesis_test", False):
+        return BadMarker.from_parent(collector, name=name, message=(
+            "cannot be combined with Hypothesis's @given: the marker draws the test's arrays itself. Use "
+            "one of them: the marker alone, or @given(jst.strategies.arrays(...)) with your own "
+            "assertions, or jaxstab.check(fn, ...) inside a test"))
     try:
         spec = parse_marker(marks[0], obj, is_method=isinstance(collector, pytest.Class))
     except MarkerError as exc:
         return BadMarker.from_parent(collector, name=name, message=str(exc))
     hide_drawn(obj, spec.names)
     return None  # pytest's own collection continues, with the reduced signature
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
+    """A drawn parameter reported as a missing fixture gets the reason and what to do."""
+    lookup_error = getattr(pytest, "FixtureLookupError", None)
+    if lookup_error is None:  # pragma: no cover - pytest < 8.1
+        from _pytest.fixtures import FixtureLookupError as lookup_error
+    try:
+        return (yield)
+    except lookup_error as exc:
+        mark = item.get_closest_marker(MARKER)
+        argname = getattr(exc, "argname", None)
+        if mark is None or argname is None or not isinstance(item, pytest.Function):
+            raise
+        from ._marker import missing_fixture_message
+
+        message = missing_fixture_message(item, mark, argname)
+    pytest.fail(message, pytrace=False)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -103,19 +127,43 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 @pytest.fixture
 def jaxstab(request: pytest.FixtureRequest) -> Any:
     """Check functions defined elsewhere: ``jaxstab.check(fn, shapes=..., dtype=...)`` fuzzes ``fn``
-    like ``jst.check`` with the session's options, fails the test when the verdict fails, and returns
-    the ``CaseResult``."""
+    like ``jst.check`` with the session's options and returns the ``CaseResult``. Every check of the
+    test runs and is recorded; the test fails after its body when one of them failed."""
     from ._run import JaxstabFixture
 
     return JaxstabFixture(request.node)
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    """Fails a test whose ``jaxstab.check`` calls failed, once its body has finished (all checks ran)."""
+    from ._run import CASES_KEY, COMPLETE_KEY, pending_failures
+
+    try:
+        result = yield
+    except BaseException:
+        if item.get_closest_marker(MARKER) is not None and item.stash.get(CASES_KEY, None):
+            item.stash[COMPLETE_KEY] = True  # a marked test's body is its one case: it ran
+        pending = pending_failures(item)
+        if pending:  # the test's own error is the failure; the checks' failures ride along
+            item.add_report_section("call", "jaxstab", "\n\n".join(pending))
+        raise
+    item.stash[COMPLETE_KEY] = True  # the body ran to its end: every check it makes was recorded
+    pending = pending_failures(item)
+    if pending:
+        count = f"{len(pending)} jaxstab checks failed" if len(pending) > 1 else "a jaxstab check failed"
+        pytest.fail(f"{count}:\n\n" + "\n\n".join(pending), pytrace=False)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     if call.when == "call":
-        from ._run import CASES_KEY
+        from ._run import CASES_KEY, COMPLETE_KEY
 
+        if item.stash.get(COMPLETE_KEY, False):
+            report.__dict__[COMPLETE_REPORT_KEY] = True
         cases = item.stash.get(CASES_KEY, None)
         if cases:
             # Plain JSON on the report's __dict__: pytest-xdist serialises it to the controller.

@@ -18,16 +18,19 @@ import pytest
 
 from .._errors import MarkerError
 
-__all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signature", "parse_marker"]
+__all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signature", "missing_fixture_message",
+           "parse_marker"]
 
 MARKER = "stabilize"
 MARKER_HELP = (
     "stabilize(dtype, shapes, domain=None, max_examples=None, tolerance_bits=8.0, rules=None, "
-    "apply=False, timing=None, atol=None): fuzz the test's body, a JAX function of the array parameters "
-    "named in `shapes` (drawn by pytest-jaxstab; other parameters stay fixtures), for numerical "
-    "stability; fail on overflow or an error above tolerance_bits. apply=True judges jst.stabilize(body)."
+    "apply=False, timing=None, atol=None, oracle_budget=None): fuzz the test's body, a JAX function of "
+    "the array parameters named in `shapes` (drawn by pytest-jaxstab; other parameters stay fixtures), "
+    "for numerical stability; fail on overflow or an error above tolerance_bits. apply=True judges "
+    "jst.stabilize(body)."
 )
-_KWARGS = ("dtype", "shapes", "domain", "max_examples", "tolerance_bits", "rules", "apply", "timing", "atol")
+_KWARGS = ("dtype", "shapes", "domain", "max_examples", "tolerance_bits", "rules", "apply", "timing", "atol",
+           "oracle_budget")
 _ORIGINAL = "__jaxstab_signature__"
 
 
@@ -45,6 +48,7 @@ class MarkerSpec:
     apply: bool = False
     timing: bool | None = None
     atol: float | None = None
+    oracle_budget: float | None = None
 
 
 def _parameters(sig: inspect.Signature, is_method: bool) -> list[inspect.Parameter]:
@@ -103,7 +107,7 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
     spec = MarkerSpec(tuple(names), tuple(shapes), str(dtype), kw.get("domain"),
                       _count(kw, "max_examples"), _number(kw, "tolerance_bits", 8.0),
                       kw.get("rules"), _flag(kw, "apply", False), _flag(kw, "timing", None),
-                      _number(kw, "atol", None))
+                      _number(kw, "atol", None), _budget(kw))
     _check_domain_and_rules(spec)
     return spec
 
@@ -123,6 +127,15 @@ def _number(kw: dict[str, Any], name: str, default: float | None) -> Any:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
         raise MarkerError(f"{name}={value!r}: expected a number >= 0")
+    return float(value)
+
+
+def _budget(kw: dict[str, Any]) -> float | None:
+    value = kw.get("oracle_budget")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise MarkerError(f"oracle_budget={value!r}: expected a number > 0 (float('inf') for no limit)")
     return float(value)
 
 
@@ -182,3 +195,24 @@ class BadMarker(pytest.Collector):
 
     def collect(self) -> list[Any]:
         raise self.CollectError(f"{self.nodeid}: bad @pytest.mark.{MARKER}: {self.message}")
+
+
+def missing_fixture_message(item: pytest.Function, mark: pytest.Mark, argname: str) -> str:
+    """What to do when pytest looks for a fixture named like a parameter of a marked test."""
+    head = f"{item.nodeid}: fixture {argname!r} not found"
+    func = getattr(item.obj, "__func__", item.obj)
+    if not is_marked_function(func):
+        return (f"{head}: @pytest.mark.{MARKER} reached this test after collection (through "
+                "pytest.param(..., marks=...) or a pytest_collection_modifyitems hook), too late to take its "
+                "drawn parameters out of pytest's fixture lookup. Put the marker on the test function "
+                f"itself (a decorator, or pytestmark on its module or class); to vary it, write one marked "
+                "test per variant, or call jaxstab.check(fn, ...) inside a parametrized test.")
+    try:
+        spec = parse_marker(mark, func, is_method=item.cls is not None)
+        drawn = ", ".join(spec.names)
+    except MarkerError:
+        drawn = "?"
+    return (f"{head}: @pytest.mark.{MARKER} draws only the parameters named in shapes= ({drawn}), and every "
+            f"other parameter is a fixture. Add {argname!r} to shapes= to draw it too (e.g. shapes={{"
+            f"{', '.join(repr(n) + ': (16,)' for n in (*drawn.split(', '), argname) if n != '?')}}}), or "
+            f"define a fixture named {argname!r}.")

@@ -9,6 +9,8 @@ This module imports neither JAX nor Hypothesis.
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,8 @@ __all__ = [
     "DEFAULT_BASELINE",
     "EXAMPLES_OPTION",
     "NO_TIMING_OPTION",
+    "ORACLE_BUDGET_OPTION",
+    "PRUNE_OPTION",
     "REPORT_OPTION",
     "SAVE_BASELINE_OPTION",
     "SEED_OPTION",
@@ -37,6 +41,8 @@ SAVE_BASELINE_OPTION = "--jaxstab-save-baseline"
 COMPARE_OPTION = "--jaxstab-compare"
 COMPARE_FAIL_OPTION = "--jaxstab-compare-fail"
 TIMING_OPTION = "--jaxstab-timing"
+PRUNE_OPTION = "--jaxstab-prune-baseline"
+ORACLE_BUDGET_OPTION = "--jaxstab-oracle-budget"
 NO_TIMING_OPTION = "--no-jaxstab-timing"
 
 DEFAULT_BASELINE = ".jaxstab/baseline.json"
@@ -51,6 +57,8 @@ _INI = {
     "jaxstab_compare": "compare with the baseline on every run: true, or a PATH",
     "jaxstab_compare_fail": "regression margins, e.g. bits:2 or bits:2,overflows:0",
     "jaxstab_timing": "time both variants of every case on every JAX backend (true/false)",
+    "jaxstab_oracle_budget": "largest estimated oracle cost of one case (elements x examples x equations); "
+                             "default 5e7, none: no limit",
     "jaxstab_baseline": f"the baseline file used when no PATH is given (default {DEFAULT_BASELINE})",
 }
 
@@ -70,8 +78,17 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption(SAVE_BASELINE_OPTION, action="store", nargs="?", const=_DEFAULT_PATH, default=None,
                     metavar="PATH", dest="jaxstab_save_baseline",
                     help=f"save the cases' figures and worst inputs (default {DEFAULT_BASELINE} under "
-                         "the rootdir); only the selected tests' entries change. Draws use a fixed seed. "
-                         "Use --jaxstab-save-baseline=PATH.")
+                         "the rootdir): the cases that ran are written, every other entry is kept. Draws "
+                         "use a fixed seed. Use --jaxstab-save-baseline=PATH.")
+    group.addoption(PRUNE_OPTION, action="store_true", default=False, dest="jaxstab_prune_baseline",
+                    help="with --jaxstab-save-baseline: also remove the stale entries (tests or checks that "
+                         "are gone). Only in a run of the whole suite (no node ids, -k, -m, --lf, "
+                         "--collect-only); deliberately not an ini key.")
+    group.addoption(ORACLE_BUDGET_OPTION, action="store", default=None, metavar="N",
+                    dest="jaxstab_oracle_budget",
+                    help="largest estimated oracle cost of one case, in scalar operations (elements x "
+                         "examples x equations; default 5e7): above it a case fails at once with the "
+                         "figure. 'none' lifts the limit; a marker's oracle_budget= wins.")
     group.addoption(COMPARE_OPTION, action="store", nargs="?", const=_DEFAULT_PATH, default=None,
                     metavar="PATH", dest="jaxstab_compare",
                     help="compare with a saved baseline: re-check its worst inputs first, fuzz with a fixed "
@@ -107,6 +124,8 @@ class Options:
     compare: Path | None = None
     compare_fail: str | None = None
     timing: bool = False
+    prune: bool = False
+    oracle_budget: float | None = None  # None: jst.check's default; math.inf: no limit
 
     @property
     def derandomize(self) -> bool:
@@ -138,13 +157,24 @@ def _truthy(value: str) -> bool | None:
     return None
 
 
-def _path_option(config: pytest.Config, dest: str, ini: str) -> Path | None:
+def _looks_like_test_path(value: str) -> bool:
+    """A node id, a Python file or an existing directory: what a bare option may have swallowed."""
+    return "::" in value or value.endswith(".py") or Path(value).is_dir()
+
+
+def _path_option(config: pytest.Config, dest: str, ini: str, option: str) -> Path | None:
     """A baseline path from the command line (``_DEFAULT_PATH`` when bare) or the ini key, or None."""
     default = _default_baseline(config)
     value = config.getoption(dest)
     if value == _DEFAULT_PATH:
         return default
     if value is not None:
+        if _looks_like_test_path(str(value)):
+            # `--jaxstab-save-baseline test_a.py::test_x`: argparse gave the test path to the option.
+            raise pytest.UsageError(
+                f"{option} {value}: {value!r} is a test path, not a baseline file (a bare {option} takes "
+                f"the next argument as its PATH). Write {option}=PATH for a file, or put the test paths "
+                f"before {option}.")
         return Path(config.invocation_params.dir, value)
     raw = _ini(config, ini)
     flag = _truthy(raw)
@@ -181,6 +211,11 @@ def _reports(config: pytest.Config) -> tuple[ReportTarget, ...]:
             target = ReportTarget(kind, base / path.strip())
         elif kind in ("json", "html"):
             raise pytest.UsageError(f"{source}={spec!r}: {kind} needs a file, e.g. {kind}:jaxstab.{kind}")
+        elif source == REPORT_OPTION and _looks_like_test_path(str(spec)):
+            raise pytest.UsageError(
+                f"{REPORT_OPTION} {spec}: {str(spec)!r} is a test path, not a report type (a bare "
+                f"{REPORT_OPTION} takes the next argument as its TYPE). Write {REPORT_OPTION}=term, or put "
+                f"the test paths before {REPORT_OPTION}.")
         else:
             raise pytest.UsageError(f"{source}={spec!r}: expected term, json:PATH or html:PATH")
         if target not in targets:
@@ -217,15 +252,84 @@ def resolve_options(config: pytest.Config) -> Options:
             parse_compare_fail(compare_fail)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
+    reports = _reports(config)
+    save = _path_option(config, "jaxstab_save_baseline", "jaxstab_save_baseline", SAVE_BASELINE_OPTION)
+    compare = _path_option(config, "jaxstab_compare", "jaxstab_compare", COMPARE_OPTION)
+    # Found now, not after every test ran: a path that cannot be written is a usage error.
+    if save is not None:
+        _check_writable(save, SAVE_BASELINE_OPTION)
+    for target in reports:
+        if target.path is not None:
+            _check_writable(target.path, f"{REPORT_OPTION}={target.kind}")
+    prune = bool(config.getoption("jaxstab_prune_baseline"))
+    if prune:
+        _check_prune(config, save)
     return Options(
-        reports=_reports(config),
+        reports=reports,
         examples=examples,
         seed=seed,
-        save_baseline=_path_option(config, "jaxstab_save_baseline", "jaxstab_save_baseline"),
-        compare=_path_option(config, "jaxstab_compare", "jaxstab_compare"),
+        save_baseline=save,
+        compare=compare,
         compare_fail=compare_fail,
         timing=bool(timing),
+        prune=prune,
+        oracle_budget=_oracle_budget(config),
     )
+
+
+def _check_writable(path: Path, source: str) -> None:
+    """Raises a usage error when ``path`` cannot be written (its directory is created when missing)."""
+    if path.is_dir():
+        raise pytest.UsageError(f"{source}: {path} is a directory; give a file, e.g. {path / 'jaxstab.json'}")
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise pytest.UsageError(f"{source}: cannot write {path}: {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"{source}: cannot write {path}: no permission to write in {ancestor}")
+
+
+def _check_prune(config: pytest.Config, save: Path | None) -> None:
+    """Pruning removes entries: only with a save, and only in a run that selects the whole suite."""
+    if save is None:
+        raise pytest.UsageError(f"{PRUNE_OPTION} goes with --jaxstab-save-baseline (it removes the stale "
+                                "entries of the baseline being saved)")
+    subset = [arg for arg in config.args if "::" in arg]
+    reasons = []
+    if subset:
+        reasons.append(f"test ids were selected ({', '.join(subset)})")
+    if config.getoption("keyword", None):
+        reasons.append("-k selects a subset")
+    if config.getoption("markexpr", None):
+        reasons.append("-m selects a subset")
+    for dest, flag in (("lf", "--lf"), ("stepwise", "--sw"), ("collectonly", "--collect-only")):
+        if config.getoption(dest, None):
+            reasons.append(f"{flag} runs a subset")
+    if reasons:
+        raise pytest.UsageError(
+            f"{PRUNE_OPTION} needs a run of the whole suite, and here {'; '.join(reasons)}: a stale entry "
+            "could not be told from one whose test was not selected. Run without the selection to prune, or "
+            "drop the option to save without pruning.")
+
+
+def _oracle_budget(config: pytest.Config) -> float | None:
+    raw = config.getoption("jaxstab_oracle_budget")
+    source = ORACLE_BUDGET_OPTION
+    if raw is None:
+        raw, source = _ini(config, "jaxstab_oracle_budget"), "jaxstab_oracle_budget"
+    if raw is None or str(raw).strip() == "":
+        return None
+    text = str(raw).strip().lower()
+    if text == "none":
+        return math.inf
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == math.inf:
+        raise pytest.UsageError(f"{source}={raw!r}: expected a number > 0 (e.g. 1e8), or none for no limit")
+    return value
 
 
 def describe(options: Options) -> str | None:
@@ -239,6 +343,8 @@ def describe(options: Options) -> str | None:
         parts.append(f"compare={options.compare}")
     if options.save_baseline is not None:
         parts.append(f"save-baseline={options.save_baseline}")
+    if options.prune:
+        parts.append("prune-baseline")
     if options.timing:
         parts.append("timing")
     return f"jaxstab: {', '.join(parts)}" if parts else None
@@ -256,4 +362,5 @@ def marker_kwargs_doc() -> dict[str, Any]:
         "apply": "judge the rewritten function (default False)",
         "timing": "time both variants on every backend",
         "atol": "absolute differences below this count 0 bits",
+        "oracle_budget": "largest estimated oracle cost (elements x examples x equations); None: no limit",
     }

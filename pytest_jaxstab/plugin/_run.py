@@ -8,6 +8,7 @@ or, when comparing with a baseline, whether the case got worse than its entry.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -18,15 +19,21 @@ from hypothesis import settings
 # before any input is drawn: Hypothesis mixes constants of loaded local modules into its draws, so
 # a module first imported between two cases would make draws depend on test order (xdist vs serial).
 from .. import _baseline  # noqa: F401  (loaded before any case runs)
-from .._check._case import check
+from .._check._case import ORACLE_BUDGET, check
 from .._errors import JaxstabError
 from ._marker import MARKER, MarkerError, parse_marker
 from ._session import SESSION_KEY, JaxstabSession
 
-__all__ = ["CASES_KEY", "JaxstabFixture", "run_case", "run_marked"]
+__all__ = ["CASES_KEY", "COMPLETE_KEY", "PENDING_KEY", "JaxstabFixture", "pending_failures", "run_case",
+           "run_marked"]
 
 #: The results of the cases one test checked, on ``item.stash``.
 CASES_KEY: pytest.StashKey[list[Any]] = pytest.StashKey()
+#: Set when a test's body ran to its end (its checks all recorded): entries of it it did not produce
+#: are stale.
+COMPLETE_KEY: pytest.StashKey[bool] = pytest.StashKey()
+#: Failures of ``jaxstab.check`` calls, raised once the test's body has finished (every check runs).
+PENDING_KEY: pytest.StashKey[list[str]] = pytest.StashKey()
 
 
 def _session(item: pytest.Item) -> JaxstabSession:
@@ -44,8 +51,12 @@ def _max_examples(explicit: int | None, session: JaxstabSession) -> int:
 def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: Any, dtype: Any,
              domain: Any = None, max_examples: int | None = None, tolerance_bits: float = 8.0,
              rules: Any = None, apply: bool = False, timing: bool | None = None,
-             atol: float | None = None) -> Any:
+             atol: float | None = None, oracle_budget: float | None = None, defer: bool = False) -> Any:
     """Checks ``fn`` as case ``nodeid`` of ``item``; fails the test when the case fails.
+
+    With ``defer``, a failing verdict is kept on the item and the test fails once its body has
+    finished (:func:`pending_failures`), so that every check of the test runs and is recorded. An error
+    (bad arguments, nothing judged, ...) fails the test at once: there is no result to record.
 
     Returns the :class:`CaseResult`.
     """
@@ -53,12 +64,16 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
     session = _session(item)
     opts = session.options
     problem = None
+    budget = oracle_budget if oracle_budget is not None else opts.oracle_budget
+    if budget is None:
+        budget = ORACLE_BUDGET
     try:
         result = check(fn, shapes=shapes, dtype=dtype, domain=domain,
                        max_examples=_max_examples(max_examples, session), seed=opts.seed, rules=rules,
                        tolerance_bits=tolerance_bits, apply=apply, atol=atol,
                        timing=opts.timing if timing is None else timing, name=nodeid,
-                       witnesses=session.witnesses(nodeid), derandomize=opts.derandomize)
+                       witnesses=session.witnesses(nodeid), derandomize=opts.derandomize,
+                       oracle_budget=None if budget == math.inf else budget)
     except JaxstabError as exc:
         # Bad arguments, an untraceable function, a primitive the oracle cannot evaluate exactly: the
         # reason, not a traceback.
@@ -66,22 +81,34 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
     if problem is not None:  # outside the except block: no "during handling..." chain in the report
         pytest.fail(problem, pytrace=False)
     item.stash.setdefault(CASES_KEY, []).append(result)
-    _judge(session, result)
+    failure = _judge(session, result)
+    if failure is not None:
+        if defer:
+            item.stash.setdefault(PENDING_KEY, []).append(failure)
+        else:
+            pytest.fail(failure, pytrace=False)
     return result
 
 
-def _judge(session: JaxstabSession, result: Any) -> None:
-    __tracebackhide__ = True
+def _judge(session: JaxstabSession, result: Any) -> str | None:
+    """Why the case fails the test, or None: the verdict, or when comparing, the gate's decision."""
     comparison = session.compare_case(result)
     if comparison is None or comparison.status == "new":
         if result.outcome == "failed":
             note = f"\n(not in the baseline: {comparison.message})" if comparison is not None else ""
-            pytest.fail(result.message + note, pytrace=False)
-        return
+            return result.message + note
+        return None
     if comparison.status == "regressed":
         detail = f"\n\n{result.message}" if result.message else ""
-        pytest.fail(f"regressed against the jaxstab baseline: {comparison.message}{detail}", pytrace=False)
-    # "known", "improved", "unchanged": reported in the session summary, not failed.
+        return f"regressed against the jaxstab baseline: {comparison.message}{detail}"
+    return None  # "known", "improved", "unchanged": reported in the session summary, not failed.
+
+
+def pending_failures(item: pytest.Item) -> list[str]:
+    """The deferred failures of the item's ``jaxstab.check`` calls, taken off the item."""
+    pending = item.stash.get(PENDING_KEY, [])
+    item.stash[PENDING_KEY] = []
+    return pending
 
 
 def run_marked(item: pytest.Function) -> None:
@@ -93,7 +120,7 @@ def run_marked(item: pytest.Function) -> None:
     problem = ""
     try:
         spec = parse_marker(mark, getattr(func, "__func__", func), is_method=item.cls is not None)
-    except MarkerError as exc:  # a mark added after collection (pytest_collection_modifyitems)
+    except MarkerError as exc:
         spec, problem = None, f"{item.nodeid}: bad @pytest.mark.{MARKER}: {exc}"
     if spec is None:
         pytest.fail(problem, pytrace=False)
@@ -108,11 +135,14 @@ def run_marked(item: pytest.Function) -> None:
     shapes = dict(zip(spec.names, spec.shapes))  # by name: the failure message names the parameters
     run_case(item, body, nodeid=item.nodeid, shapes=shapes, dtype=spec.dtype, domain=spec.domain,
              max_examples=spec.max_examples, tolerance_bits=spec.tolerance_bits, rules=spec.rules,
-             apply=spec.apply, timing=spec.timing, atol=spec.atol)
+             apply=spec.apply, timing=spec.timing, atol=spec.atol, oracle_budget=spec.oracle_budget)
 
 
 class JaxstabFixture:
     """The ``jaxstab`` fixture: check functions defined elsewhere from inside a test.
+
+    Every ``check`` call of a test runs and is recorded; the test fails after its body when one of
+    them failed (all failures shown).
 
     Example::
 
@@ -123,23 +153,28 @@ class JaxstabFixture:
     def __init__(self, item: pytest.Item) -> None:
         self._item = item
         self._count = 0
+        self._names: set[str] = set()
 
     def check(self, fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = None,
               max_examples: int | None = None, tolerance_bits: float = 8.0, rules: Any = None,
               apply: bool = False, timing: bool | None = None, atol: float | None = None,
-              name: str | None = None) -> Any:
-        """Fuzz ``fn`` as ``jst.check`` does, with the session's options; fail the test if it fails.
+              name: str | None = None, oracle_budget: float | None = None) -> Any:
+        """Fuzz ``fn`` as ``jst.check`` does, with the session's options; the test fails if it fails.
+
+        A failing case does not stop the test: the remaining checks run and are recorded (and
+        baselined), and the test fails once its body has finished, with every failure.
 
         Args:
-            fn, shapes, dtype, domain, tolerance_bits, rules, apply, atol: as for ``jst.check``.
+            fn, shapes, dtype, domain, tolerance_bits, rules, apply, atol, oracle_budget: as for
+                ``jst.check`` (``oracle_budget`` defaults to ``--jaxstab-oracle-budget``).
             max_examples: default ``--jaxstab-examples``, else the Hypothesis profile's.
             timing: default ``--jaxstab-timing``.
             name: the case's name in reports and baselines, appended to the test's id
-                (``test_x.py::test_loss::name``); needed to tell apart several checks in one test.
-                The first unnamed check is named after the test itself.
+                (``test_x.py::test_loss::name``); needed to tell apart several checks in one test, and
+                distinct within the test. The first unnamed check is named after the test itself.
 
         Returns:
-            The :class:`CaseResult` (when the case passes, or is a known instability of the baseline).
+            The :class:`CaseResult`.
         """
         __tracebackhide__ = True
         nodeid = self._item.nodeid
@@ -147,7 +182,13 @@ class JaxstabFixture:
             nodeid = f"{nodeid}::{name}"
         elif self._count:
             nodeid = f"{nodeid}::{getattr(fn, '__name__', 'check')}#{self._count + 1}"
+        if nodeid in self._names:
+            shown = repr(name) if name is not None else f"the automatic name {nodeid.rsplit('::', 1)[-1]!r}"
+            pytest.fail(f"{self._item.nodeid}: two jaxstab.check calls in this test are named {shown}: the "
+                        "second would replace the first in reports and baselines. Give each check its own "
+                        "name= (e.g. name=\"mse\", name=\"huber\").", pytrace=False)
+        self._names.add(nodeid)
         self._count += 1
         return run_case(self._item, fn, nodeid=nodeid, shapes=shapes, dtype=dtype, domain=domain,
                         max_examples=max_examples, tolerance_bits=tolerance_bits, rules=rules, apply=apply,
-                        timing=timing, atol=atol)
+                        timing=timing, atol=atol, oracle_budget=oracle_budget, defer=True)

@@ -16,10 +16,14 @@ import pytest
 
 from ._options import Options, ReportTarget
 
-__all__ = ["RESULT_KEY", "SESSION_KEY", "JaxstabSession"]
+__all__ = ["COMPLETE_REPORT_KEY", "RESULT_KEY", "SESSION_KEY", "JaxstabSession"]
+
+_MOVE_AWAY = "move it away and run again to start a new baseline (its entries are then lost)"
 
 #: Key of the list of case results (``CaseResult.to_json()``) on a test report's ``__dict__``.
 RESULT_KEY = "jaxstab_cases"
+#: Set (True) on a test report when the test's body ran to its end: every check it makes was recorded.
+COMPLETE_REPORT_KEY = "jaxstab_complete"
 #: Where the session object lives on ``config.stash``.
 SESSION_KEY: pytest.StashKey[JaxstabSession] = pytest.StashKey()
 
@@ -35,7 +39,9 @@ class JaxstabSession:
         self.checks: list[Any] | None = None
         self.cases: dict[str, Any] = {}
         self.ran: set[str] = set()
+        self.completed: set[str] = set()  # tests whose body ran to its end
         self.collected: set[str] = set()
+        self.partial: list[str] = []  # why this run did not cover the whole suite (for pruning)
         self.comparison: Any = None
         self.notes: list[str] = []
         self._load_baseline()
@@ -64,7 +70,9 @@ class JaxstabSession:
             try:
                 load_baseline(opts.save_baseline)
             except BaselineError as exc:
-                raise pytest.UsageError(f"--jaxstab-save-baseline: {exc}") from None
+                # Not "re-create it with --jaxstab-save-baseline": that is what is being run.
+                raise pytest.UsageError(
+                    f"--jaxstab-save-baseline: {BaselineError(exc.path, exc.problem, _MOVE_AWAY)}") from None
 
     def witnesses(self, nodeid: str) -> list[Any]:
         """The baseline's worst inputs of a case, to re-check first (comparison runs only)."""
@@ -86,6 +94,8 @@ class JaxstabSession:
         """Takes the results riding on a test report (serial run, or xdist controller)."""
         if report.when == "call":  # ran: skipped tests and setup errors keep their baseline entries
             self.ran.add(report.nodeid)
+            if report.passed or report.__dict__.get(COMPLETE_REPORT_KEY):
+                self.completed.add(report.nodeid)
         raw = report.__dict__.get(RESULT_KEY)
         if not raw:
             return
@@ -110,6 +120,12 @@ class JaxstabSession:
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         self.record_collected(item.nodeid for item in items)
+        if items and "deselected" not in self.partial:
+            self.partial.append("deselected")
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and "collection errors" not in self.partial:
+            self.partial.append("collection errors")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -118,52 +134,87 @@ class JaxstabSession:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         # Workers send every id they collected, deselected ones included (see pytest_sessionfinish).
-        self.record_collected(getattr(node, "workeroutput", {}).get("jaxstab_collected", ()))
+        output = getattr(node, "workeroutput", {})
+        self.record_collected(output.get("jaxstab_collected", ()))
+        self.partial.extend(p for p in output.get("jaxstab_partial", ()) if p not in self.partial)
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
             workeroutput = getattr(self.config, "workeroutput", None)
             if workeroutput is not None:
                 workeroutput["jaxstab_collected"] = sorted(self.collected)
+                workeroutput["jaxstab_partial"] = list(self.partial)
             return
-        self.finish()
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            self.partial.append("interrupted")
+        if not self.finish():
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         self.summary(terminalreporter)
 
     # --- end of session ------------------------------------------------------------------------------
-    def finish(self) -> None:
-        """Compares, saves the baseline and writes the file reports (controller / serial run only)."""
+    def finish(self) -> bool:
+        """Compares, saves the baseline and writes the file reports (controller / serial run only).
+
+        Returns False when a file could not be written (the reason is in the notes).
+        """
         if self.is_worker:
-            return
+            return True
         cases = self.sorted_cases()
         rootdir = self.config.rootpath
         if self.baseline is not None:
             from .._baseline import compare
 
             self.comparison = compare(cases, self.baseline, self.checks,
-                                      collected_nodeids=sorted(self.collected), rootdir=rootdir)
-        if self.options.save_baseline is not None:
-            self._save(cases)
-        files = [t for t in self.options.reports if t.kind != "term"]
-        if files and cases:
-            self._write_reports(files, cases)
-        elif files:
-            self.notes.append("no @pytest.mark.stabilize test or jaxstab fixture ran: no report written")
+                                      collected_nodeids=sorted(self.collected), rootdir=rootdir,
+                                      completed=sorted(self.completed))
+        ok = True
+        try:
+            if self.options.save_baseline is not None:
+                self._save(cases)
+            files = [t for t in self.options.reports if t.kind != "term"]
+            if files and cases:
+                self._write_reports(files, cases)
+            elif files:
+                self.notes.append("no @pytest.mark.stabilize test or jaxstab fixture ran: no report written")
+        except OSError as exc:  # checked at start-up; the disk may still fill up or vanish
+            self.notes.append(f"error: could not write {_shown(exc.filename or '?')}: {exc.strerror or exc}")
+            ok = False
+        return ok
 
     def _save(self, cases: list[Any]) -> None:
-        from .._baseline import load_baseline, save_baseline
+        from .._baseline import PRUNE_ADVICE, load_baseline, save_baseline, stale_nodeids
 
         path = self.options.save_baseline
         assert path is not None
         existing = load_baseline(path) if Path(path).exists() else None
-        selected = set(self.ran)
+        stale: list[str] = []
         if existing is not None:
-            # Cases of the jaxstab fixture are named "<test nodeid>::<name>": they belong to their test.
-            selected |= {n for n in existing.entries if any(n.startswith(r + "::") for r in self.ran)}
-        save_baseline(path, cases, selected_nodeids=sorted(selected), existing=existing,
-                      collected_nodeids=sorted(self.collected) or None, rootdir=self.config.rootpath)
-        self.notes.append(f"baseline saved: {_shown(path)} ({len(cases)} cases from this run)")
+            stale = stale_nodeids(existing, sorted(self.collected), rootdir=self.config.rootpath,
+                                  completed=sorted(self.completed), produced=[c.nodeid for c in cases])
+        prune: list[str] = []
+        if self.options.prune and stale:
+            if self.partial:
+                why = ", ".join(self.partial)
+                self.notes.append(f"stale entries not pruned: this run was partial ({why})")
+            else:
+                prune = stale
+        if not cases and not prune:
+            # A run that checked nothing (--collect-only, a selection without jaxstab tests) changes
+            # nothing: the file is left as it was, byte for byte.
+            self.notes.append(f"baseline not saved: no case ran ({_shown(path)} left as it was)")
+            return
+        produced = {c.nodeid for c in cases}
+        kept = [n for n in (existing.entries if existing is not None else ()) if n not in produced
+                and n not in prune]
+        save_baseline(path, cases, existing=existing, prune=prune)
+        self.notes.append(f"baseline saved: {_shown(path)} ({len(cases)} cases from this run); "
+                          f"{len(kept)} other entries kept")
+        if prune:
+            self.notes.append(f"pruned {len(prune)} stale entries: {', '.join(prune)}")
+        elif stale:
+            self.notes.append(f"{len(stale)} stale entries kept ({PRUNE_ADVICE}): {', '.join(stale)}")
 
     def _write_reports(self, targets: list[ReportTarget], cases: list[Any]) -> None:
         jax_version, backends = _platform()
@@ -172,12 +223,20 @@ class JaxstabSession:
             if target.kind == "json":
                 from .._report import build_report, write_json
 
-                write_json(target.path, build_report(cases, jax_version=jax_version, backends=backends))
+                write_json(target.path, build_report(cases, jax_version=jax_version, backends=backends,
+                                                     gate=self.decisions()))
             else:
                 from .._report import write_html
 
-                write_html(target.path, cases, jax_version=jax_version, backends=backends)
+                write_html(target.path, cases, jax_version=jax_version, backends=backends,
+                           gate=self.decisions())
             self.notes.append(f"{target.kind} report written: {_shown(target.path)}")
+
+    def decisions(self) -> dict[str, str] | None:
+        """The gate's decision per case nodeid, or None when the run did not compare with a baseline."""
+        if self.comparison is None:
+            return None
+        return {c.nodeid: c.status for c in self.comparison.cases}
 
     def summary(self, terminal: Any) -> None:
         """The "jaxstab" section of the terminal summary."""
@@ -193,7 +252,7 @@ class JaxstabSession:
             cases = self.sorted_cases()
             # Timing columns only for the backends cases were timed on (none without --jaxstab-timing).
             timed = sorted({t.backend for case in cases for t in case.timing})
-            terminal.write_line(format_table(cases, timed))
+            terminal.write_line(format_table(cases, timed, gate=self.decisions()))
         if self.comparison is not None:
             from .._baseline import format_baseline_summary
 
