@@ -1,0 +1,375 @@
+"""Where precision is lost: the local error of every equation, per user source line (Herbie's localize).
+
+The *local error* of an equation is what that one operation loses on its own, as Herbie defines it:
+its float primitive applied to its **exact inputs rounded** to the dtype, against the **exact** result
+of the primitive on the exact (unrounded) inputs, rounded; in bits (``oracles.error_bits``). The exact
+result of the primitive on the exact inputs is the exact value of that intermediate, so one oracle
+evaluation of a program returning every intermediate (``_local_trace.instrument``) gives both the
+rounded inputs and the reference of every equation. So ``a - b`` with ``a ~= b`` is blamed for the
+cancellation even though the float subtraction of the rounded ``a`` and ``b`` is exact, and
+``log(1 + x)`` for tiny ``x`` is blamed on the ``log`` (its input was rounded to 1), not on the ``+``.
+
+Elements the oracle marks uncertain, and those whose exact result is not real, are left out. A zero or
+subnormal float result where the exact one is subnormal scores 0 bits (XLA flushes subnormals).
+Sub-programs: ``jit``/``custom_jvp``/``custom_vjp`` are inlined, ``scan`` bodies are scored at every
+iteration on exact carries, ``cond``/``while`` are scored as one operation (``_local_trace``).
+
+Figures are aggregated per user source line (``file:line``; equations inside library code land on the
+user's line that called it) and primitive, over samples: ``max_bits``, ``mean_bits`` (mean over samples
+of that line's worst element) and ``share_over_tolerance`` (the share of samples whose worst element
+there loses more than ``tolerance_bits``). Each line is classified by its worst element (:data:`KINDS`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from .. import _compat as C
+from .._dtypes import dtype_info
+from .._errors import ArgumentError, trace_error
+from ._local_trace import Instrumented, Site, Slot, instrument
+
+__all__ = ["KINDS", "LineError", "LocalError", "analyse", "local_error"]
+
+#: The kinds of loss, by the worst element of a line.
+KINDS = {
+    "cancellation": "add/sub of nearly equal exact values: the rounding of the operands is magnified",
+    "absorption": "add/sub where the smaller operand is lost entirely against the larger",
+    "overflow": "the result or an operand rounds to +-inf where the exact value is finite",
+    "underflow": "the result or an operand rounds to 0 (or loses bits as a subnormal)",
+    "near pole/zero": "a function evaluated where it is ill-conditioned: its rounded input moves the "
+                      "result by many ulps (log near 1, 1 - cos near 0, a division by a tiny value)",
+    "rounding": "ordinary accumulation of rounding (reductions, products)",
+}
+
+_ADDITIVE = frozenset({"add", "sub", "add_any"})
+_SUMS = frozenset({"reduce_sum", "cumsum", "dot_general"})
+
+
+@dataclasses.dataclass(frozen=True)
+class LineError:
+    """The local error of one (source line, primitive) pair, over the samples analysed.
+
+    Attributes:
+        location: the user's ``file:line`` (None when no user frame is known).
+        primitive: the primitive's name (``sub``, ``log``, ``reduce_sum``).
+        kind: one of :data:`KINDS`, from the worst element.
+        max_bits: the most bits one element lost there.
+        mean_bits: the mean over samples of the worst element's bits.
+        share_over_tolerance: the share of samples losing more than the tolerance there.
+        code: the text of the line at ``location``.
+        path: the nested calls down to the equation (``("jit(f)", "scan", "sub")``).
+        samples: how many samples could be judged there.
+    """
+
+    location: str | None
+    primitive: str
+    kind: str
+    max_bits: float
+    mean_bits: float
+    share_over_tolerance: float
+    code: str | None = None
+    path: tuple[str, ...] = ()
+    samples: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON report's entry: location, primitive, kind, the three figures, code and samples."""
+        return {"location": self.location, "primitive": self.primitive, "kind": self.kind,
+                "max_bits": self.max_bits, "mean_bits": self.mean_bits,
+                "share_over_tolerance": self.share_over_tolerance, "code": self.code,
+                "path": list(self.path), "samples": self.samples}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> LineError:
+        return cls(d["location"], d["primitive"], d["kind"], float(d["max_bits"]), float(d["mean_bits"]),
+                   float(d["share_over_tolerance"]), d.get("code"), tuple(d.get("path", ())),
+                   int(d.get("samples", 0)))
+
+    def __str__(self) -> str:
+        where = self.location or "<no source location>"
+        text = (f"{self.kind} in {self.primitive} at {where}: max {self.max_bits:.1f} bits, mean "
+                f"{self.mean_bits:.1f}, {100 * self.share_over_tolerance:.0f}% of samples over tolerance")
+        return text + (f" (`{self.code}`)" if self.code else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalError:
+    """What :func:`local_error` returns: the lines where bits are lost, worst first.
+
+    ``lines`` holds every (line, primitive) pair that lost at least one bit; ``samples`` the samples
+    analysed; ``str()`` one line per entry.
+    """
+
+    lines: tuple[LineError, ...]
+    samples: int
+    tolerance_bits: float
+
+    @property
+    def worst(self) -> LineError | None:
+        """The line losing the most bits, or None when no operation loses any."""
+        return self.lines[0] if self.lines else None
+
+    def __str__(self) -> str:
+        if not self.lines:
+            return f"no operation loses a bit on the {self.samples} sample(s) analysed"
+        return "\n".join(str(line) for line in self.lines)
+
+
+# ------------------------------------------------------------------------------------------ public
+def local_error(fn: Callable[..., Any], *args: Any, tolerance_bits: float = 8.0) -> LocalError:
+    """How many bits each operation of ``fn`` loses on its own at ``args``, per source line.
+
+    For each equation of the program as written: its float primitive applied to its exact inputs
+    rounded to the dtype, against the exact result (the exact oracle), in bits. See the module
+    docstring of ``pytest_jaxstab._diagnostics._local_error`` for the definitions.
+
+    Args:
+        fn: a JAX-traceable function of arrays.
+        *args: concrete inputs (arrays, scalars or pytrees of them).
+        tolerance_bits: the bits above which a sample counts in ``share_over_tolerance``.
+
+    Returns:
+        A :class:`LocalError`: ``lines`` worst first, ``worst`` the line losing the most bits.
+
+    Raises:
+        ArgumentError: ``fn`` is not callable or an argument is a tracer.
+        TraceError: JAX cannot trace ``fn``.
+        UnsupportedPrimitive: the exact oracle cannot evaluate one of its operations.
+
+    Example:
+        >>> def f(x):
+        ...     a = jnp.sqrt(x + 1.0)
+        ...     return a - jnp.sqrt(x)  # cancels for large x
+        >>> worst = local_error(f, np.float32(1e6)).worst
+        >>> worst.primitive, worst.kind, worst.max_bits > 10
+        ('sub', 'cancellation', True)
+    """
+    if not callable(fn):
+        raise ArgumentError(f"local_error: fn must be a callable, got {type(fn).__name__}")
+    leaves = jax.tree_util.tree_leaves(args)
+    if any(C.is_tracer(x) for x in leaves):
+        raise ArgumentError("local_error evaluates concrete inputs: call it outside jax.jit/grad/vmap.")
+    try:
+        closed, _, _ = C.trace(fn, *args)
+    except Exception as exc:  # noqa: BLE001 - reported as a TraceError naming the user's line
+        raise trace_error(fn, exc) from exc
+    sample = tuple(np.asarray(x) for x in leaves)
+    return analyse(closed, [sample], tolerance_bits=tolerance_bits)
+
+
+def analyse(closed: Any, samples: Sequence[Sequence[Any]], *, tolerance_bits: float = 8.0,
+            max_lines: int | None = None) -> LocalError:
+    """The local error of a closed jaxpr over ``samples`` (each a tuple of its flat inputs)."""
+    from ..oracles import evaluate
+
+    inst = instrument(closed)
+    floats = _Floats(inst)
+    per_key: dict[tuple[str | None, str], _Group] = {}
+    judged = 0
+    for sample in samples:
+        oracle = evaluate(inst.closed, *sample)
+        values = [np.asarray(v) for v in oracle.values]
+        certain = [np.broadcast_to(np.asarray(c, bool), np.shape(v)) for c, v in zip(oracle.certain, values)]
+        got = floats(values)
+        judged += 1
+        seen: set[tuple[str | None, str]] = set()
+        for site, outs in zip(inst.sites, got):
+            scored = _score(site, outs, values, certain)
+            if scored is None:
+                continue
+            bits, worst_kind = scored
+            key = (None if site.source is None else str(site.source), site.primitive)
+            group = per_key.setdefault(key, _Group(site))
+            group.add(bits, worst_kind, merge=key in seen)
+            seen.add(key)
+    lines = [g.line(tolerance_bits) for g in per_key.values()]
+    lines = sorted((x for x in lines if x.max_bits > 0),
+                   key=lambda x: (-x.max_bits, -x.mean_bits, x.location or "", x.primitive))
+    if max_lines is not None:
+        lines = lines[:max_lines]
+    return LocalError(tuple(lines), judged, float(tolerance_bits))
+
+
+# ---------------------------------------------------------------------------------------- scoring
+class _Group:
+    """Per-sample worst bits of one (line, primitive), and the kind of the overall worst element."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        self.per_sample: list[float] = []
+        self.best = -1.0
+        self.kind = "rounding"
+
+    def add(self, bits: float, kind: str, merge: bool) -> None:
+        if np.isnan(bits):
+            return
+        if merge and self.per_sample:
+            self.per_sample[-1] = max(self.per_sample[-1], bits)
+        else:
+            self.per_sample.append(bits)
+        if bits > self.best:
+            self.best, self.kind = bits, kind
+
+    def line(self, tolerance: float) -> LineError:
+        s = np.asarray(self.per_sample, dtype=np.float64)
+        src = self.site.source
+        if not s.size:
+            return LineError(None if src is None else str(src), self.site.primitive, self.kind, 0.0, 0.0,
+                             0.0, None, self.site.path, 0)
+        return LineError(None if src is None else str(src), self.site.primitive, self.kind,
+                         float(s.max()), float(s.mean()), float((s > tolerance).mean()),
+                         None if src is None else src.text, self.site.path, int(s.size))
+
+
+class _Floats:
+    """Each site's float primitive on the rounded exact values of its operands (one jitted call)."""
+
+    def __init__(self, inst: Instrumented) -> None:
+        self.inst = inst
+        self._fn = jax.jit(self._all)
+
+    def __call__(self, values: list[np.ndarray]) -> list[list[np.ndarray] | None]:
+        try:
+            outs = self._fn(values)
+            return [None if o is None else [np.asarray(x) for x in o] for o in outs]
+        except Exception:  # noqa: BLE001 - a primitive without a batching rule: site by site
+            return [self._one(site, values) for site in self.inst.sites]
+
+    def _one(self, site: Site, values: list[Any]) -> list[np.ndarray] | None:
+        try:
+            return [np.asarray(x) for x in _apply(site, values)]
+        except Exception:  # noqa: BLE001 - a site we cannot re-run is left out, never guessed
+            return None
+
+    def _all(self, values: list[Any]) -> list[Any]:
+        return [None if not _scorable(site) else _apply(site, values) for site in self.inst.sites]
+
+
+def _scorable(site: Site) -> bool:
+    return any(s is not None and np.dtype(_dtype(s)).kind == "f" for s in site.outs)
+
+
+def _dtype(slot: Slot) -> Any:
+    v = slot.value
+    return C.aval(v).dtype if hasattr(v, "aval") else v.dtype
+
+
+def _apply(site: Site, values: list[Any]) -> list[Any]:
+    """Bind the site's primitive on the operands' values, mapping over ``site.depth`` loop axes."""
+    operands: list[Any] = []
+    depths: list[int] = []
+    for op in site.ins:
+        if isinstance(op, Slot):
+            operands.append(values[op.index])
+            depths.append(op.depth)
+        else:
+            operands.append(op[1])
+            depths.append(0)
+    fn: Callable[..., Any] = lambda *xs: C.bind(site.eqn, list(xs))
+    for level in range(site.depth, 0, -1):  # innermost mapping first: outermost vmap applied last
+        axes = [0 if d >= level else None for d in depths]
+        fn = jax.vmap(fn, in_axes=axes)
+    return list(fn(*operands))
+
+
+def _score(site: Site, outs: list[np.ndarray] | None, values: list[np.ndarray],
+           certain: list[np.ndarray]) -> tuple[float, str] | None:
+    """The worst bits of a site on one sample (NaN when nothing can be judged) and their kind."""
+    if outs is None:
+        return None
+    worst, kind = float("nan"), "rounding"
+    for slot, got in zip(site.outs, outs):
+        if slot is None or np.dtype(_dtype(slot)).kind != "f":
+            continue
+        exact = values[slot.index]
+        got = np.asarray(got).astype(exact.dtype)
+        if got.shape != exact.shape:
+            continue
+        from ..oracles import error_bits
+
+        bits = np.asarray(error_bits(got, exact), dtype=np.float64)
+        tiny = float(dtype_info(exact.dtype).tiny)
+        bits = np.where((np.abs(exact) < tiny) & (np.abs(got) < tiny), 0.0, bits)
+        keep = certain[slot.index] & _inputs_certain(site, certain, exact.shape)
+        bits = np.where(keep, bits, np.nan)
+        if not bits.size or np.isnan(bits).all():
+            continue
+        flat = int(np.nanargmax(bits))
+        b = float(bits.reshape(-1)[flat])
+        if np.isnan(worst) or b > worst:
+            idx = np.unravel_index(flat, bits.shape)
+            worst, kind = b, _classify(site, idx, got[idx], exact[idx], values) if b > 2 else "rounding"
+    return worst, kind
+
+
+def _inputs_certain(site: Site, certain: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    keep = np.ones(shape, bool)
+    for op in site.ins:
+        if not isinstance(op, Slot):
+            continue
+        c = certain[op.index]
+        if c.shape == shape:
+            keep &= c
+        elif not c.all():
+            try:  # an operand outside loops broadcasts over the iteration axes
+                keep &= np.broadcast_to(c.reshape(c.shape + (1,) * (len(shape) - c.ndim)), shape)
+            except ValueError:
+                keep &= False
+    return keep
+
+
+def _operand_at(site: Site, values: list[np.ndarray], idx: tuple[int, ...], shape: tuple[int, ...]
+                ) -> list[float | None]:
+    """The rounded exact operands at an output element (elementwise sites), else each's max |x|."""
+    out: list[float | None] = []
+    for op in site.ins:
+        v = np.asarray(values[op.index]) if isinstance(op, Slot) else np.asarray(op[1])
+        if v.dtype.kind not in "fiu":
+            out.append(None)
+        elif v.shape == shape:
+            out.append(float(v[idx]))
+        elif v.ndim == 0:
+            out.append(float(v))
+        else:
+            out.append(None)
+    return out
+
+
+def _classify(site: Site, idx: tuple[Any, ...], got: Any, exact: Any, values: list[np.ndarray]) -> str:
+    """The kind of loss at one element (:data:`KINDS`)."""
+    g, e = float(got), float(exact)
+    info = dtype_info(np.asarray(exact).dtype)
+    tiny = float(info.tiny)
+    if np.isfinite(e) and not np.isfinite(g):
+        return "overflow"
+    ops = _operand_at(site, values, idx, np.shape(values[site.outs[0].index]) if site.outs[0] else ())
+    finite_ops = [x for x in ops if x is not None]
+    if any(not np.isfinite(x) for x in finite_ops):
+        return "overflow"
+    # The exact result sits at (or a few bits above) the subnormal range and the float one lost it.
+    near_underflow = 0 < abs(e) < tiny * 2.0 ** info.significand_bits
+    name = site.primitive
+    if name in _ADDITIVE and len(finite_ops) == 2:
+        a, b = finite_ops
+        big = max(abs(a), abs(b))
+        if big > 0 and abs(e) < big / 2:
+            return "cancellation"
+        if near_underflow and abs(g) < abs(e):
+            return "underflow"
+        if g in (a, b) and min(abs(a), abs(b)) > 0:
+            return "absorption"
+        return "rounding"
+    if name in _SUMS:
+        mags = [np.max(np.abs(np.asarray(values[op.index], dtype=np.float64))) for op in site.ins
+                if isinstance(op, Slot) and np.asarray(values[op.index]).dtype.kind == "f"]
+        if mags and np.isfinite(e) and abs(e) < max(mags) / 2 and name == "reduce_sum":
+            return "cancellation"
+        return "rounding"
+    if near_underflow and abs(g) < abs(e):
+        return "underflow"
+    return "near pole/zero" if name not in ("mul",) else "rounding"
