@@ -15,10 +15,11 @@ __all__ = ["format_table"]
 
 ELLIPSIS = "…"
 
-# (title, width, right-aligned). Widths add up to ~150 characters with one timed backend.
+# (title, width, right-aligned). Widths add up to ~170 characters with one timed backend.
 _CASE_W = 32
 _RULES_W = 24
 _NAN_W = 22
+_LOST_W = 20
 _FIG_TITLES = (("max", 5), ("mean", 5), ("ovf", 5))
 
 
@@ -27,7 +28,8 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str]) -> str:
 
     Columns: case (nodeid without its directories), dtype, samples, max/mean error bits and overflows of
     the function as written and of the rewritten one, the rules that fired, where the judged variant's
-    first NaN/Inf was born (`primitive @ file:line`), and the jitted time ratio rewritten/original per
+    first NaN/Inf was born (`primitive @ file:line`), where the function as written loses the most
+    bits (`primitive @ file:line (bits)`, from `jst.local_error`), and the jitted time ratio rewritten/original per
     backend (`cpu 0.98x`, `-` when not timed). Long cells are cut with an ellipsis.
 
     Args:
@@ -51,7 +53,7 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str]) -> str:
     figures_title = " ".join(t.rjust(w) for t, w in _FIG_TITLES)
     header = sep.join([_left("case", _CASE_W), _left("dtype", 8), _right("samples", 7), figures_title,
                        figures_title, _left("rules fired", _RULES_W), _left("NaN origin", _NAN_W),
-                       _left("time", time_w)]).rstrip()
+                       _left("bits lost at", _LOST_W), _left("time", time_w)]).rstrip()
     lines = [group, header, "-" * len(header)]
     for case in cases:
         cells = [
@@ -62,12 +64,15 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str]) -> str:
             _figures(case.rewritten),
             _left(_rules(case), _RULES_W),
             _left(_nan_origin(case), _NAN_W),
+            _left(_bits_lost_at(case), _LOST_W),
             " ".join(_left(_timing(case, b), w) for b, w in time_cells) or "-",
         ]
         lines.append(sep.join(cells).rstrip())
     lines[2] = "-" * max(len(line) for line in lines[1:])
     lines.append("max/mean: error in bits against the exact result over all samples; ovf: non-finite results "
                  "where the exact one is finite")
+    lines.append("bits lost at: the operation and line of the function as written that loses the most bits "
+                 "on its own (jst.local_error)")
     lines.append("time: jitted time of the rewritten function / the original one, per backend")
     return "\n".join(lines)
 
@@ -126,6 +131,14 @@ def _nan_origin(case: CaseResult) -> str:
     if origin is None:
         return "-"
     return f"{origin.primitive} @ {_short_location(origin.location)}"
+
+
+def _bits_lost_at(case: CaseResult) -> str:
+    """The worst line of the local error: ``sub @ file.py:12 (30b)``, or ``-``."""
+    if not case.local_error:
+        return "-"
+    worst = case.local_error[0]
+    return f"{worst.primitive} @ {_short_location(worst.location)} ({worst.max_bits:.0f}b)"
 
 
 def _ratio(ratio: float) -> str:
