@@ -86,8 +86,8 @@ def local_error_split(examples: int, repeat: int) -> None:
             added.append(prof.get("local_error", 0.0) / (prof["total"] - prof.get("local_error", 0.0)))
     share = statistics.median(added)
     goal = "met" if share <= 0.5 else "NOT met"
-    print(f"local error on sqrt(x + 1) - sqrt(x), {examples} examples: adds {100 * share:.0f}% to the rest of "
-          f"the check (median of {repeat}; goal <= 50%: {goal})")
+    print(f"local error on sqrt(x + 1) - sqrt(x), {examples} examples: adds {100 * share:.0f}% to the "
+          f"rest of the check (median of {repeat}; goal <= 50%: {goal})")
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ def one_minus_cos(x):
     return num / x2
 
 
-@pytest.mark.parametrize("dtype,scale", [(np.float32, 1e-2), (np.float64, 1e-6)])
+@pytest.mark.parametrize(("dtype", "scale"), [(np.float32, 1e-2), (np.float64, 1e-6)])
 def test_one_minus_cos(dtype, scale):
     with x64_scope(np.dtype(dtype)):
         x = (np.array([1.0, 2.3, 4.1]) * scale).astype(dtype)

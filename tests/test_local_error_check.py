@@ -66,7 +66,8 @@ def test_without_a_rule_the_loss_stays_and_every_report_shows_it():
     entries = report["cases"][0]["local_error"]
     assert entries[0]["primitive"] == "sub"
     assert [e["max_bits"] for e in entries] == sorted((e["max_bits"] for e in entries), reverse=True)
-    assert {"location", "primitive", "kind", "max_bits", "mean_bits", "share_over_tolerance"} <= set(entries[0])
+    keys = {"location", "primitive", "kind", "max_bits", "mean_bits", "share_over_tolerance"}
+    assert keys <= set(entries[0])
     assert CaseResult.from_json(report["cases"][0]).local_error == result.local_error
     # terminal column and HTML chart
     table = format_table([result], ["cpu"])

@@ -234,7 +234,8 @@ def test_table_has_one_row_per_case_with_the_figures():
     assert "cpu 1.25x" in first
     assert "gpu -" in first
     assert "cpu -" in second
-    assert max(len(line) for line in format_table(cases, ["cpu"]).splitlines()) <= 175  # with the "bits lost at" column (issue 17)
+    # 175: with the "bits lost at" column (issue 17)
+    assert max(len(line) for line in format_table(cases, ["cpu"]).splitlines()) <= 175
 
 
 def test_table_nan_origin_follows_the_judged_variant():

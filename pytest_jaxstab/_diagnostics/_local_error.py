@@ -142,6 +142,7 @@ def local_error(fn: Callable[..., Any], *args: Any, tolerance_bits: float = 8.0)
         UnsupportedPrimitive: the exact oracle cannot evaluate one of its operations.
 
     Example:
+        >>> import jax.numpy as jnp
         >>> def f(x):
         ...     a = jnp.sqrt(x + 1.0)
         ...     return a - jnp.sqrt(x)  # cancels for large x
@@ -156,7 +157,7 @@ def local_error(fn: Callable[..., Any], *args: Any, tolerance_bits: float = 8.0)
         raise ArgumentError("local_error evaluates concrete inputs: call it outside jax.jit/grad/vmap.")
     try:
         closed, _, _ = C.trace(fn, *args)
-    except Exception as exc:  # noqa: BLE001 - reported as a TraceError naming the user's line
+    except Exception as exc:  # reported as a TraceError naming the user's line
         raise trace_error(fn, exc) from exc
     sample = tuple(np.asarray(x) for x in leaves)
     return analyse(closed, [sample], tolerance_bits=tolerance_bits)
@@ -237,13 +238,13 @@ class _Floats:
         try:
             outs = self._fn(values)
             return [None if o is None else [np.asarray(x) for x in o] for o in outs]
-        except Exception:  # noqa: BLE001 - a primitive without a batching rule: site by site
+        except Exception:  # a primitive without a batching rule, say: site by site
             return [self._one(site, values) for site in self.inst.sites]
 
     def _one(self, site: Site, values: list[Any]) -> list[np.ndarray] | None:
         try:
             return [np.asarray(x) for x in _apply(site, values)]
-        except Exception:  # noqa: BLE001 - a site we cannot re-run is left out, never guessed
+        except Exception:  # a site we cannot re-run is left out, never guessed
             return None
 
     def _all(self, values: list[Any]) -> list[Any]:

@@ -276,7 +276,7 @@ class Walker:
         try:
             ins = [jnp.asarray(self._base(v, t)) if _inexact(v) else v for v, t in zip(vals, tnts)]
             moved = [np.asarray(m) for m in C.bind(eqn, ins)]
-        except Exception:  # noqa: BLE001 - a move that will not take int32: per array instead
+        except Exception:  # a move that will not take int32 ids: per array instead
             return [None] * len(shapes)
         return [m.astype(np.int32) if m.shape == s else None for m, s in zip(moved, shapes)]
 

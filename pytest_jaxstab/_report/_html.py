@@ -195,11 +195,12 @@ def _local_error_section(case: CaseResult) -> list[str]:
     rows = []
     for e in case.local_error:
         width, mean = min(100.0, 100.0 * e.max_bits / scale), min(100.0, 100.0 * e.mean_bits / scale)
+        at = "position:absolute;left:0;"
         bar = (f'<div style="position:relative;width:16em;height:0.9em;background:#eee">'
-               f'<div style="position:absolute;left:0;top:0;height:100%;width:{width:.1f}%;background:#c44"></div>'
-               f'<div style="position:absolute;left:0;top:25%;height:50%;width:{mean:.1f}%;background:#f99"></div>'
-               f'<div style="position:absolute;left:{tol:.1f}%;top:0;height:100%;border-left:1px dashed #333">'
-               f"</div></div>")
+               f'<div style="{at}top:0;height:100%;width:{width:.1f}%;background:#c44"></div>'
+               f'<div style="{at}top:25%;height:50%;width:{mean:.1f}%;background:#f99"></div>'
+               f'<div style="position:absolute;left:{tol:.1f}%;top:0;height:100%;'
+               f'border-left:1px dashed #333"></div></div>')
         removed = {True: "yes", False: "no", None: "-"}[e.removed]
         rows.append([f"<code>{_e(e.location or '?')}</code>", f"<code>{_e(e.primitive)}</code>", _e(e.kind),
                      bar, _bits(e.max_bits), _bits(e.mean_bits), f"{100 * e.share_over_tolerance:.0f}%",

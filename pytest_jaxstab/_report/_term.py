@@ -28,9 +28,9 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str]) -> str:
 
     Columns: case (nodeid without its directories), dtype, samples, max/mean error bits and overflows of
     the function as written and of the rewritten one, the rules that fired, where the judged variant's
-    first NaN/Inf was born (`primitive @ file:line`), where the function as written loses the most
-    bits (`primitive @ file:line (bits)`, from `jst.local_error`), and the jitted time ratio rewritten/original per
-    backend (`cpu 0.98x`, `-` when not timed). Long cells are cut with an ellipsis.
+    first NaN/Inf was born (`primitive @ file:line`), where the function as written loses the
+    most bits (`primitive @ file:line (bits)`, from `jst.local_error`), and the jitted time ratio
+    rewritten/original per backend (`cpu 0.98x`, `-` when not timed). Long cells are cut with an ellipsis.
 
     Args:
         cases: the results to show, in order.
