@@ -183,3 +183,42 @@ def test_cancel_bits_estimate_is_sane():
     # 1 + 2**-20 - 1 in float32: a is exact, the estimate gives the ulp ratio of 1 and 2**-20
     assert math.isclose(cancel_bits(mpmath.mpf(1) + mpmath.mpf(2) ** -20, 1, np.float32),
                         math.log2(1 + 2.0 ** -24 / 2.0 ** -43), rel_tol=1e-6)
+
+
+def safe_where(x):
+    y = jnp.log(jnp.expm1(x))  # SAFE-LOG
+    return jnp.where(x < 20.0, y, x)
+
+
+def test_the_branch_a_where_discards_is_not_blamed():
+    # at 100, expm1 overflows float32 and log(inf) is 32 bits off the exact 100, but where discards it
+    result = jst.local_error(safe_where, np.array([1e-3, 100.0], np.float32))
+    assert all(line.max_bits <= 2.0 for line in result.lines), str(result)
+
+
+def in_a_cond(x):
+    def small(v):
+        return (1.0 - jnp.cos(v)) * 3.0  # COND-CANCEL
+
+    def large(v):
+        return v * 2.0
+
+    scale = jnp.sqrt(jnp.abs(x) + 1.0)
+    return jax.lax.cond(jnp.abs(x) < 1.0, small, large, x) / scale
+
+
+def test_cancellation_inside_the_cond_branch_taken():
+    assert_worst_at(jst.local_error(in_a_cond, np.float32(1e-3)), in_a_cond, "COND-CANCEL")
+
+
+def in_a_while(x):
+    def body(state):
+        i, acc = state
+        step = jnp.sqrt(x + i.astype(jnp.float32)) - jnp.sqrt(x)  # WHILE-CANCEL
+        return i + 1, acc + step
+
+    return jax.lax.while_loop(lambda s: s[0] < 3, body, (0, jnp.float32(0.0)))[1]
+
+
+def test_cancellation_inside_a_while_body_per_iteration():
+    assert_worst_at(jst.local_error(in_a_while, np.float32(3e6)), in_a_while, "WHILE-CANCEL")

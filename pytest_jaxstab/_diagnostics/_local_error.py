@@ -9,10 +9,14 @@ rounded inputs and the reference of every equation. So ``a - b`` with ``a ~= b``
 cancellation even though the float subtraction of the rounded ``a`` and ``b`` is exact, and
 ``log(1 + x)`` for tiny ``x`` is blamed on the ``log`` (its input was rounded to 1), not on the ``+``.
 
-Elements the oracle marks uncertain, and those whose exact result is not real, are left out. A zero or
+Elements the oracle marks uncertain, those whose exact result is not real, and those that cannot reach
+the program's result on the sample (the branch a ``jnp.where`` discards) are left out. A zero or
 subnormal float result where the exact one is subnormal scores 0 bits (XLA flushes subnormals).
 Sub-programs: ``jit``/``custom_jvp``/``custom_vjp`` are inlined, ``scan`` bodies are scored at every
-iteration on exact carries, ``cond``/``while`` are scored as one operation (``_local_trace``).
+iteration on exact carries (``_local_trace``); outside scans, the ``cond`` branch the exact index picks
+and ``while`` bodies (per iteration, up to :data:`MAX_WHILE_STEPS`) are scored as programs of their own
+on the exact operands and carries rounded to their dtype; elsewhere a ``cond``/``while`` is scored as
+one operation.
 
 Figures are aggregated per user source line (``file:line``; equations inside library code land on the
 user's line that called it) and primitive, over samples: ``max_bits``, ``mean_bits`` (mean over samples
@@ -32,9 +36,10 @@ import numpy as np
 from .. import _compat as C
 from .._dtypes import dtype_info
 from .._errors import ArgumentError, trace_error
+from .._primitives import ELEMENTWISE
 from ._local_trace import Instrumented, Site, Slot, instrument
 
-__all__ = ["KINDS", "LineError", "LocalError", "analyse", "local_error"]
+__all__ = ["KINDS", "MAX_WHILE_STEPS", "LineError", "LocalError", "analyse", "local_error"]
 
 #: The kinds of loss, by the worst element of a line.
 KINDS = {
@@ -166,34 +171,93 @@ def local_error(fn: Callable[..., Any], *args: Any, tolerance_bits: float = 8.0)
 def analyse(closed: Any, samples: Sequence[Sequence[Any]], *, tolerance_bits: float = 8.0,
             max_lines: int | None = None) -> LocalError:
     """The local error of a closed jaxpr over ``samples`` (each a tuple of its flat inputs)."""
-    from ..oracles import evaluate
-
-    inst = instrument(closed)
-    floats = _Floats(inst)
+    programs = _Programs()
     per_key: dict[tuple[str | None, str], _Group] = {}
-    judged = 0
     for sample in samples:
-        oracle = evaluate(inst.closed, *sample)
-        values = [np.asarray(v) for v in oracle.values]
-        certain = [np.broadcast_to(np.asarray(c, bool), np.shape(v)) for c, v in zip(oracle.certain, values)]
-        got = floats(values)
-        judged += 1
+        scored: list[tuple[Site, float, str]] = []
+        programs.run(closed, list(sample), scored, None, (), _MAX_NESTING)
         seen: set[tuple[str | None, str]] = set()
-        for site, outs in zip(inst.sites, got):
-            scored = _score(site, outs, values, certain)
-            if scored is None:
-                continue
-            bits, worst_kind = scored
+        for site, bits, kind in scored:
             key = (None if site.source is None else str(site.source), site.primitive)
             group = per_key.setdefault(key, _Group(site))
-            group.add(bits, worst_kind, merge=key in seen)
+            group.add(bits, kind, merge=key in seen)
             seen.add(key)
     lines = [g.line(tolerance_bits) for g in per_key.values()]
     lines = sorted((x for x in lines if x.max_bits > 0),
                    key=lambda x: (-x.max_bits, -x.mean_bits, x.location or "", x.primitive))
     if max_lines is not None:
         lines = lines[:max_lines]
-    return LocalError(tuple(lines), judged, float(tolerance_bits))
+    return LocalError(tuple(lines), len(samples), float(tolerance_bits))
+
+
+#: ``while`` bodies are entered for at most this many iterations per sample (then scored whole).
+MAX_WHILE_STEPS = 64
+_MAX_NESTING = 4  # cond/while entered inside entered cond/while bodies, at most this deep
+
+
+class _Programs:
+    """Instrumented programs (cached per sub-program) and their evaluation on one sample."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, tuple[Any, Instrumented, _Floats]] = {}
+
+    def _get(self, closed: Any, source: Any, path: tuple[str, ...]) -> tuple[Instrumented, _Floats]:
+        hit = self._cache.get(id(closed))
+        if hit is None or hit[0] is not closed:
+            inst = instrument(closed, source, path)
+            hit = self._cache[id(closed)] = (closed, inst, _Floats(inst))
+        return hit[1], hit[2]
+
+    def run(self, closed: Any, args: list[Any], scored: list[tuple[Site, float, str]], source: Any,
+            path: tuple[str, ...], nesting: int) -> list[np.ndarray]:
+        """Score every site of ``closed`` on ``args`` (exact values); returns its outputs, exact rounded."""
+        from ..oracles import evaluate
+
+        inst, floats = self._get(closed, source, path)
+        oracle = evaluate(inst.closed, *args)
+        values = [np.asarray(v) for v in oracle.values]
+        certain = [np.broadcast_to(np.asarray(c, bool), np.shape(v)) for c, v in zip(oracle.certain, values)]
+        got = floats(values)
+        live = _live(inst, values)
+        for site, outs in zip(inst.sites, got):
+            if nesting > 0 and site.depth == 0 and site.primitive in ("cond", "while"):
+                try:
+                    if self._enter(site, values, certain, scored, nesting - 1):
+                        continue
+                except Exception:  # the sub-program cannot be entered: scored whole, below
+                    pass
+            result = _score(site, outs, values, certain, live)
+            if result is not None:
+                scored.append((site, *result))
+        return [values[o.index] if isinstance(o, Slot) else np.asarray(o[1]) for o in inst.outputs]
+
+    def _enter(self, site: Site, values: list[np.ndarray], certain: list[np.ndarray],
+               scored: list[tuple[Site, float, str]], nesting: int) -> bool:
+        """Score a cond's chosen branch, or a while's body per iteration, on exact operands rounded."""
+        ins = [values[o.index] if isinstance(o, Slot) else np.asarray(o[1]) for o in site.ins]
+        if not all(certain[o.index].all() for o in site.ins if isinstance(o, Slot)):
+            return False  # an operand (an index, a carry) is not known exactly
+        here = site.path
+        if site.primitive == "cond":
+            _, _, branches = C.cond_parts(site.eqn)
+            i = min(max(int(ins[0]), 0), len(branches) - 1)  # lax.switch clamps too
+            self.run(branches[i], ins[1:], scored, site.source, here, nesting)
+            return True
+        from ..oracles import evaluate
+
+        wp = C.while_parts(site.eqn)
+        nc, nb = len(wp.cond_consts), len(wp.body_consts)
+        cc, bc, carry = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
+        body_scored: list[tuple[Site, float, str]] = []
+        for _ in range(MAX_WHILE_STEPS):
+            decision = evaluate(wp.cond, *cc, *carry)
+            if not bool(np.asarray(decision.certain[0]).all()):
+                return False
+            if not bool(np.asarray(decision.values[0])):
+                scored.extend(body_scored)
+                return True
+            carry = self.run(wp.body, [*bc, *carry], body_scored, site.source, here, nesting)
+        return False  # longer than the limit: the whole loop is scored instead
 
 
 # ---------------------------------------------------------------------------------------- scoring
@@ -278,8 +342,45 @@ def _apply(site: Site, values: list[Any]) -> list[Any]:
     return list(fn(*operands))
 
 
+def _live(inst: Instrumented, values: list[np.ndarray]) -> list[np.ndarray]:
+    """Per slot, the elements that can reach the program's result on this sample.
+
+    Backwards over the sites: an element is live when a live element of a consumer reads it. Elementwise
+    sites read the same index (``select_n`` only the selected case's), any other site reads every element
+    of its operands; slots read by anything but a site (results, scan operands) are live throughout. So
+    a ``log`` overflowing in the branch a ``jnp.where`` discards is not blamed.
+    """
+    live = [np.full(np.shape(v), s.escapes, bool) for s, v in zip(inst.slots, values)]
+    for site in reversed(inst.sites):
+        outs = [live[s.index] for s in site.outs if s is not None]
+        if len(outs) != len(site.outs) or not outs:
+            out_live: np.ndarray = np.ones((), bool)
+        elif all(o.shape == outs[0].shape for o in outs):
+            out_live = np.asarray(np.logical_or.reduce(outs)) if len(outs) > 1 else outs[0]
+        else:
+            out_live = np.asarray(any(o.any() for o in outs))
+        elementwise = site.primitive in ELEMENTWISE
+        which = None
+        if site.primitive == "select_n" and isinstance(site.ins[0], Slot):
+            which = values[site.ins[0].index]
+        elif site.primitive == "select_n":
+            which = np.asarray(site.ins[0][1])
+        for k, op in enumerate(site.ins):
+            if not isinstance(op, Slot):
+                continue
+            target = live[op.index]
+            if elementwise and target.shape == out_live.shape:
+                reach = out_live
+                if which is not None and k > 0:
+                    reach = out_live & (np.broadcast_to(which, out_live.shape).astype(np.int64) == k - 1)
+                live[op.index] = target | reach
+            elif out_live.any():
+                live[op.index] = np.ones_like(target)
+    return live
+
+
 def _score(site: Site, outs: list[np.ndarray] | None, values: list[np.ndarray],
-           certain: list[np.ndarray]) -> tuple[float, str] | None:
+           certain: list[np.ndarray], live: list[np.ndarray]) -> tuple[float, str] | None:
     """The worst bits of a site on one sample (NaN when nothing can be judged) and their kind."""
     if outs is None:
         return None
@@ -296,7 +397,7 @@ def _score(site: Site, outs: list[np.ndarray] | None, values: list[np.ndarray],
         bits = np.asarray(error_bits(got, exact), dtype=np.float64)
         tiny = float(dtype_info(exact.dtype).tiny)
         bits = np.where((np.abs(exact) < tiny) & (np.abs(got) < tiny), 0.0, bits)
-        keep = certain[slot.index] & _inputs_certain(site, certain, exact.shape)
+        keep = certain[slot.index] & live[slot.index] & _inputs_certain(site, certain, exact.shape)
         bits = np.where(keep, bits, np.nan)
         if not bits.size or np.isnan(bits).all():
             continue

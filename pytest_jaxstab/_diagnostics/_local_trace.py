@@ -15,9 +15,12 @@ How sub-programs are handled (the contract of ``local_error``):
   stacked output, so each body equation is scored at every iteration on its exact inputs (exact carries,
   not the float ones). A site inside ``d`` nested scans has ``depth == d``: its values carry ``d``
   leading iteration axes (operands computed outside the loop have fewer).
-* ``cond`` and ``while`` are not entered: the whole equation is one site, scored as a primitive
-  (the float loop/branch run on the exact inputs rounded, against the exact results). A loss inside
-  their bodies is thus reported at the ``cond``/``while`` line, as kind of the whole construct.
+* ``cond`` and ``while`` are one site each here. ``_local_error`` enters those outside loops on each
+  sample: the branch the exact index picks, and the body once per iteration the exact condition
+  allows (at most ``MAX_WHILE_STEPS``), each as a program of its own whose inputs are the exact
+  operands (carries) rounded to their dtype. Inside a ``scan`` body, or past the step limit, the whole
+  equation is scored as one primitive (the float branch/loop on the exact inputs rounded, against the
+  exact results) and a loss in it is reported at the ``cond``/``while`` line.
 """
 
 from __future__ import annotations
@@ -38,12 +41,15 @@ __all__ = ["Instrumented", "Site", "Slot", "instrument"]
 class Slot:
     """A value of the instrumented program: ``index`` among its outputs, ``depth`` loop axes."""
 
-    __slots__ = ("depth", "index", "value")
+    __slots__ = ("depth", "escapes", "index", "value")
 
     def __init__(self, value: Any, depth: int) -> None:
         self.value = value  # a tracer while tracing; the stacked tracer after an enclosing scan
         self.depth = depth
         self.index = -1
+        # read by something other than a site (a result of the program, a scan's operand or a scan
+        # body's result): every element counts as reaching the result
+        self.escapes = False
 
 
 @dataclasses.dataclass
@@ -69,6 +75,7 @@ class Instrumented:
     closed: Any
     slots: list[Slot]
     sites: list[Site]
+    outputs: list[Any]  # per output of the original program: its Slot, or ("literal", value)
 
 
 def _exportable(v: Any) -> bool:
@@ -93,23 +100,30 @@ class _Frame:
         return s
 
 
-def instrument(closed: Any) -> Instrumented:
-    """Trace the instrumented program of ``closed`` (see the module docstring)."""
+def instrument(closed: Any, source: C.SourceLine | None = None, path: tuple[str, ...] = ()) -> Instrumented:
+    """Trace the instrumented program of ``closed`` (see the module docstring).
+
+    ``source``/``path``: the position of the equation that runs ``closed`` when it is a sub-program (a
+    ``cond`` branch, a ``while`` body), so its equations are attributed through it.
+    """
     top = _Frame(0)
     avals = [C.aval(v) for v in C.invars(closed)]
+    results: list[tuple[Any, Slot | None]] = []
 
     def program(*args: Any) -> list[Any]:
         top.slots.clear()
         top.sites.clear()
         ins = [(a, top.slot(a)) for a in args]
-        _run(closed, ins, top, None, ())
+        results[:] = _run(closed, ins, top, source, path)
+        _escape(results)
         return [s.value for s in top.slots]
 
-    specs = [jax.ShapeDtypeStruct(tuple(a.shape), a.dtype) for a in avals]
+    specs = [jax.ShapeDtypeStruct(tuple(a.shape), a.dtype, weak_type=a.weak_type) for a in avals]
     traced = jax.make_jaxpr(program)(*specs)
     for i, s in enumerate(top.slots):
         s.index = i
-    return Instrumented(traced, list(top.slots), list(top.sites))
+    outputs = [s if s is not None else ("literal", v) for v, s in results]
+    return Instrumented(traced, list(top.slots), list(top.sites), outputs)
 
 
 def _run(closed: Any, args: Sequence[tuple[Any, Slot | None]], frame: _Frame,
@@ -152,6 +166,7 @@ def _scan(eqn: Any, ins: list[tuple[Any, Slot | None]], frame: _Frame, src: C.So
     sp = C.scan_parts(eqn)
     nc, nk = len(sp.consts), len(sp.carry)
     consts, carry, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
+    _escape(ins)
     inner = _Frame(frame.depth + 1)
     n_y = len(sp.ys)
 
@@ -160,6 +175,7 @@ def _scan(eqn: Any, ins: list[tuple[Any, Slot | None]], frame: _Frame, src: C.So
         inner.sites.clear()
         args = [*consts, *((v, inner.slot(v)) for v in c), *((v, inner.slot(v)) for v in x)]
         outs = _run(sp.body, args, inner, src, path)
+        _escape(outs)
         return tuple(v for v, _ in outs[:nk]), (tuple(v for v, _ in outs[nk:]),
                                                   tuple(s.value for s in inner.slots))
 
@@ -173,3 +189,9 @@ def _scan(eqn: Any, ins: list[tuple[Any, Slot | None]], frame: _Frame, src: C.So
     frame.sites.extend(inner.sites)
     assert len(ys) == n_y
     return [(v, frame.slot(v)) for v in (*carry_out, *ys)]
+
+
+def _escape(values: Sequence[tuple[Any, Slot | None]]) -> None:
+    for _, s in values:
+        if s is not None:
+            s.escapes = True
