@@ -388,11 +388,14 @@ def _local_error(closed: Any, rewritten: Any, acc: Accumulator, minimal: SampleR
         return []
     try:
         lines = analyse_local_error(closed, samples, tolerance_bits=tolerance, max_lines=10).lines
-        after = None
-        if failed and rewritten is not closed and lines:
-            after = analyse_local_error(rewritten, samples, tolerance_bits=tolerance).lines
     except Exception:  # a diagnostic must not hide the verdict
         return []
+    after = None
+    if failed and rewritten is not closed and lines:
+        try:
+            after = analyse_local_error(rewritten, samples, tolerance_bits=tolerance).lines
+        except Exception:  # e.g. a primitive of a replacement the oracle lacks: "removed" stays unknown
+            failed = False
     records = []
     for line in lines:
         removed = None
