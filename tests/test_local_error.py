@@ -222,3 +222,9 @@ def in_a_while(x):
 
 def test_cancellation_inside_a_while_body_per_iteration():
     assert_worst_at(jst.local_error(in_a_while, np.float32(3e6)), in_a_while, "WHILE-CANCEL")
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_half_precision(dtype):
+    x = np.array([300.0, 1000.0, 3000.0], dtype=dtype)
+    assert_worst_at(jst.local_error(sqrt_diff, x), sqrt_diff, "SQRT-DIFF")

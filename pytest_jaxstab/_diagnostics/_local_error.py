@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .. import _compat as C
@@ -209,7 +210,7 @@ class _Programs:
         return hit[1], hit[2]
 
     def run(self, closed: Any, args: list[Any], scored: list[tuple[Site, float, str]], source: Any,
-            path: tuple[str, ...], nesting: int) -> list[np.ndarray]:
+            path: tuple[str, ...], nesting: int) -> list[np.ndarray | None]:
         """Score every site of ``closed`` on ``args`` (exact values); returns its outputs, exact rounded."""
         from ..oracles import evaluate
 
@@ -229,7 +230,9 @@ class _Programs:
             result = _score(site, outs, values, certain, live)
             if result is not None:
                 scored.append((site, *result))
-        return [values[o.index] if isinstance(o, Slot) else np.asarray(o[1]) for o in inst.outputs]
+        # None for a result the oracle cannot give (a PRNG key): entering a loop carrying it fails
+        return [values[o.index] if isinstance(o, Slot) else None if o is None else np.asarray(o[1])
+                for o in inst.outputs]
 
     def _enter(self, site: Site, values: list[np.ndarray], certain: list[np.ndarray],
                scored: list[tuple[Site, float, str]], nesting: int) -> bool:
@@ -250,6 +253,8 @@ class _Programs:
         cc, bc, carry = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
         body_scored: list[tuple[Site, float, str]] = []
         for _ in range(MAX_WHILE_STEPS):
+            if any(c is None for c in carry):
+                return False
             decision = evaluate(wp.cond, *cc, *carry)
             if not bool(np.asarray(decision.certain[0]).all()):
                 return False
@@ -316,7 +321,15 @@ class _Floats:
 
 
 def _scorable(site: Site) -> bool:
-    return any(s is not None and np.dtype(_dtype(s)).kind == "f" for s in site.outs)
+    return any(s is not None and _is_float(_dtype(s)) for s in site.outs)
+
+
+def _is_float(dtype: Any) -> bool:
+    """A real floating dtype, bfloat16 included (numpy's ``kind`` calls it "V")."""
+    try:
+        return bool(jnp.issubdtype(dtype, jnp.floating))
+    except TypeError:
+        return False
 
 
 def _dtype(slot: Slot) -> Any:
@@ -386,7 +399,7 @@ def _score(site: Site, outs: list[np.ndarray] | None, values: list[np.ndarray],
         return None
     worst, kind = float("nan"), "rounding"
     for slot, got in zip(site.outs, outs):
-        if slot is None or np.dtype(_dtype(slot)).kind != "f":
+        if slot is None or not _is_float(_dtype(slot)):
             continue
         exact = values[slot.index]
         got = np.asarray(got).astype(exact.dtype)
@@ -431,7 +444,7 @@ def _operand_at(site: Site, values: list[np.ndarray], idx: tuple[int, ...], shap
     out: list[float | None] = []
     for op in site.ins:
         v = np.asarray(values[op.index]) if isinstance(op, Slot) else np.asarray(op[1])
-        if v.dtype.kind not in "fiu":
+        if not (_is_float(v.dtype) or v.dtype.kind in "iu"):
             out.append(None)
         elif v.shape == shape:
             out.append(float(v[idx]))
@@ -468,7 +481,7 @@ def _classify(site: Site, idx: tuple[Any, ...], got: Any, exact: Any, values: li
         return "rounding"
     if name in _SUMS:
         mags = [np.max(np.abs(np.asarray(values[op.index], dtype=np.float64))) for op in site.ins
-                if isinstance(op, Slot) and np.asarray(values[op.index]).dtype.kind == "f"]
+                if isinstance(op, Slot) and _is_float(np.asarray(values[op.index]).dtype)]
         if mags and np.isfinite(e) and abs(e) < max(mags) / 2 and name == "reduce_sum":
             return "cancellation"
         return "rounding"

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
-import numpy as np
+import jax.numpy as jnp
 
 from .. import _compat as C
 from .._primitives import CALLS, CUSTOM_DERIVATIVES
@@ -75,15 +75,17 @@ class Instrumented:
     closed: Any
     slots: list[Slot]
     sites: list[Site]
-    outputs: list[Any]  # per output of the original program: its Slot, or ("literal", value)
+    outputs: list[Any]  # per output of the original program: its Slot, ("literal", value) or None
 
 
 def _exportable(v: Any) -> bool:
+    """Real numbers, integers and booleans (bfloat16 included); not PRNG keys, float0 or complex."""
     try:
-        dt = np.dtype(C.aval(v).dtype) if hasattr(v, "aval") else np.dtype(v.dtype)
-    except TypeError:  # PRNG keys, float0: not values the oracle handles
+        dt = C.aval(v).dtype if hasattr(v, "aval") else v.dtype
+        return bool(jnp.issubdtype(dt, jnp.floating) or jnp.issubdtype(dt, jnp.integer)
+                    or jnp.issubdtype(dt, jnp.bool_))
+    except TypeError:  # extended dtypes
         return False
-    return dt.kind in "fiub"
 
 
 class _Frame:
@@ -122,7 +124,8 @@ def instrument(closed: Any, source: C.SourceLine | None = None, path: tuple[str,
     traced = jax.make_jaxpr(program)(*specs)
     for i, s in enumerate(top.slots):
         s.index = i
-    outputs = [s if s is not None else ("literal", v) for v, s in results]
+    # A result that is no slot is a literal (or a PRNG key and the like: None, not a value of ours).
+    outputs = [s if s is not None else (("literal", v) if not C.is_tracer(v) else None) for v, s in results]
     return Instrumented(traced, list(top.slots), list(top.sites), outputs)
 
 
