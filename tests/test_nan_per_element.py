@@ -97,3 +97,16 @@ def test_grad_origin_still_found():
     origin = find_nan_origin(jax.grad(loss), np.array([0.0, 1.0], np.float32))
     assert_at(origin, loss, "GRAD-SQRT")
     assert origin.kind == "division by zero"
+
+
+def sliced_log(x):
+    y = jnp.log(x)  # SLICED-LOG
+    return jax.lax.dynamic_slice(y, (2,), (1,))
+
+
+def test_the_element_reported_is_one_that_reaches_the_result():
+    x = np.array([-1.0, 5.0, 0.0], np.float32)  # log: NaN at 0 (sliced away), -inf at 2 (returned)
+    origin = find_nan_origin(sliced_log, x)
+    assert_at(origin, sliced_log, "SLICED-LOG")
+    assert (origin.index, origin.kind) == ((2,), "division by zero")
+    assert origin.operands[0].value == 0.0

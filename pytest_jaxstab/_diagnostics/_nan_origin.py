@@ -48,7 +48,6 @@ Definitions (the contract of this module):
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
@@ -102,7 +101,7 @@ def find_nan_origin(fn: Callable[..., Any], *args: Any,
     walker = Walker(exhaustive=every)
     _, out_taints = walker.run(closed, invals, [None] * len(invals), Ctx((), ()))
     reached = frozenset().union(*(walker.keys(t) for t in out_taints))
-    origins = [dataclasses.replace(o, reaches_output=k in reached) for k, o in walker.origins.items()]
+    origins = walker.reaching(reached)
     if every:
         return origins
     return next((o for o in origins if o.reaches_output), None)

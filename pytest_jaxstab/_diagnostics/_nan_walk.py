@@ -31,7 +31,7 @@ from .. import _compat as C
 from .._primitives import ACCUMULATING, CALLS, CUSTOM_DERIVATIVES, ELEMENTWISE
 from ._nan_records import Key, NanOrigin, _inexact, _letter, _summary
 
-__all__ = ["Walker", "Ctx", "all_finite", "every_finite"]
+__all__ = ["Ctx", "Walker", "all_finite", "every_finite", "origin_key"]
 
 #: Primitives that only move elements: their taints move with them when re-bound on the taint ids.
 _MOVES = frozenset({
@@ -43,6 +43,12 @@ _MOVES = frozenset({
 _AXIS_REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod"})
 
 _FINITE, _UNEXPLAINED = 0, 1
+_TRACKED = 64  # elements per origin whose own path to the result is tracked
+
+
+def origin_key(k: Any) -> Key:
+    """The origin key of a taint entry (a sub-key ``(key, steps, flat index)`` or a key itself)."""
+    return k[0] if isinstance(k[0], tuple) else k
 
 Taint = "np.ndarray | None"
 
@@ -65,11 +71,13 @@ class Walker:
         # exhaustive: walk every sub-program; otherwise skip those whose outputs are all finite.
         self.exhaustive = exhaustive
         self.origins: dict[Key, NanOrigin] = {}
-        self._sets: list[frozenset[Key]] = [frozenset(), frozenset()]
-        self._ids: dict[frozenset[Key], int] = {}
+        # interned sets of origin keys, or of sub-keys (key, loop steps, flat index) for born elements
+        self._sets: list[frozenset[Any]] = [frozenset(), frozenset()]
+        self._ids: dict[frozenset[Any], int] = {}
+        self._born: dict[Key, tuple[Any, ...]] = {}  # what an origin's first occurrence saw
 
     # -- taint sets -----------------------------------------------------------------------------
-    def _id(self, keys: frozenset[Key]) -> int:
+    def _id(self, keys: frozenset[Any]) -> int:
         if not keys:
             return _UNEXPLAINED
         i = self._ids.get(keys)
@@ -78,11 +86,11 @@ class Walker:
             self._sets.append(keys)
         return i
 
-    def keys(self, taint: np.ndarray | None) -> frozenset[Key]:
-        """Every origin key in a taint array."""
+    def keys(self, taint: np.ndarray | None) -> frozenset[Any]:
+        """Every origin key or sub-key in a taint array."""
         if taint is None:
             return frozenset()
-        out: set[Key] = set()
+        out: set[Any] = set()
         for i in np.unique(taint):
             out |= self._sets[int(i)]
         return frozenset(out)
@@ -245,8 +253,7 @@ class Walker:
             elif not elementwise:
                 inherited, fresh = self._whole(vals, tnts, a.shape, bad)
             if fresh.any():
-                key = self._record(eqn, ctx, vals, a, fresh, elementwise)
-                inherited = self._with(inherited, fresh, key)
+                inherited = self._union(inherited, self._fresh_ids(eqn, ctx, vals, a, fresh, elementwise))
             out_t.append(inherited)
         return outs, out_t
 
@@ -293,13 +300,13 @@ class Walker:
             if not ids:
                 fresh[r] = True
                 continue
-            keys: frozenset[Key] = frozenset().union(*(self._sets[i] for i in ids))
+            keys: frozenset[Any] = frozenset().union(*(self._sets[i] for i in ids))
             inherited[r] = self._id(keys)
         return inherited.reshape(shape), fresh.reshape(shape)
 
     def _whole(self, vals: list[Any], tnts: list[Any], shape: tuple[int, ...],
                bad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        keys: set[Key] = set()
+        keys: set[Any] = set()
         any_bad = False
         for v, t in zip(vals, tnts):
             if _inexact(v) and _bad(v).any():
@@ -319,12 +326,51 @@ class Walker:
         prim = "output" if eqn is None else C.primitive_name(eqn)
         return (prim, loc, path), (src.text if src else None), path
 
+    def _fresh_ids(self, eqn: Any, ctx: Ctx, vals: list[Any], out: np.ndarray, fresh: np.ndarray,
+                   elementwise: bool) -> np.ndarray:
+        """Taint ids of the elements born at ``eqn``: each of the first :data:`_TRACKED` elements of
+        an origin's first occurrence carries its own sub-key ``(key, steps, flat index)``, so the
+        element reported can be one that reaches the result (:meth:`reaching`)."""
+        key = self._record(eqn, ctx, vals, out, fresh, elementwise)
+        if key not in self._born:
+            self._born[key] = (eqn, ctx, vals, out, fresh, elementwise)
+        first = self._born[key][1].steps == ctx.steps
+        ids = np.zeros(out.shape, np.int32)
+        flats = np.flatnonzero(fresh)
+        tracked = flats[:_TRACKED] if first else flats[:0]
+        for f in tracked:
+            ids.flat[int(f)] = self._id(frozenset({(key, ctx.steps, int(f))}))
+        rest = np.zeros(out.shape, bool)
+        rest.flat[flats[len(tracked):]] = True
+        ids[rest] = self._id(frozenset({(key, ctx.steps, -1)}))
+        return ids
+
+    def reaching(self, reached: frozenset[Any]) -> list[NanOrigin]:
+        """Every origin in evaluation order with ``reaches_output`` set from the reached sub-keys; an
+        origin reaching the result is reported at its first element that does (same loop step)."""
+        keys = {origin_key(k) for k in reached}
+        out = []
+        for key, origin in self.origins.items():
+            hits = sorted(k[2] for k in reached if isinstance(k[0], tuple) and k[0] == key
+                          and k[1] == origin.steps and k[2] >= 0)
+            if key in self._born and hits and origin.index is not None:
+                eqn, ctx, vals, val_out, fresh, elementwise = self._born[key]
+                if int(np.ravel_multi_index(origin.index, val_out.shape)) not in hits:
+                    origin = self._make(key, eqn, ctx, vals, val_out, fresh, elementwise, hits[0])
+            out.append(dataclasses.replace(origin, reaches_output=key in keys))
+        return out
+
     def _record(self, eqn: Any, ctx: Ctx, vals: list[Any], out: np.ndarray, fresh: np.ndarray,
                 elementwise: bool) -> Key:
-        key, code, path = self._where(eqn, ctx)
-        if key in self.origins:
-            return key
-        flat = int(np.flatnonzero(fresh)[0])
+        key, _, _ = self._where(eqn, ctx)
+        if key not in self.origins:
+            self.origins[key] = self._make(key, eqn, ctx, vals, out, fresh, elementwise,
+                                           int(np.flatnonzero(fresh)[0]))
+        return key
+
+    def _make(self, key: Key, eqn: Any, ctx: Ctx, vals: list[Any], out: np.ndarray, fresh: np.ndarray,
+              elementwise: bool, flat: int) -> NanOrigin:
+        _, code, path = self._where(eqn, ctx)
         index = tuple(int(i) for i in np.unravel_index(flat, out.shape))
         name = C.primitive_name(eqn)
         at = [_value_at(v, index) if elementwise else None for v in vals]
@@ -336,9 +382,8 @@ class Walker:
         operands = tuple(_summary(_letter(i), atom, v, x, C.is_literal(atom))
                          for i, (atom, v, x) in enumerate(zip(eqn.invars, vals, at)))
         output = _summary("output", None, out, value.item(), False)
-        self.origins[key] = NanOrigin(name, key[1], path, operands, kind, code, index, output,
-                                      int(fresh.sum()), ctx.steps)
-        return key
+        return NanOrigin(name, key[1], path, operands, kind, code, index, output, int(fresh.sum()),
+                         ctx.steps)
 
     def _constant(self, eqn: Any | None, ctx: Ctx, atoms: Sequence[Any], vals: list[Any], pos: int) -> Key:
         key, code, path = self._where(eqn, ctx)
