@@ -1,7 +1,7 @@
 """``jst.check``: the whole pipeline of DESIGN.md section 1 for one function, without pytest.
 
 trace (once) -> rewrite -> jit both variants -> Hypothesis draws inputs -> both variants and the oracle
-on each -> error bits -> figures, witnesses, NaN origins, timing -> :class:`CaseResult` with a verdict.
+on each -> error bits -> figures, witnesses, NaN origins, local error, timing -> :class:`CaseResult` with a verdict.
 
 Order of inputs: a baseline's witnesses, then failures stored in Hypothesis's example database by
 earlier runs, then ``max_examples`` Hypothesis draws, ``hypothesis.target`` steering towards the judged
@@ -27,16 +27,16 @@ from hypothesis.errors import FailedHealthCheck
 # the loaded local modules into its draws, so a module imported midway would change later draws
 # (fixed-seed runs do without those constants altogether: see _without_local_constants).
 from .. import _compat
-from .._diagnostics._local_error import analyse as analyse_local_error
 from .._diagnostics._nan_origin import find_nan_origin
 from .._diagnostics._timing import time_backends
 from .._dtypes import resolve_dtype
 from .._errors import JaxstabError
-from .._results import CaseResult, LocalErrorRecord, NanOriginRecord, RewriteRecord, TimingRecord, Witness
+from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord, Witness
 from ..rewrites import STABILITY, rewrite_jaxpr
 from ..rewrites._rule import resolve
 from ..strategies import arguments
 from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes
+from ._localize import local_error_records
 from ._message import failure_message
 from ._replay import FailureStore
 from ._shrink import Shrinker
@@ -158,8 +158,8 @@ def check(
         origins = _nan_origins(prepared.closed, rewritten, acc, minimal)
         prof.add("diagnostics", time.perf_counter() - t0)
         t0 = time.perf_counter()
-        local = _local_error(prepared.closed, rewritten, acc, minimal, float(tolerance_bits),
-                             acc.stats(judged).verdict == "fail")
+        local = local_error_records(prepared.closed, rewritten, acc, minimal, float(tolerance_bits),
+                                    acc.stats(judged).verdict == "fail")
         prof.add("local_error", time.perf_counter() - t0)
         timings: list[TimingRecord] = []
         if timing and acc.first is not None:
@@ -366,45 +366,6 @@ def _nan_origins(closed: Any, rewritten: Any, acc: Accumulator, minimal: SampleR
         path = " > ".join(getattr(origin, "path", ()) or ())
         records.append(NanOriginRecord(variant, origin.primitive, origin.location, kind=origin.kind,
                                        line_text=origin.code or "", path=path))
-    return records
-
-
-#: Local error is computed on this many of the worst inputs (each costs one oracle evaluation of the
-#: program with every intermediate as an output): enough to name the line, cheap beside 200 samples.
-_LOCAL_ERROR_SAMPLES = 3
-
-
-def _local_error(closed: Any, rewritten: Any, acc: Accumulator, minimal: SampleResult | None,
-                 tolerance: float, failed: bool) -> list[LocalErrorRecord]:
-    """Where the function as written loses bits on its worst inputs (``jst.local_error``), worst first;
-    on a failed case, whether the rewritten function still loses them on each line."""
-    pool = ([minimal] if minimal is not None else []) + acc.worst("original")
-    samples: list[tuple[Any, ...]] = []
-    for ex in pool:
-        if not any(all(np.array_equal(a, b, equal_nan=True) for a, b in zip(ex.args, s)) for s in samples):
-            samples.append(tuple(ex.args))
-    samples = samples[:_LOCAL_ERROR_SAMPLES]
-    if not samples:
-        return []
-    try:
-        lines = analyse_local_error(closed, samples, tolerance_bits=tolerance, max_lines=10).lines
-    except Exception:  # a diagnostic must not hide the verdict
-        return []
-    after = None
-    if failed and rewritten is not closed and lines:
-        try:
-            after = analyse_local_error(rewritten, samples, tolerance_bits=tolerance).lines
-        except Exception:  # e.g. a primitive of a replacement the oracle lacks: "removed" stays unknown
-            failed = False
-    records = []
-    for line in lines:
-        removed = None
-        if failed:
-            removed = after is not None and not any(
-                a.location == line.location and a.max_bits > tolerance for a in after)
-        records.append(LocalErrorRecord(line.location, line.primitive, line.kind, line.max_bits,
-                                        line.mean_bits, line.share_over_tolerance, line.code or "",
-                                        removed))
     return records
 
 

@@ -61,7 +61,8 @@ class NanOrigin:
         operands: summaries of the equation's operands, named ``a``, ``b``, ... in order.
         kind: ``"overflow"``, ``"invalid"``, ``"division by zero"`` or ``"constant"``.
         code: the text of the line at ``location``.
-        index: the first offending element of the output (of the constant for ``"constant"``).
+        index: the first offending element of the output that reaches the function's result (the first
+            offending element when none does; of the constant for ``"constant"``).
         output: summary of the output holding it (None for ``"constant"``).
         count: how many output elements were born non-finite there (first occurrence).
         steps: for origins inside ``scan``/``while`` bodies, the iteration of each enclosing loop,
