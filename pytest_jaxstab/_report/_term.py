@@ -29,7 +29,7 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str]) -> str:
     Columns: case (nodeid without its directories), dtype, samples, max/mean error bits and overflows of
     the function as written and of the rewritten one, the rules that fired, where the judged variant's
     first NaN/Inf was born (`primitive @ file:line`), where the function as written loses the
-    most bits (`primitive @ file:line (bits)`, from `jst.local_error`), and the jitted time ratio
+    most bits (`primitive @ file:line`, from `jst.local_error`), and the jitted time ratio
     rewritten/original per backend (`cpu 0.98x`, `-` when not timed). Long cells are cut with an ellipsis.
 
     Args:
@@ -134,11 +134,17 @@ def _nan_origin(case: CaseResult) -> str:
 
 
 def _bits_lost_at(case: CaseResult) -> str:
-    """The worst line of the local error: ``sub @ file.py:12 (30b)``, or ``-``."""
+    """The worst line of the local error: ``sub @ file.py:12``, the file cut from its start to fit
+    (``sub @ …_file.py:12``) so that the line number stays visible; ``-`` when none."""
     if not case.local_error:
         return "-"
     worst = case.local_error[0]
-    return f"{worst.primitive} @ {_short_location(worst.location)} ({worst.max_bits:.0f}b)"
+    head = f"{worst.primitive} @ "
+    where = _short_location(worst.location)
+    room = _LOST_W - len(head)
+    if len(where) > room:
+        where = ELLIPSIS + where[len(where) - room + 1:]
+    return head + where
 
 
 def _ratio(ratio: float) -> str:
