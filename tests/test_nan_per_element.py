@@ -110,3 +110,15 @@ def test_the_element_reported_is_one_that_reaches_the_result():
     assert_at(origin, sliced_log, "SLICED-LOG")
     assert (origin.index, origin.kind) == ((2,), "division by zero")
     assert origin.operands[0].value == 0.0
+
+
+def test_check_message_names_the_origin_that_reaches_the_output():
+    import pytest_jaxstab as jst
+    from tests.test_nan_origin import line_of
+
+    result = jst.check(masked_exp, shapes=[(2,)], dtype="float32", domain=(1e-9, 100.0), seed=0,
+                       max_examples=60)
+    origin = next(o for o in result.nan_origins if o.variant == "original")
+    _, line = line_of(masked_exp, "LOG")
+    assert (origin.primitive, origin.location.rsplit(":", 1)[1]) == ("log", str(line))
+    assert "in log at " in result.message
