@@ -228,3 +228,29 @@ def test_cancellation_inside_a_while_body_per_iteration():
 def test_half_precision(dtype):
     x = np.array([300.0, 1000.0, 3000.0], dtype=dtype)
     assert_worst_at(jst.local_error(sqrt_diff, x), sqrt_diff, "SQRT-DIFF")
+
+
+def overflow_then_log(x):
+    scaled = x * 0.5
+    e = jnp.exp(x)
+    back = jnp.log(e)  # LOG-OF-OVERFLOW
+    return back + scaled
+
+
+def test_an_operand_that_overflows_is_classified_as_overflow():
+    # exp(100) rounds to inf in float32 (its own local error is 0: the exact value rounds to inf too);
+    # log then gets inf where its exact input is finite: the loss shows at the log line
+    result = jst.local_error(overflow_then_log, np.array([1.0, 100.0], np.float32))
+    assert_worst_at(result, overflow_then_log, "LOG-OF-OVERFLOW", kind="overflow")
+
+
+def underflow_then_scale(x):
+    tiny = jnp.exp(x)
+    big = tiny * 1e30  # SCALE-SUBNORMAL
+    return big + 1.0
+
+
+def test_a_subnormal_operand_is_classified_as_underflow():
+    # exp(-100) = 3.7e-44 is subnormal in float32; flushed to 0 on the way into the product
+    result = jst.local_error(underflow_then_scale, np.array([-100.0], np.float32))
+    assert_worst_at(result, underflow_then_scale, "SCALE-SUBNORMAL", kind="underflow")

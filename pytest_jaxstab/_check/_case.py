@@ -1,7 +1,8 @@
 """``jst.check``: the whole pipeline of DESIGN.md section 1 for one function, without pytest.
 
 trace (once) -> rewrite -> jit both variants -> Hypothesis draws inputs -> both variants and the oracle
-on each -> error bits -> figures, witnesses, NaN origins, local error, timing -> :class:`CaseResult` with a verdict.
+on each -> error bits -> figures, witnesses, NaN origins, local error, timing -> :class:`CaseResult`
+with a verdict.
 
 Order of inputs: a baseline's witnesses, then failures stored in Hypothesis's example database by
 earlier runs, then ``max_examples`` Hypothesis draws, ``hypothesis.target`` steering towards the judged

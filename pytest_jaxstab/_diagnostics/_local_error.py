@@ -463,14 +463,16 @@ def _classify(site: Site, idx: tuple[Any, ...], got: Any, exact: Any, values: li
     if np.isfinite(e) and not np.isfinite(g):
         return "overflow"
     ops = _operand_at(site, values, idx, np.shape(values[site.outs[0].index]) if site.outs[0] else ())
-    finite_ops = [x for x in ops if x is not None]
-    if any(not np.isfinite(x) for x in finite_ops):
-        return "overflow"
+    known = [x for x in ops if x is not None]
+    if any(not np.isfinite(x) for x in known):
+        return "overflow"  # an operand's exact value rounds to +-inf
+    if any(0 < abs(x) < tiny for x in known):
+        return "underflow"  # an operand's exact value rounds to a subnormal, which XLA flushes to 0
     # The exact result sits at (or a few bits above) the subnormal range and the float one lost it.
     near_underflow = 0 < abs(e) < tiny * 2.0 ** info.significand_bits
     name = site.primitive
-    if name in _ADDITIVE and len(finite_ops) == 2:
-        a, b = finite_ops
+    if name in _ADDITIVE and len(known) == 2:
+        a, b = known
         big = max(abs(a), abs(b))
         if big > 0 and abs(e) < big / 2:
             return "cancellation"
