@@ -254,3 +254,17 @@ def test_a_subnormal_operand_is_classified_as_underflow():
     # exp(-100) = 3.7e-44 is subnormal in float32; flushed to 0 on the way into the product
     result = jst.local_error(underflow_then_scale, np.array([-100.0], np.float32))
     assert_worst_at(result, underflow_then_scale, "SCALE-SUBNORMAL", kind="underflow")
+
+
+def through_library(x):
+    roots = jnp.sqrt(x)
+    gaps = jnp.diff(roots)  # LIB-DIFF
+    return gaps * 3.0
+
+
+def test_a_loss_inside_library_code_lands_on_the_calling_line():
+    # the subtraction happens inside jnp.diff; it is attributed to the user's line that called it
+    x = np.array([1e6, 1e6 + 1, 1e6 + 3], np.float32)
+    result = jst.local_error(through_library, x)
+    assert_worst_at(result, through_library, "LIB-DIFF")
+    assert result.worst.primitive == "sub"
