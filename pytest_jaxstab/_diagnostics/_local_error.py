@@ -38,6 +38,7 @@ from .. import _compat as C
 from .._dtypes import dtype_info
 from .._errors import ArgumentError, trace_error
 from .._primitives import ELEMENTWISE
+from ..oracles import error_bits, evaluate
 from ._local_trace import Instrumented, Site, Slot, instrument
 
 __all__ = ["KINDS", "MAX_WHILE_STEPS", "LineError", "LocalError", "analyse", "local_error"]
@@ -212,8 +213,6 @@ class _Programs:
     def run(self, closed: Any, args: list[Any], scored: list[tuple[Site, float, str]], source: Any,
             path: tuple[str, ...], nesting: int) -> list[np.ndarray | None]:
         """Score every site of ``closed`` on ``args`` (exact values); returns its outputs, exact rounded."""
-        from ..oracles import evaluate
-
         inst, floats = self._get(closed, source, path)
         oracle = evaluate(inst.closed, *args)
         values = [np.asarray(v) for v in oracle.values]
@@ -246,8 +245,6 @@ class _Programs:
             i = min(max(int(ins[0]), 0), len(branches) - 1)  # lax.switch clamps too
             self.run(branches[i], ins[1:], scored, site.source, here, nesting)
             return True
-        from ..oracles import evaluate
-
         wp = C.while_parts(site.eqn)
         nc, nb = len(wp.cond_consts), len(wp.body_consts)
         cc, bc, carry = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
@@ -315,7 +312,6 @@ class _Floats:
             return [np.asarray(x) for x in _apply(site, values)]
         except Exception:  # a site we cannot re-run is left out, never guessed
             return None
-
 
 
 def _scorable(site: Site) -> bool:
@@ -403,8 +399,6 @@ def _score(site: Site, outs: list[np.ndarray] | None, values: list[np.ndarray],
         got = np.asarray(got).astype(exact.dtype)
         if got.shape != exact.shape:
             continue
-        from ..oracles import error_bits
-
         bits = np.asarray(error_bits(got, exact), dtype=np.float64)
         tiny = float(dtype_info(exact.dtype).tiny)
         bits = np.where((np.abs(exact) < tiny) & (np.abs(got) < tiny), 0.0, bits)
