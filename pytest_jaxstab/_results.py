@@ -119,6 +119,11 @@ class LocalErrorRecord:
     code: str = ""
     removed: bool | None = None
 
+    @property
+    def significant(self) -> bool:
+        """More than the 1-2 bits a correctly (or faithfully) rounded operation loses by itself."""
+        return self.max_bits > 2.0
+
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

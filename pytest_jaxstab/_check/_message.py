@@ -91,7 +91,7 @@ def _short(location: str | None) -> str | None:
 
 def _local_error_lines(result: CaseResult) -> list[str]:
     """Where the function as written loses the most bits (``jst.local_error``) and what rewriting does."""
-    if not result.local_error:
+    if not result.local_error or not result.local_error[0].significant:
         return []
     worst = result.local_error[0]
     text = (f"Most bits lost at {_short(worst.location) or '<unknown location>'}: {worst.kind} in "

@@ -136,7 +136,7 @@ def _nan_origin(case: CaseResult) -> str:
 def _bits_lost_at(case: CaseResult) -> str:
     """The worst line of the local error: ``sub @ file.py:12``, the file cut from its start to fit
     (``sub @ …_file.py:12``) so that the line number stays visible; ``-`` when none."""
-    if not case.local_error:
+    if not case.local_error or not case.local_error[0].significant:
         return "-"
     worst = case.local_error[0]
     head = f"{worst.primitive} @ "
