@@ -122,3 +122,18 @@ def test_check_message_names_the_origin_that_reaches_the_output():
     _, line = line_of(masked_exp, "LOG")
     assert (origin.primitive, origin.location.rsplit(":", 1)[1]) == ("log", str(line))
     assert "in log at " in result.message
+
+
+def out_of_bounds(x):
+    y = jnp.log(x)  # OOB-LOG
+    return y.at[jnp.array([1, 7])].get(mode="fill", fill_value=jnp.nan)  # OOB-GATHER
+
+
+def test_a_gather_fill_value_is_born_at_the_gather():
+    # index 7 is out of bounds: the NaN is the gather's fill value; log(-1) at 0 is never read
+    origin = find_nan_origin(out_of_bounds, np.array([-1.0, 2.0], np.float32))
+    assert_at(origin, out_of_bounds, "OOB-GATHER")
+    assert (origin.primitive, origin.index) == ("gather", (1,))
+    every = {o.primitive: o for o in find_nan_origin(out_of_bounds, np.array([-1.0, 2.0], np.float32),
+                                                     every=True)}
+    assert every["log"].reaches_output is False

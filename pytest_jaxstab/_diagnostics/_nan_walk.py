@@ -21,6 +21,7 @@ that no origin explains (it came from the function's arguments). Propagation:
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -282,10 +283,14 @@ class Walker:
         """The taints moved by re-binding the primitive on them (None where it cannot be done)."""
         try:
             ins = [jnp.asarray(self._base(v, t)) if _inexact(v) else v for v, t in zip(vals, tnts)]
-            moved = [np.asarray(m) for m in C.bind(eqn, ins)]
+            with warnings.catch_warnings():  # a NaN fill value cast to the int32 ids: handled below
+                warnings.simplefilter("ignore", RuntimeWarning)
+                moved = [np.asarray(m) for m in C.bind(eqn, ins)]
         except Exception:  # a move that will not take int32 ids: per array instead
             return [None] * len(shapes)
-        return [m.astype(np.int32) if m.shape == s else None for m, s in zip(moved, shapes)]
+        # An id no taint set has (a gather's out-of-bounds fill value) marks an element born there.
+        return [np.where((m >= 0) & (m < len(self._sets)), m, _FINITE).astype(np.int32) if m.shape == s
+                else None for m, s in zip(moved, shapes)]
 
     def _reduce(self, eqn: Any, v: Any, t: Any, shape: tuple[int, ...],
                 bad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
