@@ -9,7 +9,9 @@ and for warm ones: seconds, examples per second, and the share of time per stage
 
 Stages: trace/rewrite (trace once, apply the rules, jit setup), draw (Hypothesis: generating inputs,
 targeting, its bookkeeping), jitted runs (both variants), oracle (exact results), metrics (error bits,
-figures), shrink (smallest failing input), diagnostics (NaN origins).
+figures), shrink (smallest failing input), diagnostics (NaN origins), local error (the bits each line
+loses on its own, on the worst inputs: ``jst.local_error``). A second block times local error on a case
+that fails on accuracy alone (a cancelling ``sqrt(x + 1) - sqrt(x)``); goal: at most 50% added.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pytest_jaxstab._check import StageTimes, check
 
 _STAGES = (("trace/rewrite", ("trace",)), ("draw", ("draw",)), ("jitted runs", ("run",)),
            ("oracle", ("oracle",)), ("metrics", ("metrics",)), ("shrink", ("minimise",)),
-           ("diagnostics", ("diagnostics", "timing")))
+           ("diagnostics", ("diagnostics", "timing")), ("local error", ("local_error",)))
 
 
 def logsumexp(x):
@@ -34,7 +36,7 @@ def logsumexp(x):
 def run_once(examples: int, seed: int) -> StageTimes:
     prof = StageTimes()
     result = check(logsumexp, shapes=[(16,)], dtype="float32", domain=(-1e4, 1e4), max_examples=examples,
-                   seed=seed, nodeid="bench_harness::logsumexp", profile=prof)
+                   seed=seed, name="bench_harness::logsumexp", profile=prof)
     assert result.outcome == "failed" and result.rewritten.verdict == "pass", result.message
     return prof
 
@@ -65,6 +67,27 @@ def main() -> None:
     totals = [p["total"] for p in warm]
     goal = "met" if statistics.median(totals) <= 3.0 else "NOT met"
     print(f"goal <= 3 s per check: {goal} (warm runs: {', '.join(f'{t:.2f}' for t in totals)} s)")
+    local_error_split(args.examples, args.repeat)
+
+
+# --- local error: its share on an accuracy-only failure (issue 17) -------------------------------------
+def sqrt_gap(x):
+    return jnp.sqrt(x + 1.0) - jnp.sqrt(x)
+
+
+def local_error_split(examples: int, repeat: int) -> None:
+    """Local error's seconds against the rest of the check, on a case whose loss has no NaN to show."""
+    added = []
+    for seed in range(repeat + 1):  # the first run compiles: not counted
+        prof = StageTimes()
+        check(sqrt_gap, shapes=[(16,)], dtype="float32", domain=(1.0, 1e7), max_examples=examples, seed=seed,
+              name="bench_harness::sqrt_gap", profile=prof)
+        if seed:
+            added.append(prof.get("local_error", 0.0) / (prof["total"] - prof.get("local_error", 0.0)))
+    share = statistics.median(added)
+    goal = "met" if share <= 0.5 else "NOT met"
+    print(f"local error on sqrt(x + 1) - sqrt(x), {examples} examples: adds {100 * share:.0f}% to the "
+          f"rest of the check (median of {repeat}; goal <= 50%: {goal})")
 
 
 if __name__ == "__main__":

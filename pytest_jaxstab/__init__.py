@@ -7,6 +7,7 @@
     jst.check(fn, shapes=..., dtype=...)   # fuzz + exact oracle, without pytest
     jst.find_nan_origin(fn, *args)         # where a NaN/Inf is born
     jst.time_backends(fn, *args)           # jitted time on every backend present
+    jst.local_error(fn, *args)             # which of your lines loses the bits
 
 The names below are the public API, listed once in ``_EXPORTS`` (``__all__`` is derived from it); each
 is imported on first use, so loading the pytest plugin does not import JAX for test runs that never
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from ._diagnostics import NanOrigin as NanOrigin
     from ._diagnostics import OperandSummary as OperandSummary
     from ._diagnostics import find_nan_origin as find_nan_origin
+    from ._diagnostics import local_error as local_error
     from ._diagnostics import time_backends as time_backends
     from ._errors import ArgumentError as ArgumentError
     from ._errors import BaselineError as BaselineError
@@ -57,6 +59,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "NanOrigin": ("._diagnostics", "NanOrigin"),
     "OperandSummary": ("._diagnostics", "OperandSummary"),
     "find_nan_origin": ("._diagnostics", "find_nan_origin"),
+    "local_error": ("._diagnostics", "local_error"),
     "time_backends": ("._diagnostics", "time_backends"),
     "ArgumentError": ("._errors", "ArgumentError"),
     "BaselineError": ("._errors", "BaselineError"),

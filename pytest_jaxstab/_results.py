@@ -102,6 +102,40 @@ class NanOriginRecord:
 
 
 @dataclasses.dataclass
+class LocalErrorRecord:
+    """Where the function as written loses bits: one user line and primitive (see ``jst.local_error``).
+
+    ``max_bits``/``mean_bits``/``share_over_tolerance`` are over the samples analysed (the worst inputs
+    found); ``removed`` says whether the rewritten function no longer loses more than the tolerance on
+    that line (None when it was not analysed).
+    """
+
+    location: str | None
+    primitive: str
+    kind: str
+    max_bits: float
+    mean_bits: float
+    share_over_tolerance: float
+    code: str = ""
+    removed: bool | None = None
+
+    @property
+    def significant(self) -> bool:
+        """More than the 1-2 bits a correctly (or faithfully) rounded operation loses by itself."""
+        return self.max_bits > 2.0
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> LocalErrorRecord:
+        removed = d.get("removed")
+        return cls(d.get("location"), d["primitive"], d["kind"], float(d["max_bits"]),
+                   float(d["mean_bits"]), float(d["share_over_tolerance"]), d.get("code") or "",
+                   None if removed is None else bool(removed))
+
+
+@dataclasses.dataclass
 class TimingRecord:
     """Jitted median time of both variants on one backend (``ratio`` = rewritten / original)."""
 
@@ -144,6 +178,7 @@ class CaseResult:
     rewrites: list[RewriteRecord] = dataclasses.field(default_factory=list)
     nan_origins: list[NanOriginRecord] = dataclasses.field(default_factory=list)
     timing: list[TimingRecord] = dataclasses.field(default_factory=list)
+    local_error: list[LocalErrorRecord] = dataclasses.field(default_factory=list)  # worst first
     witnesses: list[Witness] = dataclasses.field(default_factory=list)
     points: list[Point] = dataclasses.field(default_factory=list)
     tolerance_bits: float = 8.0
@@ -167,6 +202,7 @@ class CaseResult:
             "rewrites": [r.to_json() for r in self.rewrites],
             "nan_origins": [n.to_json() for n in self.nan_origins],
             "timing": [t.to_json() for t in self.timing],
+            "local_error": [e.to_json() for e in self.local_error],
             # extra keys (DESIGN.md allows them):
             "witnesses": [w.to_json() for w in self.witnesses],
             "points": [p.to_json() for p in self.points],
@@ -185,6 +221,7 @@ class CaseResult:
             rewrites=[RewriteRecord(**r) for r in d.get("rewrites", [])],
             nan_origins=[NanOriginRecord(**n) for n in d.get("nan_origins", [])],
             timing=[TimingRecord(**t) for t in d.get("timing", [])],
+            local_error=[LocalErrorRecord.from_json(e) for e in d.get("local_error", [])],
             witnesses=[Witness.from_json(w) for w in d.get("witnesses", [])],
             points=[Point(*p) for p in d.get("points", [])],
             tolerance_bits=float(d.get("tolerance_bits", 8.0)),

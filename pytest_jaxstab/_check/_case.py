@@ -1,7 +1,8 @@
 """``jst.check``: the whole pipeline of DESIGN.md section 1 for one function, without pytest.
 
 trace (once) -> rewrite -> jit both variants -> Hypothesis draws inputs -> both variants and the oracle
-on each -> error bits -> figures, witnesses, NaN origins, timing -> :class:`CaseResult` with a verdict.
+on each -> error bits -> figures, witnesses, NaN origins, local error, timing -> :class:`CaseResult`
+with a verdict.
 
 Order of inputs: a baseline's witnesses, then failures stored in Hypothesis's example database by
 earlier runs, then ``max_examples`` Hypothesis draws, ``hypothesis.target`` steering towards the judged
@@ -41,6 +42,7 @@ from ..rewrites._rule import resolve
 from ..strategies import arguments
 from ..strategies._domain import per_argument_domains
 from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes
+from ._localize import local_error_records
 from ._message import CheckWarning, failure_message, nothing_judged
 from ._replay import FailureStore
 from ._shrink import Shrinker
@@ -215,6 +217,10 @@ def check(
         t0 = time.perf_counter()
         origins = _nan_origins(prepared.closed, rewritten, acc, minimal)
         prof.add("diagnostics", time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        local = local_error_records(prepared.closed, rewritten, acc, minimal, float(tolerance_bits),
+                                    acc.stats(judged).verdict == "fail")
+        prof.add("local_error", time.perf_counter() - t0)
         timings: list[TimingRecord] = []
         if timing and acc.first is not None:
             t0 = time.perf_counter()
@@ -224,7 +230,7 @@ def check(
         nodeid=case_id, dtype=str(dt), samples=acc.samples, discarded=acc.discarded, uncertain=acc.uncertain,
         original=acc.stats("original"), rewritten=acc.stats("rewritten"),
         rewrites=[RewriteRecord(a.rule, a.location) for a in applied],
-        nan_origins=origins, timing=timings, witnesses=acc.witnesses(minimal),
+        nan_origins=origins, timing=timings, local_error=local, witnesses=acc.witnesses(minimal),
         # Sorted: the same inputs give the same report whatever order they arrived in (witnesses first).
         points=sorted(acc.points, key=lambda p: (p.magnitude, p.original_bits, p.rewritten_bits)),
         tolerance_bits=float(tolerance_bits), judged=judged,

@@ -1,6 +1,7 @@
 """The failure message of a case (DESIGN.md section 5): the smallest failing input found, the error of
-both variants on it, where the first NaN/Inf was born (with that line's text), the rewrites that fired,
-and which variant passes."""
+both variants on it, where the first NaN/Inf was born (with that line's text), the line where most bits
+are lost (its text, the kind of loss, whether the rewritten function removes it), the rewrites that
+fired, and which variant passes."""
 
 from __future__ import annotations
 
@@ -93,6 +94,26 @@ def _short(location: str | None) -> str | None:
     return short_path(location)
 
 
+def _local_error_lines(result: CaseResult) -> list[str]:
+    """Where the function as written loses the most bits (``jst.local_error``) and what rewriting does."""
+    if not result.local_error or not result.local_error[0].significant:
+        return []
+    worst = result.local_error[0]
+    text = (f"Most bits lost at {_short(worst.location) or '<unknown location>'}: {worst.kind} in "
+            f"{worst.primitive}, up to {worst.max_bits:.1f} bits on its own "
+            f"({100 * worst.share_over_tolerance:.0f}% of the worst inputs over tolerance)")
+    if worst.removed is True:
+        text += "; the rewritten function removes this loss."
+    elif worst.removed is False:
+        text += "; the rewritten function still loses them there."
+    else:
+        text += "."
+    out = [text]
+    if worst.code:
+        out.append(f"    {worst.code}")
+    return out
+
+
 def failure_message(result: CaseResult, minimal: SampleResult | None, names: Sequence[str],
                     applied: Sequence[Any]) -> str:
     """The message of a failed case; see the module docstring."""
@@ -113,6 +134,7 @@ def failure_message(result: CaseResult, minimal: SampleResult | None, names: Seq
                      f"{origin.primitive} at {_short(origin.location) or '<unknown location>'}")
         if origin.line_text:
             lines.append(f"    {origin.line_text}")
+    lines.extend(_local_error_lines(result))
     if applied:
         fired = ", ".join(f"{a.rule} at {_short(a.location) or '?'}" for a in applied)
         lines.append(f"Rewrites that fired: {fired}.")

@@ -190,6 +190,7 @@ def _case_section(index: int, case: CaseResult, gate: Mapping[str, str] | None =
         ))
     else:
         out.append('<p class="note">no non-finite result</p>')
+    out.extend(_local_error_section(case))
     out.append("<h3>Timing (jitted)</h3>")
     if case.timing:
         out.append(_table(
@@ -206,6 +207,36 @@ def _case_section(index: int, case: CaseResult, gate: Mapping[str, str] | None =
                           [_witness_row(w) for w in case.witnesses], numeric=(1,)))
     out.append("</section>")
     return "\n".join(out)
+
+
+def _local_error_section(case: CaseResult) -> list[str]:
+    """Where the function as written loses bits (``jst.local_error``): one bar per line, worst first.
+
+    Plain HTML bars (no plot library): the bar is the line's max bits on the scale of the dtype's width
+    (a lighter inner bar the mean), the tolerance drawn as a mark."""
+    out = ["<h3>Where bits are lost (local error per line)</h3>"]
+    if not case.local_error:
+        out.append('<p class="note">not computed, or no operation loses a bit</p>')
+        return out
+    scale = {"float16": 16.0, "bfloat16": 16.0, "float32": 32.0, "float64": 64.0}.get(case.dtype, 64.0)
+    tol = min(100.0, 100.0 * case.tolerance_bits / scale)
+    rows = []
+    for e in case.local_error:
+        width, mean = min(100.0, 100.0 * e.max_bits / scale), min(100.0, 100.0 * e.mean_bits / scale)
+        at = "position:absolute;left:0;"
+        bar = (f'<div style="position:relative;width:16em;height:0.9em;background:#eee">'
+               f'<div style="{at}top:0;height:100%;width:{width:.1f}%;background:#c44"></div>'
+               f'<div style="{at}top:25%;height:50%;width:{mean:.1f}%;background:#f99"></div>'
+               f'<div style="position:absolute;left:{tol:.1f}%;top:0;height:100%;'
+               f'border-left:1px dashed #333"></div></div>')
+        removed = {True: "yes", False: "no", None: "-"}[e.removed]
+        rows.append([f"<code>{_e(e.location or '?')}</code>", f"<code>{_e(e.primitive)}</code>", _e(e.kind),
+                     bar, _bits(e.max_bits), _bits(e.mean_bits), f"{100 * e.share_over_tolerance:.0f}%",
+                     removed, f"<code>{_e(e.code)}</code>"])
+    out.append(_table(["location", "primitive", "kind", "bits lost (max, mean; dashed: tolerance)", "max",
+                       "mean", "samples over tolerance", "removed by rewriting", "line"], rows,
+                      numeric=(4, 5, 6)))
+    return out
 
 
 def _witness_row(w: Witness) -> list[str]:

@@ -150,6 +150,23 @@ def _validate_case(case: Any, where: str) -> None:
         _require_str(_key(record, "backend", at), f"{at}.backend")
         for figure in ("original_s", "rewritten_s", "ratio"):
             _require_number(_key(record, figure, at), f"{at}.{figure}")
+    _validate_local_error(case, where)
+
+
+def _validate_local_error(case: Any, where: str) -> None:
+    """The optional ``local_error`` list (issue 17): worst line first, each with its figures."""
+    if "local_error" not in case:
+        return
+    entries = case["local_error"]
+    _require_list(entries, f"{where}.local_error")
+    for j, entry in enumerate(entries):
+        at = f"{where}.local_error[{j}]"
+        _require_mapping(entry, at)
+        _require_optional_str(_key(entry, "location", at), f"{at}.location")
+        _require_str(_key(entry, "primitive", at), f"{at}.primitive")
+        _require_str(_key(entry, "kind", at), f"{at}.kind")
+        for figure in ("max_bits", "mean_bits", "share_over_tolerance"):
+            _require_number(_key(entry, figure, at), f"{at}.{figure}")
 
 
 def _validate_stats(stats: Any, where: str) -> None:

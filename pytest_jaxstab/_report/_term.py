@@ -15,10 +15,11 @@ __all__ = ["format_table"]
 
 ELLIPSIS = "…"
 
-# Column widths; a row is ~160 characters without timing, ~170 with one timed backend.
+# Column widths; a row is ~185 characters without timing, ~195 with one timed backend.
 _CASE_W = 32
 _RULES_W = 24
 _NAN_W = 22
+_LOST_W = 20
 _VERDICT_W = 8
 _GATE_W = 9
 _COUNTS_W = 9  # "disc/unc": inputs outside the real domain / undecided
@@ -33,7 +34,8 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
     domain) / uncertain inputs (`disc/unc`), max/mean error bits and overflows of the function as written
     and of the rewritten one, the stability verdict (the judged variant: stable or unstable), with `gate` the
     baseline gate's decision (known, regressed, new, improved, unchanged) in its own column, the rules
-    that fired, where the judged variant's first NaN/Inf was born (`primitive @ file:line`), and, for
+    that fired, where the judged variant's first NaN/Inf was born (`primitive @ file:line`), where the
+    function as written loses the most bits (`primitive @ file:line`, from `jst.local_error`), and, for
     each backend in `backends` only, the jitted time ratio rewritten/original (`cpu 0.98x`). Long cells
     are cut with an ellipsis.
 
@@ -61,7 +63,7 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
               figures_title, figures_title, _left("verdict", _VERDICT_W)]
     if gate is not None:
         titles.append(_left("gate", _GATE_W))
-    titles += [_left("rules fired", _RULES_W), _left("NaN origin", _NAN_W)]
+    titles += [_left("rules fired", _RULES_W), _left("NaN origin", _NAN_W), _left("bits lost at", _LOST_W)]
     if time_cells:
         titles.append(_left("time", time_w))
     header = sep.join(titles).rstrip()
@@ -78,7 +80,8 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
         ]
         if gate is not None:
             cells.append(_left(gate.get(case.nodeid, "-"), _GATE_W))
-        cells += [_left(_rules(case), _RULES_W), _left(_nan_origin(case), _NAN_W)]
+        cells += [_left(_rules(case), _RULES_W), _left(_nan_origin(case), _NAN_W),
+                  _left(_bits_lost_at(case), _LOST_W)]
         if time_cells:
             cells.append(" ".join(_left(_timing(case, b), w) for b, w in time_cells))
         lines.append(sep.join(cells).rstrip())
@@ -92,6 +95,8 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
         legend += ("; gate: the decision against the baseline (only 'regressed' fails the run; a known "
                    "instability is unstable and does not)")
     lines.append(legend)
+    lines.append("bits lost at: the operation and line of the function as written that loses the most bits "
+                 "on its own (jst.local_error)")
     if time_cells:
         lines.append("time: jitted time of the rewritten function / the original one, per backend")
     return "\n".join(lines)
@@ -151,6 +156,20 @@ def _nan_origin(case: CaseResult) -> str:
     if origin is None:
         return "-"
     return f"{origin.primitive} @ {_short_location(origin.location)}"
+
+
+def _bits_lost_at(case: CaseResult) -> str:
+    """The worst line of the local error: ``sub @ file.py:12``, the file cut from its start to fit
+    (``sub @ …_file.py:12``) so that the line number stays visible; ``-`` when none."""
+    if not case.local_error or not case.local_error[0].significant:
+        return "-"
+    worst = case.local_error[0]
+    head = f"{worst.primitive} @ "
+    where = _short_location(worst.location)
+    room = _LOST_W - len(head)
+    if len(where) > room:
+        where = ELLIPSIS + where[len(where) - room + 1:]
+    return head + where
 
 
 def _ratio(ratio: float) -> str:

@@ -1,0 +1,58 @@
+"""Local error inside a check: where the function as written loses bits on its worst inputs.
+
+Runs ``jst.local_error``'s analysis (``_diagnostics._local_error``) on a few of the worst inputs the
+check found and, for a failed case, on the rewritten program too, to say whether rewriting removes the
+loss on each line. A diagnostic: any error in it leaves the records empty, never the verdict changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._diagnostics._local_error import analyse as analyse_local_error
+from .._results import LocalErrorRecord
+from ._evaluate import Accumulator, SampleResult
+
+__all__ = ["local_error_records"]
+
+
+#: Local error is computed on this many of the worst inputs (each costs one oracle evaluation of the
+#: program with every intermediate as an output): enough to name the line, cheap beside 200 samples.
+_LOCAL_ERROR_SAMPLES = 3
+
+
+def local_error_records(closed: Any, rewritten: Any, acc: Accumulator, minimal: SampleResult | None,
+                 tolerance: float, failed: bool) -> list[LocalErrorRecord]:
+    """Where the function as written loses bits on its worst inputs (``jst.local_error``), worst first;
+    on a failed case, whether the rewritten function still loses them on each line."""
+    pool = ([minimal] if minimal is not None else []) + acc.worst("original")
+    samples: list[tuple[Any, ...]] = []
+    for ex in pool:
+        if not any(all(np.asarray(a).tobytes() == np.asarray(b).tobytes() for a, b in zip(ex.args, s))
+                   for s in samples):
+            samples.append(tuple(ex.args))
+    samples = samples[:_LOCAL_ERROR_SAMPLES]
+    if not samples:
+        return []
+    try:
+        lines = analyse_local_error(closed, samples, tolerance_bits=tolerance, max_lines=10).lines
+    except Exception:  # a diagnostic must not hide the verdict
+        return []
+    after = None
+    if failed and rewritten is not closed and lines:
+        try:
+            after = analyse_local_error(rewritten, samples, tolerance_bits=tolerance).lines
+        except Exception:  # e.g. a primitive of a replacement the oracle lacks: "removed" stays unknown
+            failed = False
+    records = []
+    for line in lines:
+        removed = None
+        if failed:
+            removed = after is not None and not any(
+                a.location == line.location and a.max_bits > tolerance for a in after)
+        records.append(LocalErrorRecord(line.location, line.primitive, line.kind, line.max_bits,
+                                        line.mean_bits, line.share_over_tolerance, line.code or "",
+                                        removed))
+    return records
