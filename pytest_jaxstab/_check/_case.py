@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from .._diagnostics._nan_origin import find_nan_origin
 from .._diagnostics._timing import time_backends
 from .._dtypes import resolve_dtype
 from .._errors import JaxstabError
+from .._hypothesis_compat import without_local_constants as _without_local_constants
 from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord, Witness
 from ..rewrites import STABILITY, rewrite_jaxpr
 from ..rewrites._rule import resolve
@@ -304,35 +305,6 @@ class _Runner:
         minimal = shrinker.shrink(start)
         self.store.save(minimal.args)
         return minimal
-
-
-@contextlib.contextmanager
-def _without_local_constants() -> Iterator[None]:
-    """Keeps the constants of the project's own modules out of Hypothesis's draws, for the block.
-
-    Hypothesis (6.131+) draws about 5% of its choices from literals found in the loaded local modules.
-    A fixed-seed run (a baseline being saved or compared) must draw the same inputs when unrelated code
-    changes, so it sees only Hypothesis's built-in constants. Private Hypothesis API, used defensively:
-    on a Hypothesis without it, nothing changes.
-    """
-    try:
-        from hypothesis.internal.conjecture import providers
-        from hypothesis.internal.constants_ast import Constants
-
-        provider = providers.HypothesisProvider
-        original = provider.__dict__["_local_constants"]
-        cache = providers.CONSTANTS_CACHE.cache
-    except (ImportError, AttributeError, KeyError):  # pragma: no cover - other Hypothesis versions
-        yield
-        return
-    empty = Constants()
-    provider._local_constants = property(lambda self: empty)  # type: ignore[assignment]
-    cache.clear()  # it holds the constants allowed per kind of draw, local ones included
-    try:
-        yield
-    finally:
-        provider._local_constants = original  # type: ignore[assignment]
-        cache.clear()
 
 
 def _score(ex: SampleResult, variant: str) -> float:
