@@ -110,7 +110,11 @@ def check(
         JaxstabError: the check cannot be carried out as asked (e.g. float64 could not be enabled).
 
     Example:
-        >>> result = jst.check(lambda x: jnp.log(jnp.sum(jnp.exp(x))), shapes=[(16,)], dtype="float32")
+        >>> import jax.numpy as jnp
+        >>> import pytest_jaxstab as jst
+        >>> def logsumexp(x):
+        ...     return jnp.log(jnp.sum(jnp.exp(x)))
+        >>> result = jst.check(logsumexp, shapes=[(16,)], dtype="float32", seed=0)
         >>> result.original.overflows > 0, result.rewritten.verdict
         (True, 'pass')
     """

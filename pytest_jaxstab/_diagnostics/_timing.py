@@ -94,6 +94,7 @@ def time_backends(fn: Callable[..., Any], *args: Any, rewritten: Callable[..., A
         One :class:`BackendTiming` per platform, in the order cpu, gpu, tpu (those present).
 
     Example:
+        >>> import jax.numpy as jnp
         >>> recs = time_backends(jnp.sin, jnp.ones(8), target_s=0.01)
         >>> recs[0].backend
         'cpu'

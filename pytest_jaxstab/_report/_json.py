@@ -39,8 +39,10 @@ def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Seq
         extra key `"jaxstab_version"`; plain JSON types only.
 
     Example:
-        >>> report = build_report(results, jax_version=jax.__version__, backends=["cpu"])
-        >>> write_json("jaxstab.json", report)
+        >>> report = build_report([CaseResult("t.py::test_f", "float32")], jax_version="0.12.0",
+        ...                       backends=["cpu"])
+        >>> report["version"], report["cases"][0]["original"]["verdict"]
+        (1, 'pass')
     """
     return {
         "version": REPORT_VERSION,
@@ -60,7 +62,15 @@ def write_json(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
         report: what :func:`build_report` returned.
 
     Example:
-        >>> write_json("reports/jaxstab.json", build_report(results, jax_version="0.12.0", backends=["cpu"]))
+        >>> import tempfile
+        >>> report = build_report([CaseResult("t.py::test_f", "float32")], jax_version="0.12.0",
+        ...                       backends=["cpu"])
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     write_json(os.path.join(d, "reports", "jaxstab.json"), report)
+        ...     with open(os.path.join(d, "reports", "jaxstab.json"), encoding="utf-8") as f:
+        ...         back = json.load(f)
+        >>> back == report
+        True
     """
     # Serialise before touching the disk so an unserialisable value leaves no trace. NaN/Infinity are
     # allowed (as pytest-benchmark's JSON does): a timing ratio may be infinite, and Python reads them back.
@@ -82,7 +92,13 @@ def validate_report(d: Any) -> None:
             `"jaxstab report: cases[2].original.overflows: expected a non-negative integer, got -1"`.
 
     Example:
-        >>> validate_report(json.loads(Path("jaxstab.json").read_text()))
+        >>> report = build_report([CaseResult("t.py::test_f", "float32")], jax_version="0.12.0",
+        ...                       backends=["cpu"])
+        >>> validate_report(report)  # no error: the report follows the schema
+        >>> report["cases"][0]["original"]["overflows"] = -1
+        >>> validate_report(report)
+        Traceback (most recent call last):
+        ValueError: jaxstab report: cases[0].original.overflows: expected a non-negative integer, got -1
     """
     _require_mapping(d, "report")
     version = _key(d, "version", "report")
