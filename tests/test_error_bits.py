@@ -1,4 +1,4 @@
-"""The error metric of DESIGN.md section 3: ordinals, bits of error, and the summary figures.
+"""The error metric (docs/architecture.md, "The error metric"): ordinals, bits of error, summary figures.
 
 Distances are built with ``np.nextafter`` steps, and a randomized check recomputes ordinals from the raw
 bits with Python's unbounded ints, so the references share no code with the module under test.

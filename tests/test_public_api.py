@@ -29,7 +29,7 @@ def test_importing_the_plugin_does_not_import_jax():
 
 
 def test_design_api_names_are_public():
-    # DESIGN.md section 2
+    # docs/architecture.md "Public Python API"
     for name in ("stabilize", "explain", "check", "find_nan_origin", "time_backends", "rewrites",
                  "oracles", "strategies"):
         assert name in jst.__all__

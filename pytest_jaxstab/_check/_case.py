@@ -1,4 +1,4 @@
-"""``jst.check``: the whole pipeline of DESIGN.md section 1 for one function, without pytest.
+"""``jst.check``: the whole pipeline of docs/architecture.md "Data flow" for one function, without pytest.
 
 trace (once) -> rewrite -> jit both variants -> Hypothesis draws inputs -> both variants and the oracle
 on each -> error bits -> figures, witnesses, NaN origins, timing -> :class:`CaseResult` with a verdict.

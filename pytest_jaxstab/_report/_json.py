@@ -1,4 +1,6 @@
-"""The JSON report (DESIGN.md section 5, schema version 1): build it, validate it, write it atomically.
+"""The JSON report, schema version 1: build it, validate it, write it atomically.
+
+The schema is in docs/architecture.md, "The pytest surface".
 
 Pure Python over :class:`~pytest_jaxstab._results.CaseResult`; the plugin calls it at the end of the
 session.
@@ -27,7 +29,7 @@ _VARIANTS = ("original", "rewritten")
 
 
 def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Sequence[str]) -> dict[str, Any]:
-    """Builds the JSON report of a session: DESIGN.md's schema version 1.
+    """Builds the JSON report of a session: schema version 1 of docs/architecture.md ("The pytest surface").
 
     Args:
         cases: the results of every checked case, in the order they should appear.
@@ -82,7 +84,9 @@ def write_json(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
 
 
 def validate_report(d: Any) -> None:
-    """Checks that `d` follows DESIGN.md's JSON report schema, version 1. Extra keys are allowed.
+    """Checks that `d` follows the JSON report schema, version 1 (docs/architecture.md "The pytest surface").
+
+    Extra keys are allowed.
 
     Args:
         d: a decoded JSON report.

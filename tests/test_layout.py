@@ -1,0 +1,70 @@
+"""The layout the docs describe is the layout on disk: README's Layout table, docs/architecture.md."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest_jaxstab
+
+PACKAGE = pathlib.Path(pytest_jaxstab.__file__).resolve().parent
+ROOT = PACKAGE.parent
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def _layout_section() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"^## Layout\n(.*?)(?=^## |\Z)", text, flags=re.S | re.M)
+    assert match is not None, "README.md has no Layout section"
+    return match.group(1)
+
+
+def test_readme_layout_names_every_stage_folder_and_root_module():
+    named = set(re.findall(r"`([\w./]+)`", _layout_section()))
+    folders = {f"{p.name}/" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    modules = {p.name for p in PACKAGE.glob("*.py") if not p.name.startswith("__")}
+    assert folders - named == set(), "folders missing from README's Layout"
+    assert modules - named == set(), "modules missing from README's Layout"
+    # and nothing it names as part of the package is gone
+    listed = {n for n in named if n.endswith("/") or n.endswith(".py")}
+    outside = {"pytest_jaxstab/", "tests/", "docs/", "ci/", "examples/", "benchmarks/"}
+    assert listed - folders - modules - outside == set()
+
+
+def _headings() -> set[str]:
+    return set(re.findall(r"^## (.+)$", ARCHITECTURE.read_text(encoding="utf-8"), flags=re.M))
+
+
+def _citations() -> list[tuple[str, str]]:
+    cited = []
+    for folder in ("pytest_jaxstab", "tests", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            text = re.sub(r"\s+", " ", path.read_text(encoding="utf-8"))
+            cited += [(str(path.relative_to(ROOT)), m) for m in
+                      re.findall(r'docs/architecture\.md,? \(?"([^"]+)"', text)]
+    return cited
+
+
+def test_cited_sections_of_the_architecture_page_exist():
+    cited = _citations()
+    assert len(cited) >= 10  # the code does cite it (the pattern finds the citations)
+    headings = _headings()
+    assert [(where, section) for where, section in cited if section not in headings] == []
+
+
+def test_the_architecture_page_covers_the_contracts():
+    headings = _headings()
+    for section in ("Data flow", "Stages and their contracts", "The error metric", "The oracle", "The gate",
+                    "Errors", "Compatibility modules", "Where new code goes"):
+        assert section in headings
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    for folder in (f"{p.name}/" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()):
+        assert f"`{folder}`" in text, f"{folder} has no contract in docs/architecture.md"
+
+
+def test_no_code_cites_the_retired_design_page():
+    # oracles/ is left out while it is rewritten; its citations move with that rewrite.
+    offenders = [str(p.relative_to(ROOT)) for folder in ("pytest_jaxstab", "tests", "benchmarks")
+                 for p in (ROOT / folder).rglob("*.py")
+                 if "oracles" not in p.parts and "DESIGN" + ".md" in p.read_text(encoding="utf-8")]
+    assert offenders == []
