@@ -183,7 +183,7 @@ class Site(NamedTuple):
     """Where a sub-jaxpr sits in an equation's params: ``params[key]`` or ``params[key][index]``."""
 
     key: str
-    index: int | None
+    index: int | None  # pyright: ignore[reportIncompatibleMethodOverride]  (shadows tuple.index on purpose)
 
 
 def subjaxprs(eqn: Eqn) -> list[tuple[Site, ClosedJaxpr]]:

@@ -101,7 +101,7 @@ def test_fires_and_removes_the_stack(fn):
 def test_explain_names_the_loss_line_and_shows_before_after():
     ex = jst.explain(mse, *_args(), rules=PERFORMANCE)
     assert ex.rules == [RULE]
-    assert ex[0].location.endswith(f"test_reduce_into_scan.py:{_line_of(mse, 'MARK-MSE')}")
+    assert str(ex[0].location).endswith(f"test_reduce_into_scan.py:{_line_of(mse, 'MARK-MSE')}")
     assert "reduce_sum" in ex[0].before and "scan(" in ex[0].before
     assert ex[0].after.startswith("scan(") and "reduce_sum" not in ex[0].after
     assert RULE in str(ex)
@@ -119,7 +119,9 @@ def test_compiled_temp_memory_drops():
     fused = jst.stabilize(mse, rules=PERFORMANCE)
 
     def temp(f):
-        return jax.jit(f).lower(*args).compile().memory_analysis().temp_size_in_bytes
+        stats = jax.jit(f).lower(*args).compile().memory_analysis()
+        assert stats is not None  # XLA's CPU backend has memory statistics
+        return stats.temp_size_in_bytes
 
     assert temp(mse) >= 64 * 32 * 16 * 4  # the stack is there ...
     assert temp(fused) * 10 <= temp(mse)  # ... and gone

@@ -53,6 +53,7 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
     session = _session(item)
     opts = session.options
     problem = None
+    result: Any = None  # check's CaseResult; when check raises, pytest.fail below ends the test
     try:
         result = check(fn, shapes=shapes, dtype=dtype, domain=domain,
                        max_examples=_max_examples(max_examples, session), seed=opts.seed, rules=rules,
