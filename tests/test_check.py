@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,10 +11,9 @@ import pytest
 from hypothesis import settings
 from hypothesis.database import InMemoryExampleDatabase
 
-from pytest_jaxstab import ArgumentError, check
+from pytest_jaxstab import ArgumentError, TraceError, check
 from pytest_jaxstab._check import StageTimes
 from pytest_jaxstab._check._replay import FailureStore
-from pytest_jaxstab._errors import TraceError
 from pytest_jaxstab._results import Witness
 
 # Every element in [85, 100]: exp overflows float32 above ~88.72, so most draws overflow.
@@ -150,9 +151,15 @@ def test_witnesses_are_rechecked_first():
                    witnesses=[hot])
     assert result.original.overflows == 1
     assert result.outcome == "failed"
-    # A witness of another shape (the test changed) is ignored, not an error.
+    # A witness of another shape (the test changed) is ignored, not an error: the run is the run
+    # without witnesses.
     stale = Witness([np.zeros(3, np.float32)], "original", 0.0, False)
-    check(lse, shapes=[(16,)], dtype="float32", domain=(-1, 1), max_examples=5, seed=0, witnesses=[stale])
+    with_stale = check(lse, shapes=[(16,)], dtype="float32", domain=(-1, 1), max_examples=5, seed=0,
+                       witnesses=[stale])
+    without = check(lse, shapes=[(16,)], dtype="float32", domain=(-1, 1), max_examples=5, seed=0)
+    assert with_stale.samples == without.samples
+    assert with_stale.original == without.original
+    assert all(w.args[0].shape == (16,) for w in with_stale.witnesses)
 
 
 def test_derandomized_runs_are_identical_and_witnesses_do_not_double_count():
@@ -193,7 +200,12 @@ def test_failures_are_stored_in_the_hypothesis_database_and_replayed():
 
 def test_profile_reports_stages():
     prof = StageTimes()
-    check(jnp.sin, shapes=[(4,)], dtype="float32", max_examples=5, seed=0, profile=prof)
-    assert prof["examples"] >= 1
-    for stage in ("trace", "draw", "run", "oracle", "metrics"):
-        assert prof[stage] >= 0.0
+    start = time.perf_counter()
+    result = check(jnp.sin, shapes=[(4,)], dtype="float32", max_examples=5, seed=0, profile=prof)
+    wall = time.perf_counter() - start
+    assert prof["examples"] == result.samples >= 1
+    assert prof["draws"] >= prof["examples"]  # every counted input was drawn (duplicates are not counted)
+    stages = ("trace", "draw", "run", "oracle", "metrics")
+    # each stage ran, so it took some time; they do not overlap, so together they fit in the call
+    assert all(prof[stage] > 0.0 for stage in stages), dict(prof)
+    assert sum(prof[stage] for stage in stages) <= prof["total"] <= wall
