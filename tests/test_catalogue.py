@@ -31,7 +31,7 @@ import pytest
 from jax import lax
 
 import pytest_jaxstab as jst
-from pytest_jaxstab.oracles._metrics import error_bits
+from pytest_jaxstab.oracles import error_bits
 from pytest_jaxstab.oracles._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import RESULT_CHANGING, STABILITY
 

@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from pytest_jaxstab.oracles._metrics import error_bits, ordinals, summarize
+from pytest_jaxstab.oracles import error_bits, ordinals, summarize
 
 DTYPES = [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32), np.dtype(np.float64)]
 WIDTH = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
