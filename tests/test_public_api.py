@@ -56,7 +56,7 @@ def test_type_checking_block_lists_exactly_the_exports():
 
 
 def test_names_in_the_architecture_pages_api_section_exist():
-    # docs/architecture.md "Public Python API" names jst.x and jst.module.x: each must resolve.
+    # docs/architecture.md, "Public Python API" names jst.x and jst.module.x: each must resolve.
     page = (pathlib.Path(jst.__file__).parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = page.split("## Public Python API", 1)[1].split("\n## ", 1)[0]
     names = set(re.findall(r"`jst\.(\w+)", section))

@@ -1,4 +1,4 @@
-"""``jst.check``: the whole pipeline of docs/architecture.md "Data flow" for one function, without pytest.
+"""``jst.check``: the whole pipeline of docs/architecture.md, "Data flow" for one function, without pytest.
 
 trace (once) -> rewrite -> jit both variants -> Hypothesis draws inputs -> both variants and the oracle
 on each -> error bits -> figures, witnesses, NaN origins, timing -> :class:`CaseResult` with a verdict.
@@ -6,8 +6,8 @@ on each -> error bits -> figures, witnesses, NaN origins, timing -> :class:`Case
 Order of inputs: a baseline's witnesses, then failures stored in Hypothesis's example database by
 earlier runs, then ``max_examples`` Hypothesis draws, ``hypothesis.target`` steering towards the judged
 variant's worst error. The exploration never fails a Hypothesis test, so every input counts in the
-figures; when the judged variant failed, its simplest failing input is shrunk (``_check_shrink``) and
-stored in the database (``_check_db``), so the next run re-checks it first.
+figures; when the judged variant failed, its simplest failing input is shrunk (``_shrink``) and
+stored in the database (``_replay``), so the next run re-checks it first.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The failure message of a case: the smallest failing input found, the error of both variants on it,
 where the first NaN/Inf was born (with that line's text), the rewrites that fired, and which variant
-passes (docs/architecture.md "The pytest surface")."""
+passes (docs/architecture.md, "The pytest surface")."""
 
 from __future__ import annotations
 

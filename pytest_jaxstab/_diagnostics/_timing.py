@@ -59,7 +59,7 @@ class BackendTiming:
     rewritten_peak_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (docs/architecture.md "The pytest surface": ``backend``, ``original_s``,
+        """A JSON-ready dict (docs/architecture.md, "The pytest surface": ``backend``, ``original_s``,
         ``rewritten_s``, ``ratio``, plus the other fields)."""
         return dataclasses.asdict(self)
 

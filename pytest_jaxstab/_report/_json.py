@@ -84,7 +84,7 @@ def write_json(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
 
 
 def validate_report(d: Any) -> None:
-    """Checks that `d` follows the JSON report schema, version 1 (docs/architecture.md "The pytest surface").
+    """Checks that `d` follows the JSON report schema, version 1 (docs/architecture.md, "The pytest surface").
 
     Extra keys are allowed.
 
