@@ -68,3 +68,16 @@ def test_no_code_cites_the_retired_design_page():
                  for p in (ROOT / folder).rglob("*.py")
                  if "oracles" not in p.parts and "DESIGN" + ".md" in p.read_text(encoding="utf-8")]
     assert offenders == []
+
+
+def test_the_suite_runs_the_packages_doctests():
+    # `pytest` / `make test` with no path collects tests/ and the package's >>> examples.
+    import tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    ini = pyproject["tool"]["pytest"]["ini_options"]
+    assert "--doctest-modules" in ini["addopts"]
+    assert set(ini["testpaths"]) == {"tests", "pytest_jaxstab"}
+    make = (ROOT / "Makefile").read_text(encoding="utf-8")
+    test_recipe = make.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
+    assert "-m pytest" in test_recipe and "tests/" not in test_recipe  # no path that narrows testpaths
