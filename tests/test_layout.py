@@ -81,3 +81,22 @@ def test_the_suite_runs_the_packages_doctests():
     make = (ROOT / "Makefile").read_text(encoding="utf-8")
     test_recipe = make.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
     assert "-m pytest" in test_recipe and "tests/" not in test_recipe  # no path that narrows testpaths
+
+
+def _imports(module: str) -> set[str]:
+    import subprocess
+    import sys
+
+    code = (f"import sys, {module}; "
+            "print(' '.join(m for m in ('pytest', 'hypothesis', 'jax') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def test_stages_know_only_the_stages_to_their_left():
+    # docs/architecture.md, "Data flow": nothing left of the plugin imports pytest, and the oracle and
+    # the rewrites do not import the fuzzer (Hypothesis).
+    for stage in ("oracles", "rewrites"):
+        assert _imports(f"pytest_jaxstab.{stage}") & {"pytest", "hypothesis"} == set(), stage
+    for stage in ("strategies", "_check", "_diagnostics", "_report", "_baseline"):
+        assert "pytest" not in _imports(f"pytest_jaxstab.{stage}"), stage
