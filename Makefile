@@ -1,7 +1,7 @@
 # pytest-jaxstab: two commands set everything up on a fresh machine.
 #   make demo   -> .venv (Python 3.12, newest jax), runs the example suite with the reports
 #   make demo-baseline -> re-saves examples/.jaxstab/baseline.json (commit it)
-#   make test   -> .venv, runs the test suite
+#   make test   -> .venv, runs the test suite and the package's doctests (testpaths in pyproject.toml)
 #   make test-compat -> .venv-compat (Python 3.11, jax 0.10.2), runs the test suite
 #   make lint   -> ruff + pyright in .venv
 SHELL := /bin/bash

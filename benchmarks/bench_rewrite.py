@@ -4,7 +4,8 @@
    softmax, log_softmax (rows of a 1000 x 1000 float32 array, 1e6 elements) and softplus (1e6
    elements). Median of several runs, compile excluded, ``block_until_ready``. Goal: <= 1.05 for
    softmax and softplus, <= 1.5 for logsumexp and log_softmax.
-2. Accuracy in bits (DESIGN.md section 3) against mpmath at 256 bits, on the inputs of issue 3.
+2. Accuracy in bits (docs/architecture.md, "The error metric") against mpmath at 256 bits, on the inputs of
+   issue 3.
 3. Time of the rewrite pass (``rewrite_jaxpr`` with the STABILITY catalogue, re-trace included) on a
    1,000- and a 10,000-equation jaxpr; goal <= 50 ms for 1,000, and a 10k/1k ratio near 10 (linear).
 

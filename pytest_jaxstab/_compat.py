@@ -12,6 +12,8 @@ internal breaks this file and nothing else. Supported: jax 0.10.2 (``make test-c
 * ``Primitive.get_bind_params`` returns a dict (0.12) or ``(subfuns, params)`` (older): :func:`bind`.
 * ``pjit_p`` was renamed ``jit_p``; the primitive is named ``jit`` (or ``pjit``):
   :data:`pytest_jaxstab._primitives.CALLS`.
+* ``jax.enable_x64`` (a thread-local context) replaced toggling the global ``jax_enable_x64`` flag:
+  :func:`enable_x64`.
 
 Nothing here knows about rewrites, oracles or pytest.
 """
@@ -181,7 +183,7 @@ class Site(NamedTuple):
     """Where a sub-jaxpr sits in an equation's params: ``params[key]`` or ``params[key][index]``."""
 
     key: str
-    index: int | None
+    index: int | None  # pyright: ignore[reportIncompatibleMethodOverride]  (shadows tuple.index on purpose)
 
 
 def subjaxprs(eqn: Eqn) -> list[tuple[Site, ClosedJaxpr]]:
@@ -453,3 +455,24 @@ def scan(body: Callable[..., Any], init: Any, xs: Any, *, length: int, reverse: 
          unroll: int | bool) -> Any:
     """``lax.scan`` (public API), re-exported so callers rebuild scans without touching params."""
     return jax.lax.scan(body, init, xs, length=length, reverse=reverse, unroll=unroll)
+
+
+# ----------------------------------------------------------------------------------- 64-bit mode
+@contextlib.contextmanager
+def enable_x64() -> Iterator[None]:
+    """JAX's 64-bit mode for the block, restored afterwards.
+
+    ``jax.enable_x64`` is a thread-local config context on the JAX releases we support; older ones had
+    only the global flag, which is set and restored around the block.
+    """
+    enable = getattr(jax, "enable_x64", None)
+    if enable is not None:
+        with enable(True):
+            yield
+        return
+    old = bool(jax.config.read("jax_enable_x64"))  # pragma: no cover - older JAX
+    jax.config.update("jax_enable_x64", True)  # pragma: no cover
+    try:  # pragma: no cover
+        yield
+    finally:  # pragma: no cover
+        jax.config.update("jax_enable_x64", old)

@@ -1,7 +1,8 @@
 """The result of checking one function: figures of both variants, witnesses, diagnostics.
 
-Plain data, JSON round-trippable (DESIGN.md section 5's report schema is ``CaseResult.to_json``), so
-results travel from pytest-xdist workers to the controller and into baselines unchanged.
+Plain data, JSON round-trippable (``CaseResult.to_json`` is one case of the JSON report of
+docs/architecture.md, "The pytest surface"), so results travel from pytest-xdist workers to the
+controller and into baselines unchanged.
 """
 
 from __future__ import annotations
@@ -203,7 +204,7 @@ class CaseResult:
             "nan_origins": [n.to_json() for n in self.nan_origins],
             "timing": [t.to_json() for t in self.timing],
             "local_error": [e.to_json() for e in self.local_error],
-            # extra keys (DESIGN.md allows them):
+            # extra keys (docs/architecture.md allows them):
             "witnesses": [w.to_json() for w in self.witnesses],
             "points": [p.to_json() for p in self.points],
             "tolerance_bits": self.tolerance_bits,

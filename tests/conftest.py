@@ -1,4 +1,5 @@
-"""Shared test setup: pytester for the plugin tests, and how to load the plugin in its runs."""
+"""Shared test setup: pytester and how to load the plugin in its runs, the ways to run a plugin scenario
+(serial, ``-n 0``, ``-n 2``, ``-p no:xdist``), and strict dtype promotion for every test."""
 
 from __future__ import annotations
 
@@ -18,12 +19,56 @@ def _installed() -> bool:
 PLUGIN_ARGS: tuple[str, ...] = () if _installed() else ("-p", "pytest_jaxstab.plugin")
 
 
+#: How a plugin scenario runs, as syrupy runs its own: the default (serial, xdist loaded), xdist loaded
+#: but off, two xdist workers, and xdist not loaded at all. Reports and baselines must not differ.
+PLUGIN_RUNS: dict[str, tuple[str, ...]] = {
+    "serial": (),
+    "n0": ("-n", "0"),
+    "n2": ("-n", "2"),
+    "no-xdist": ("-p", "no:xdist"),
+}
+
+
+@pytest.fixture(params=list(PLUGIN_RUNS))
+def plugin_args(request: pytest.FixtureRequest) -> tuple[str, ...]:
+    """Extra pytest arguments of one way to run a plugin scenario (see :data:`PLUGIN_RUNS`)."""
+    args = PLUGIN_RUNS[request.param]
+    if "-n" in args:
+        pytest.importorskip("xdist")
+    return args
+
+
+@pytest.fixture(autouse=True)
+def _strict_dtype_promotion():
+    """Every test runs under JAX's strict dtype promotion (as equinox's tests do): a mixed-dtype
+    operation that would silently promote is an error, so no test passes on an implicit cast."""
+    import jax
+
+    with jax.numpy_dtype_promotion("strict"):
+        yield
+
+
 @pytest.fixture
 def run_jaxstab(pytester: pytest.Pytester):
-    """Runs pytest in-process on the pytester directory with the plugin loaded; returns the result."""
+    """Runs pytest in-process on the pytester directory with the plugin loaded; returns the result.
+
+    Each run's Hypothesis example database lives in the pytester directory, as a user project's does.
+    Hypothesis fixes its default database path once per process (this repository's ``.hypothesis``), so
+    without this, in-process runs of unrelated scenarios would replay each other's stored failures.
+    """
+    from hypothesis import settings
+    from hypothesis.database import DirectoryBasedExampleDatabase
 
     def run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest(*PLUGIN_ARGS, "-p", "no:cacheprovider", *args)
+        previous = settings.get_current_profile_name()
+        settings.register_profile(
+            "jaxstab-pytester", parent=settings.get_profile(previous),
+            database=DirectoryBasedExampleDatabase(str(pytester.path / ".hypothesis" / "examples")))
+        settings.load_profile("jaxstab-pytester")
+        try:
+            return pytester.runpytest(*PLUGIN_ARGS, "-p", "no:cacheprovider", *args)
+        finally:
+            settings.load_profile(previous)
 
     return run
 

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import stat
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -47,7 +48,7 @@ def tricky_witnesses() -> list[Witness]:
     f64 = _bits_of(np.float64, 0x7FF0000000000001, 0x8000000000000000, 0x0000000000000001)  # sNaN, -0, sub
     f16 = _bits_of(np.float16, 0x0001, 0x7E01)  # subnormal, NaN payload
     bf16 = _bits_of(ml_dtypes.bfloat16, 0x8000, 0x7FC1, 0x0001)
-    scalar = np.float32(-0.0).reshape(())
+    scalar: Any = np.float32(-0.0).reshape(())  # a numpy scalar, not an array
     return [Witness([f32, scalar], "original", 32.0, True),
             Witness([f64], "rewritten", 1.0, False),
             Witness([f16, bf16], "original", 16.0, True)]
@@ -259,7 +260,7 @@ def _baseline(tmp_path, cases):
     return load_baseline(path)
 
 
-STABLE = dict(original=(1.0, 0.2, 0, "pass"), rewritten=(1.0, 0.2, 0, "pass"))
+STABLE: dict[str, Any] = dict(original=(1.0, 0.2, 0, "pass"), rewritten=(1.0, 0.2, 0, "pass"))
 
 
 def test_unchanged_run_does_not_fail(tmp_path):

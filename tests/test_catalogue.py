@@ -31,11 +31,11 @@ import pytest
 from jax import lax
 
 import pytest_jaxstab as jst
-from pytest_jaxstab.oracles._metrics import error_bits
+from pytest_jaxstab.oracles import error_bits
 from pytest_jaxstab.oracles._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import RESULT_CHANGING, STABILITY
 
-MP = mpmath.mp.clone()
+MP: Any = mpmath.mp.clone()  # mpmath adds its functions at run time: no static types
 MP.prec = 256  # 256-bit reference: far beyond the 53 bits any result is rounded to
 F32 = np.float32
 
@@ -98,7 +98,7 @@ class Case:
     grad: Callable[..., tuple[list, ...]]  # exact gradient of sum(weights * fn) per argument
     near_misses: tuple[Callable[..., Any], ...]
     grad_at: tuple[np.ndarray, ...] | None = None  # default: extreme
-    weights: Callable[[list], list] | None = None  # cotangent (default ones), used by grad
+    weights: Callable[[int], list] | None = None  # cotangent (default ones), used by grad
     ordinary_bits: float = 1.6  # each form within ~1 ulp of exact: at most 2 ulps apart
     extreme_bits: float = 2.0
     grad_bits: float = 2.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,11 +11,10 @@ import pytest
 from hypothesis import settings
 from hypothesis.database import InMemoryExampleDatabase
 
-from pytest_jaxstab import ArgumentError, check
+from pytest_jaxstab import ArgumentError, TraceError, check
 from pytest_jaxstab._check import StageTimes
 from pytest_jaxstab._check._message import CheckWarning
 from pytest_jaxstab._check._replay import FailureStore
-from pytest_jaxstab._errors import TraceError
 from pytest_jaxstab._results import Witness
 
 # Every element in [85, 100]: exp overflows float32 above ~88.72, so most draws overflow.
@@ -198,7 +199,12 @@ def test_failures_are_stored_in_the_hypothesis_database_and_replayed():
 
 def test_profile_reports_stages():
     prof = StageTimes()
-    check(jnp.sin, shapes=[(4,)], dtype="float32", max_examples=5, seed=0, profile=prof)
-    assert prof["examples"] >= 1
-    for stage in ("trace", "draw", "run", "oracle", "metrics"):
-        assert prof[stage] >= 0.0
+    start = time.perf_counter()
+    result = check(jnp.sin, shapes=[(4,)], dtype="float32", max_examples=5, seed=0, profile=prof)
+    wall = time.perf_counter() - start
+    assert prof["examples"] == result.samples >= 1
+    assert prof["draws"] >= prof["examples"]  # every counted input was drawn (duplicates are not counted)
+    stages = ("trace", "draw", "run", "oracle", "metrics")
+    # each stage ran, so it took some time; they do not overlap, so together they fit in the call
+    assert all(prof[stage] > 0.0 for stage in stages), dict(prof)
+    assert sum(prof[stage] for stage in stages) <= prof["total"] <= wall

@@ -29,8 +29,30 @@ def _program(x, y):
     return ys.sum() + w[1] + k + jax.nn.softplus(x).sum() + c  # MARK-RETURN
 
 
-def test_version_is_supported():
-    assert (0, 10, 2) <= _compat.JAX_VERSION < (0, 13)
+def test_declared_jax_range_is_the_one_test_compat_runs():
+    # The oldest JAX in pyproject's dependencies is the one `make test-compat` installs and the one
+    # _compat.py says it supports; bumping one of the three without the others fails here.
+    import pathlib
+    import re
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    ranges = {m.group(1): (m.group(2), m.group(3)) for d in deps
+              if (m := re.fullmatch(r"(jax|jaxlib)>=([\d.]+),<([\d.]+)", d.replace(" ", "")))}
+    assert set(ranges) == {"jax", "jaxlib"} and ranges["jax"] == ranges["jaxlib"]
+    oldest, _ = ranges["jax"]
+    make = re.search(r"^JAX_COMPAT_VERSION \?= (\S+)$", (root / "Makefile").read_text(), re.MULTILINE)
+    assert make is not None and make.group(1) == oldest
+    assert f"jax {oldest}" in (_compat.__doc__ or "")
+
+
+def test_enable_x64_is_scoped():
+    with _compat.enable_x64():
+        inside = jnp.zeros(1, dtype=jnp.float64).dtype
+    outside = jax.config.read("jax_enable_x64")
+    assert inside == np.float64
+    assert outside is False  # the test config never enables x64 globally: the block restored it
 
 
 def test_trace_flattens_pytrees_and_kwargs():
@@ -222,3 +244,18 @@ def test_only_compat_touches_jax_internals():
     offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
                  if p.name != "_compat.py" and pattern.search(p.read_text())]
     assert offenders == []
+
+
+def test_only_hypothesis_compat_touches_hypothesis_internals():
+    # the same contract for Hypothesis: its private API (hypothesis.internal, _private names) is used
+    # in _hypothesis_compat.py and nowhere else in the package.
+    import pathlib
+    import re
+
+    root = pathlib.Path(_compat.__file__).parent
+    pattern = re.compile(r"hypothesis\.internal|from hypothesis[\w.]* import [^\n]*\b_[a-z]|"
+                         r"hypothesis\.[\w.]*\._[a-z]|\._local_constants\b")
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
+                 if p.name != "_hypothesis_compat.py" and pattern.search(p.read_text())]
+    assert offenders == []
+    assert pattern.search((root / "_hypothesis_compat.py").read_text())  # the pattern does find it

@@ -1,4 +1,4 @@
-"""The error metric of DESIGN.md section 3: ordinals, bits of error, and the summary figures.
+"""The error metric (docs/architecture.md, "The error metric"): ordinals, bits of error, summary figures.
 
 Distances are built with ``np.nextafter`` steps, and a randomized check recomputes ordinals from the raw
 bits with Python's unbounded ints, so the references share no code with the module under test.
@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from pytest_jaxstab.oracles._metrics import error_bits, ordinals, summarize
+from pytest_jaxstab.oracles import error_bits, ordinals, summarize
 
 DTYPES = [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32), np.dtype(np.float64)]
 WIDTH = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}

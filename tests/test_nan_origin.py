@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pytest_jaxstab._diagnostics._nan_origin import NanOrigin, find_nan_origin
+from pytest_jaxstab import NanOrigin, find_nan_origin
 
 F32_MAX = float(np.finfo(np.float32).max)
 
@@ -27,7 +27,16 @@ def line_of(fn, marker: str) -> tuple[str, int]:
     lines, start = inspect.getsourcelines(fn)
     hits = [start + i for i, text in enumerate(lines) if text.rstrip().endswith(f"# {marker}")]
     assert len(hits) == 1, f"marker {marker!r} must occur once in {fn.__name__}"
-    return inspect.getsourcefile(fn), hits[0]
+    file = inspect.getsourcefile(fn)
+    assert file is not None
+    return file, hits[0]
+
+
+def found(fn, *args) -> NanOrigin:
+    """``find_nan_origin(fn, *args)``, which must find one."""
+    origin = find_nan_origin(fn, *args)
+    assert origin is not None, "no NaN/Inf origin found"
+    return origin
 
 
 def assert_at(origin: NanOrigin | None, fn, marker: str) -> None:
@@ -51,11 +60,11 @@ def three_lines(x):
 def test_born_at_the_overflow_not_where_the_nan_appears():
     x = jnp.array([1.0, 100.0, 2.0], jnp.float32)
     assert np.isnan(np.asarray(three_lines(x))[1])  # the NaN shows up on line B
-    origin = find_nan_origin(three_lines, x)
+    origin = found(three_lines, x)
     assert_at(origin, three_lines, "LINE-A")
     assert (origin.kind, origin.primitive, origin.path) == ("overflow", "exp", ("exp",))
     assert origin.index == (1,)
-    assert origin.output.value == np.inf
+    assert origin.output is not None and origin.output.value == np.inf
     assert origin.operands[0].value == 100.0
     assert (origin.operands[0].min, origin.operands[0].max) == (1.0, 100.0)
     assert origin.count == 1
@@ -65,7 +74,7 @@ def test_born_at_the_overflow_not_where_the_nan_appears():
 
 
 def test_str_is_a_readable_paragraph():
-    origin = find_nan_origin(three_lines, jnp.array([1.0, 100.0], jnp.float32))
+    origin = found(three_lines, jnp.array([1.0, 100.0], jnp.float32))
     text = str(origin)
     _, line = line_of(three_lines, "LINE-A")
     assert text.startswith("overflow: exp at ")
@@ -95,15 +104,15 @@ def test_str_is_a_readable_paragraph():
          "atanh(1)", "0**-2"],
 )
 def test_kinds_follow_ieee_exception_classes(fn, x, kind, primitive):
-    origin = find_nan_origin(fn, jnp.float32(x))
-    assert origin is not None
+    origin = found(fn, jnp.float32(x))
     assert (origin.kind, origin.primitive) == (kind, primitive)
-    assert np.isnan(origin.output.value) == (kind == "invalid")
+    assert origin.output is not None and np.isnan(origin.output.value) == (kind == "invalid")
 
 
 def test_float16_overflow():
     x = jnp.array([1.0, 12.0], jnp.float16)  # e**12 = 162755 > 65504, float16's max
-    origin = find_nan_origin(jnp.exp, x)
+    origin = found(jnp.exp, x)
+    assert origin.output is not None
     assert (origin.kind, origin.index, origin.output.dtype) == ("overflow", (1,), "float16")
 
 
@@ -117,12 +126,12 @@ def test_nonfinite_inputs_are_not_origins():
     x = jnp.array([np.nan, np.inf, 1.0], jnp.float32)
     assert find_nan_origin(lambda v: v - v, x) is None
     # ...but a value born inside still is, next to them.
-    origin = find_nan_origin(lambda v: (v - v) + jnp.log(v - 2.0), x)
+    origin = found(lambda v: (v - v) + jnp.log(v - 2.0), x)
     assert (origin.kind, origin.primitive, origin.index) == ("invalid", "log", (2,))
 
 
 def test_pytree_arguments():
-    origin = find_nan_origin(lambda d: d["a"] * jnp.exp(d["b"]), {"a": 1.0, "b": jnp.array([0.0, 200.0])})
+    origin = found(lambda d: d["a"] * jnp.exp(d["b"]), {"a": 1.0, "b": jnp.array([0.0, 200.0])})
     assert (origin.primitive, origin.index) == ("exp", (1,))
 
 
@@ -137,7 +146,7 @@ def nested(x):
 
 
 def test_inside_a_nested_jit():
-    origin = find_nan_origin(nested, jnp.array([2.0, 0.5]))
+    origin = found(nested, jnp.array([2.0, 0.5]))
     assert_at(origin, _inner, "INNER-LOG")
     assert origin.path == ("jit(_inner)", "log")
     assert (origin.kind, origin.index) == ("invalid", (1,))
@@ -149,7 +158,7 @@ def library_norm(x):
 
 
 def test_inside_library_code_points_at_the_calling_line():
-    origin = find_nan_origin(library_norm, jnp.array([1e30, 1.0], jnp.float32))
+    origin = found(library_norm, jnp.array([1e30, 1.0], jnp.float32))
     # x*x overflows inside jnp.linalg.norm, which has no user frame: the user's call line is named.
     assert_at(origin, library_norm, "LIBRARY-CALL")
     assert origin.path[0] == "jit(norm)"
@@ -163,7 +172,7 @@ def test_inside_custom_vjp_primal_body():
         return jnp.log(x)  # CUSTOM-LOG
 
     clog.defvjp(lambda x: (jnp.log(x), x), lambda r, g: (g / r,))
-    origin = find_nan_origin(lambda x: clog(x) + 1.0, -1.0)
+    origin = found(lambda x: clog(x) + 1.0, -1.0)
     assert_at(origin, clog, "CUSTOM-LOG")
     assert origin.path == ("custom_vjp_call(clog)", "log")
 
@@ -184,7 +193,7 @@ def test_inside_a_scan_body_at_the_right_step(reverse):
     # first iteration whose float64 running product exceeds float32's max, as an index into xs
     k = int(np.argmax(np.cumprod(order.astype(np.float64)) > F32_MAX))
     want = len(xs) - 1 - k if reverse else k
-    origin = find_nan_origin(lambda v: scanned(v, reverse), jnp.asarray(xs))
+    origin = found(lambda v: scanned(v, reverse), jnp.asarray(xs))
     assert_at(origin, scanned, "SCAN-BODY")
     assert (origin.kind, origin.primitive, origin.path) == ("overflow", "mul", ("scan", "mul"))
     assert origin.steps == (want,)
@@ -204,7 +213,7 @@ def test_inside_a_while_body_at_the_right_step():
     while v * 10.0 <= F32_MAX:  # float64: the first step whose float32 product overflows
         v *= 10.0
         want += 1
-    origin = find_nan_origin(growing, jnp.float32(1.0))
+    origin = found(growing, jnp.float32(1.0))
     assert_at(origin, growing, "WHILE-BODY")
     assert (origin.kind, origin.primitive, origin.steps) == ("overflow", "mul", (want,))
 
@@ -237,7 +246,7 @@ def with_cond(x):
 
 
 def test_inside_cond_the_branch_taken():
-    origin = find_nan_origin(with_cond, jnp.float32(1.0))
+    origin = found(with_cond, jnp.float32(1.0))
     assert_at(origin, with_cond, "COND-POS")
     assert (origin.kind, origin.path) == ("invalid", ("cond", "sqrt"))
     # x = -100 takes `neg` (exp(100) overflows); `pos` would give sqrt(-102) but does not run.
@@ -254,7 +263,7 @@ def norm2(x):
 def test_backward_pass_of_sqrt_at_zero():
     x = jnp.zeros(3, jnp.float32)
     assert np.isnan(np.asarray(jax.grad(norm2)(x))).all()
-    origin = find_nan_origin(jax.grad(norm2), x)
+    origin = found(jax.grad(norm2), x)
     # d sqrt(s) = 0.5 / sqrt(s): 0.5 / 0 = inf is born in the derivative, on the forward line
     assert_at(origin, norm2, "NORM-SQRT")
     assert (origin.kind, origin.primitive) == ("division by zero", "div")
@@ -289,7 +298,7 @@ def test_masked_nan_that_reaches_the_gradient():
     (forward,) = find_nan_origin(double_where, x, every=True)
     assert forward.primitive == "sqrt"
     assert not forward.reaches_output  # masked by where in the forward pass
-    backward = find_nan_origin(jax.grad(double_where), x)
+    backward = found(jax.grad(double_where), x)
     assert np.isnan(np.asarray(jax.grad(double_where)(x))[1])
     assert (backward.primitive, backward.kind, backward.index) == ("sqrt", "invalid", (1,))
     assert backward.reaches_output  # 0 * (0.5 / sqrt(-1)) = NaN in the gradient
@@ -314,7 +323,7 @@ def captured(x):
 
 
 def test_nan_constant_in_code_is_an_origin_at_its_first_use():
-    origin = find_nan_origin(where_nan, jnp.array([1.0, -1.0]))
+    origin = found(where_nan, jnp.array([1.0, -1.0]))
     assert_at(origin, where_nan, "WHERE-NAN")
     assert origin.kind == "constant"
     assert origin.reaches_output
@@ -322,7 +331,7 @@ def test_nan_constant_in_code_is_an_origin_at_its_first_use():
     later = find_nan_origin(nan_then_exp, jnp.ones(2), every=True)
     assert [o.kind for o in later] == ["constant"]  # exp(nan) is innocent
     assert_at(later[0], nan_then_exp, "NAN-MUL")
-    cap = find_nan_origin(captured, jnp.ones(2))
+    cap = found(captured, jnp.ones(2))
     assert_at(cap, captured, "CAPTURED")
     assert (cap.kind, cap.index) == ("constant", (1,))
 
@@ -349,7 +358,7 @@ def two_origins(x):
 
 def test_first_origin_that_reaches_the_result_wins():
     x = jnp.array([-1.0, 2.0], jnp.float32)
-    origin = find_nan_origin(masked_then_overflow, x)
+    origin = found(masked_then_overflow, x)
     assert_at(origin, masked_then_overflow, "EXP-OVF")
     everything = find_nan_origin(masked_then_overflow, x, every=True)
     assert [(o.primitive, o.reaches_output) for o in everything] == [("log", False), ("exp", True)]
@@ -369,7 +378,7 @@ def test_all_distinct_origins():
 # ------------------------------------------------------------------------------------- bad input
 def test_bad_input_errors():
     with pytest.raises(TypeError, match="callable"):
-        find_nan_origin(3.0, 1.0)
+        find_nan_origin(3.0, 1.0)  # pyright: ignore[reportArgumentType]  (the wrong type on purpose)
 
     @jax.jit
     def inside(x):

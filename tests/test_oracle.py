@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 from fractions import Fraction
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import mpmath
+import mpmath.libmp
 import numpy as np
 import pytest
 from jax import lax
@@ -36,7 +38,7 @@ THIS_FILE = os.path.basename(__file__)
 
 
 # ------------------------------------------------------------------------------- reference helpers
-def exact(x: float) -> mpmath.mpf:
+def exact(x: float | np.floating) -> mpmath.mpf:
     """The exact value of a float as an mpf (mpf(float) is exact: 53 bits)."""
     return mpmath.mpf(float(x))
 
@@ -60,7 +62,7 @@ def round_fraction(v: mpmath.mpf, p: int, emin: int, largest: Fraction) -> mpmat
     return mpmath.mpf(value.numerator) / value.denominator  # exact: a few bits, callers run at 1000
 
 
-def rounded(v: mpmath.mpf, dtype) -> np.generic:
+def rounded(v: Any, dtype) -> np.generic:  # v: an mpmath number (mpf, constant) or an int
     """``v`` correctly rounded to ``dtype`` (nearest, ties to even), independently of the oracle."""
     dtype = np.dtype(dtype)
     info = np.finfo(dtype)
@@ -77,7 +79,7 @@ def rounded_format(v: mpmath.mpf, exponent_bits: int, mantissa_bits: int) -> mpm
     return round_fraction(v, mantissa_bits + 1, 1 - emax, largest)
 
 
-def reference(fn, *arrays, dtype=F32) -> np.ndarray:
+def reference(fn, *arrays, dtype: Any = F32) -> np.ndarray:
     """``fn`` applied elementwise to the exact inputs at 1000 bits, rounded to ``dtype``."""
     arrays = np.broadcast_arrays(*(np.asarray(a) for a in arrays))
     out = []
@@ -462,7 +464,7 @@ def test_unsupported_primitive_names_primitive_and_line():
     line = fn.__code__.co_firstlineno + 1
     with pytest.raises(UnsupportedPrimitive, match=rf"'bessel_i1e'.*{THIS_FILE}:{line}") as info:
         evaluate(fn, F32(1.0))
-    assert info.value.name == "bessel_i1e" and info.value.location.endswith(f"{THIS_FILE}:{line}")
+    assert info.value.name == "bessel_i1e" and str(info.value.location).endswith(f"{THIS_FILE}:{line}")
     assert "bessel_i1e" not in SUPPORTED_PRIMITIVES
 
 
@@ -471,7 +473,7 @@ def test_unsupported_inside_jit_points_at_user_line():
     def fn(x):
         return lax.bessel_i0e(x) * 2
 
-    line = fn.__wrapped__.__code__.co_firstlineno + 2
+    line = fn.__wrapped__.__code__.co_firstlineno + 2  # pyright: ignore[reportAttributeAccessIssue]
     with pytest.raises(UnsupportedPrimitive, match=rf"{THIS_FILE}:{line}"):
         evaluate(fn, F32(1.0))
 

@@ -48,9 +48,9 @@ def test_marker_is_registered(run_jaxstab):
     result.stdout.fnmatch_lines(["@pytest.mark.stabilize(dtype, shapes*"])
 
 
-def test_marker_collection_verdicts_and_messages(pytester, run_jaxstab):
+def test_marker_collection_verdicts_and_messages(pytester, run_jaxstab, plugin_args):
     pytester.makepyfile(test_suite=SUITE)
-    result = run_jaxstab(EXAMPLES, "-rA")
+    result = run_jaxstab(EXAMPLES, "-rA", *plugin_args)
     result.assert_outcomes(passed=5, failed=1)
     outcomes = {r.nodeid: r.outcome for r in result.reprec.getreports("pytest_runtest_logreport")
                 if r.when == "call"}

@@ -68,12 +68,15 @@ def test_save_compare_regress_and_known_instability(pytester, run_jaxstab):
     ])
 
 
-def test_saving_touches_only_selected_tests_and_gone_tests_are_reported(pytester, run_jaxstab):
+def test_saving_touches_only_selected_tests_and_gone_tests_are_reported(pytester, run_jaxstab,
+                                                                        plugin_args):
+    # Under xdist the collected test ids reach the controller through workeroutput: stale entries and
+    # the entries a save keeps must come out as in a serial run.
     pytester.makepyfile(test_models=STABLE)
-    run_jaxstab(*ARGS, "--jaxstab-save-baseline")
+    run_jaxstab(*ARGS, "--jaxstab-save-baseline")  # the starting point, saved serially
     before = _baseline(pytester)["cases"]
     pytester.makepyfile(test_models=STABLE.replace("jnp.tanh(x)", "jnp.tanh(x) * 1e30"))
-    run_jaxstab(*ARGS, "--jaxstab-save-baseline", "-k", "test_lse")
+    run_jaxstab(*ARGS, *plugin_args, "--jaxstab-save-baseline", "-k", "test_lse")
     after = _baseline(pytester)["cases"]
     assert after["test_models.py::test_tanh"] == before["test_models.py::test_tanh"]  # not selected
     assert after["test_models.py::test_known"] == before["test_models.py::test_known"]
@@ -81,7 +84,7 @@ def test_saving_touches_only_selected_tests_and_gone_tests_are_reported(pytester
     # Remove test_tanh: comparing reports its entry as stale, without failing.
     source = STABLE[: STABLE.index('@pytest.mark.stabilize(dtype="float32", shapes={"x": (8,)}')]
     pytester.makepyfile(test_models=source)
-    result = run_jaxstab(*ARGS, "--jaxstab-compare")
+    result = run_jaxstab(*ARGS, *plugin_args, "--jaxstab-compare")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*1 stale*", "stale entries*", "  test_models.py::test_tanh"])
 

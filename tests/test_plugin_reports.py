@@ -32,8 +32,9 @@ def suite(pytester):
     return pytester
 
 
-def test_terminal_and_json_reports(suite, run_jaxstab):
-    result = run_jaxstab("--jaxstab-examples=15", "--jaxstab-report", "--jaxstab-report=json:out/r.json")
+def test_terminal_and_json_reports(suite, run_jaxstab, plugin_args):
+    result = run_jaxstab("--jaxstab-examples=15", "--jaxstab-report", "--jaxstab-report=json:out/r.json",
+                         *plugin_args)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "*= jaxstab =*",

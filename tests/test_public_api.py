@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -28,11 +31,42 @@ def test_importing_the_plugin_does_not_import_jax():
     assert out.stdout.strip() == "False"
 
 
-def test_design_api_names_are_public():
-    # DESIGN.md section 2
-    for name in ("stabilize", "explain", "check", "find_nan_origin", "time_backends", "rewrites",
-                 "oracles", "strategies"):
-        assert name in jst.__all__
-    assert callable(jst.rewrites.get) and callable(jst.rewrites.register)
-    assert callable(jst.oracles.evaluate) and callable(jst.oracles.error_bits)
-    assert callable(jst.strategies.floats) and callable(jst.strategies.arrays)
+def _type_checking_imports() -> dict[str, tuple[str, str | None]]:
+    """The TYPE_CHECKING block of ``__init__.py`` as ``_EXPORTS`` writes it: name -> (module, attr)."""
+    tree = ast.parse(pathlib.Path(jst.__file__).read_text(encoding="utf-8"))
+    (block,) = [node for node in tree.body if isinstance(node, ast.If)
+                and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"]
+    found: dict[str, tuple[str, str | None]] = {}
+    for stmt in block.body:
+        assert isinstance(stmt, ast.ImportFrom) and stmt.level == 1, ast.unparse(stmt)
+        for alias in stmt.names:
+            public = alias.asname or alias.name
+            assert public not in found, f"{public} imported twice"
+            if stmt.module is None:  # from . import oracles as oracles
+                found[public] = (f".{alias.name}", None)
+            else:
+                found[public] = (f".{stmt.module}", alias.name)
+    return found
+
+
+def test_type_checking_block_lists_exactly_the_exports():
+    # What type checkers see is what users get at run time: same names, same sources.
+    assert _type_checking_imports() == jst._EXPORTS
+    assert jst.__all__ == sorted(jst._EXPORTS)
+
+
+def test_names_in_the_architecture_pages_api_section_exist():
+    # docs/architecture.md, "Public Python API" names jst.x and jst.module.x: each must resolve.
+    page = (pathlib.Path(jst.__file__).parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = page.split("## Public Python API", 1)[1].split("\n## ", 1)[0]
+    names = set(re.findall(r"`jst\.(\w+)", section))
+    assert {"stabilize", "explain", "check", "find_nan_origin", "time_backends", "rewrites", "oracles",
+            "strategies"} <= names
+    for name in names:
+        assert name in jst.__all__, f"jst.{name} is not public"
+    # members listed after a module name (- `jst.oracles`: `evaluate`, ...) exist in that module
+    listed = re.findall(r"^- `jst\.(\w+)`: (.*(?:\n  .*)*)", section, flags=re.M)
+    assert {"rewrites", "strategies", "oracles"} <= {module for module, _ in listed}
+    for module, members in listed:
+        for member in re.findall(r"`(\w+)", members):
+            assert hasattr(getattr(jst, module), member), f"jst.{module}.{member}"

@@ -26,7 +26,7 @@ import pytest
 from jax import lax
 
 import pytest_jaxstab as jst
-from pytest_jaxstab import _compat, oracles
+from pytest_jaxstab import _compat, _stabilize, oracles
 from pytest_jaxstab._check._trace import x64_scope
 from pytest_jaxstab.rewrites import PERFORMANCE, STABILITY
 
@@ -59,7 +59,7 @@ def _args(dtype=np.float32, seed=0, length=L):
 
 
 def _rewritten(fn, *args):
-    closed, applied = jst._stabilize.rewrite(fn, *args, rules=PERFORMANCE)
+    closed, applied = _stabilize.rewrite(fn, *args, rules=PERFORMANCE)
     return closed, applied
 
 
@@ -101,7 +101,7 @@ def test_fires_and_removes_the_stack(fn):
 def test_explain_names_the_loss_line_and_shows_before_after():
     ex = jst.explain(mse, *_args(), rules=PERFORMANCE)
     assert ex.rules == [RULE]
-    assert ex[0].location.endswith(f"test_reduce_into_scan.py:{_line_of(mse, 'MARK-MSE')}")
+    assert str(ex[0].location).endswith(f"test_reduce_into_scan.py:{_line_of(mse, 'MARK-MSE')}")
     assert "reduce_sum" in ex[0].before and "scan(" in ex[0].before
     assert ex[0].after.startswith("scan(") and "reduce_sum" not in ex[0].after
     assert RULE in str(ex)
@@ -119,7 +119,9 @@ def test_compiled_temp_memory_drops():
     fused = jst.stabilize(mse, rules=PERFORMANCE)
 
     def temp(f):
-        return jax.jit(f).lower(*args).compile().memory_analysis().temp_size_in_bytes
+        stats = jax.jit(f).lower(*args).compile().memory_analysis()
+        assert stats is not None  # XLA's CPU backend has memory statistics
+        return stats.temp_size_in_bytes
 
     assert temp(mse) >= 64 * 32 * 16 * 4  # the stack is there ...
     assert temp(fused) * 10 <= temp(mse)  # ... and gone
@@ -323,7 +325,7 @@ def test_with_stability_rules_inside_the_fused_loss():
         return jnp.mean(jnp.log(1 + (t - lax.scan(_body, c0, xs)[1]) ** 2))
 
     args = _args(seed=12)
-    closed, applied = jst._stabilize.rewrite(loss, *args, rules=[*PERFORMANCE, *STABILITY])
+    closed, applied = _stabilize.rewrite(loss, *args, rules=[*PERFORMANCE, *STABILITY])
     assert applied.rules == ["log1p", RULE]
     body_prims = {_compat.primitive_name(e) for e in _compat.eqns(_compat.scan_parts(_scans(closed)[0]).body)}
     assert {"log1p", "reduce_sum"} <= body_prims

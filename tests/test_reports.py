@@ -82,7 +82,7 @@ def test_report_follows_schema_version_1():
     assert decoded["backends"] == ["cpu"]
     assert [c["nodeid"] for c in decoded["cases"]] == [c.nodeid for c in cases]
     first = decoded["cases"][0]
-    # DESIGN.md section 5's keys, with the values of the case.
+    # docs/architecture.md, "The pytest surface" keys, with the values of the case.
     assert first["original"] == {"max_error_bits": 32.0, "mean_error_bits": 4.71, "overflows": 17,
                                  "verdict": "fail"}
     assert first["rewrites"][0] == {"rule": "logsumexp_shift", "location": "tests/numerics/test_loss.py:12"}

@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import ml_dtypes
 import mpmath
+import mpmath.libmp
 import numpy as np
 import pytest
 

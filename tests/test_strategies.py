@@ -230,7 +230,8 @@ def test_shrinking_reaches_exact_thresholds_and_zero() -> None:
     ],
 )
 def test_arrays_have_dtype_shape_and_stay_in_domain(dtype: str, shape: Any, domain: Any) -> None:
-    spec = domain if isinstance(domain, Domain) else Domain(*(domain or (None, None)))
+    bounds: tuple[Any, Any] = domain or (None, None)
+    spec = domain if isinstance(domain, Domain) else Domain(*bounds)
     lo = -math.inf if spec.lo is None else float(spec.lo)
     hi = math.inf if spec.hi is None else float(spec.hi)
     expected_shape = (shape,) if isinstance(shape, int) else shape
@@ -413,4 +414,4 @@ def test_per_argument_domains_must_match_the_arguments() -> None:
     with pytest.raises(ValueError, match="out of range"):
         arguments("float32", [(2,), (2,)], domain={2: (0, 1)})
     with pytest.raises(TypeError, match="domain must be"):
-        floats("float32", domain="positive")
+        floats("float32", domain="positive")  # pyright: ignore[reportArgumentType]  (on purpose)

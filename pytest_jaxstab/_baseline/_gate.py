@@ -222,10 +222,15 @@ def compare(
         A :class:`Comparison`; `.failed` tells whether the run must fail, `.regressions` why.
 
     Example:
-        >>> result = compare(results, load_baseline(), parse_compare_fail("bits:2"),
-        ...                  collected_nodeids=[item.nodeid for item in session.items])
-        >>> result.failed
-        False
+        >>> from pytest_jaxstab._baseline import Baseline, BaselineEntry
+        >>> from pytest_jaxstab._results import CaseResult
+        >>> then = VariantStats(max_error_bits=3.0, mean_error_bits=0.5)
+        >>> baseline = Baseline({"t.py::test_f": BaselineEntry("float32", 200, then, then, [])})
+        >>> now = CaseResult("t.py::test_f", "float32", original=VariantStats(max_error_bits=4.0))
+        >>> result = compare([now], baseline, parse_compare_fail("bits:2"),
+        ...                  collected_nodeids=["t.py::test_f"])
+        >>> result.failed, result.cases[0].status
+        (False, 'unchanged')
     """
     margins = {c.figure: c for c in DEFAULT_MARGINS}
     margins.update({c.figure: c for c in checks or ()})
@@ -289,7 +294,16 @@ def format_baseline_summary(comparison: Comparison) -> str:
         Lines joined by newlines, no trailing newline; the first line counts each status.
 
     Example:
-        >>> print(format_baseline_summary(compare(results, baseline, checks, collected_nodeids=ids)))
+        >>> from pytest_jaxstab._baseline import Baseline, BaselineEntry
+        >>> from pytest_jaxstab._results import CaseResult
+        >>> then = VariantStats(max_error_bits=3.0)
+        >>> baseline = Baseline({"t.py::test_f": BaselineEntry("float32", 200, then, then, [])})
+        >>> now = CaseResult("t.py::test_f", "float32", original=VariantStats(max_error_bits=4.0))
+        >>> comparison = compare([now], baseline, collected_nodeids=["t.py::test_f"])
+        >>> print(format_baseline_summary(comparison))  # doctest: +ELLIPSIS
+        jaxstab baseline: 1 regressed, 0 known, 0 improved, 0 unchanged, 0 new, 0 stale (compare-fail ...)
+        regressions (these fail the run):
+          t.py::test_f (original function): max error rose 3.00 -> 4.00 bits (+1.00 bits, ...)
     """
     counts = [f"{len(comparison.regressions)} regressed", f"{len(comparison.known)} known",
               f"{len(comparison.improved)} improved", f"{len(comparison.unchanged)} unchanged",

@@ -104,8 +104,13 @@ def load_baseline(path: str | os.PathLike[str] = DEFAULT_BASELINE_PATH) -> Basel
             key or a value of the wrong type; the message names the file, the problem and what to do.
 
     Example:
-        >>> baseline = load_baseline(".jaxstab/baseline.json")
-        >>> baseline.entries["tests/test_loss.py::test_logsumexp"].original.max_error_bits
+        >>> import tempfile
+        >>> case = CaseResult("tests/test_loss.py::test_lse", "float32", original=VariantStats(1.5))
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     path = Path(d, "baseline.json")
+        ...     _ = save_baseline(path, [case], existing=None)
+        ...     baseline = load_baseline(path)
+        >>> baseline.entries["tests/test_loss.py::test_lse"].original.max_error_bits
         1.5
     """
     try:
@@ -252,8 +257,15 @@ def save_baseline(
         The baseline as written.
 
     Example:
-        >>> old = load_baseline(p) if os.path.exists(p) else None
-        >>> save_baseline(p, results, existing=old)
+        >>> import tempfile
+        >>> a, b = CaseResult("t.py::test_a", "float32"), CaseResult("t.py::test_b", "float32")
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     p = os.path.join(d, "baseline.json")
+        ...     _ = save_baseline(p, [a, b], existing=None)
+        ...     # a later run of test_a alone keeps test_b's entry
+        ...     kept = save_baseline(p, [a], existing=load_baseline(p))
+        >>> sorted(kept.entries)
+        ['t.py::test_a', 't.py::test_b']
     """
     entries = dict(existing.entries) if existing is not None else {}
     for nodeid in prune:
@@ -307,6 +319,8 @@ def stale_nodeids(baseline: Baseline, collected_nodeids: Iterable[str], *,
         produced: the case ids this run produced.
 
     Example:
+        >>> entry = BaselineEntry("float32", 200, VariantStats(), VariantStats(), [])
+        >>> baseline = Baseline({"tests/test_a.py::test_kept": entry, "tests/test_a.py::test_removed": entry})
         >>> stale_nodeids(baseline, ["tests/test_a.py::test_kept"])
         ['tests/test_a.py::test_removed']
     """

@@ -1,4 +1,4 @@
-"""``jst.check``: the whole pipeline of DESIGN.md section 1 for one function, without pytest.
+"""``jst.check``: the whole pipeline of docs/architecture.md, "Data flow" for one function, without pytest.
 
 trace (once) -> rewrite -> jit both variants -> Hypothesis draws inputs -> both variants and the oracle
 on each -> error bits -> figures, witnesses, NaN origins, local error, timing -> :class:`CaseResult`
@@ -7,8 +7,8 @@ with a verdict.
 Order of inputs: a baseline's witnesses, then failures stored in Hypothesis's example database by
 earlier runs, then ``max_examples`` Hypothesis draws, ``hypothesis.target`` steering towards the judged
 variant's worst error. The exploration never fails a Hypothesis test, so every input counts in the
-figures; when the judged variant failed, its simplest failing input is shrunk (``_check_shrink``) and
-stored in the database (``_check_db``), so the next run re-checks it first.
+figures; when the judged variant failed, its simplest failing input is shrunk (``_shrink``) and
+stored in the database (``_replay``), so the next run re-checks it first.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import hashlib
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ from .._diagnostics._timing import time_backends
 from .._dtypes import dtype_info, from_ordinal, resolve_dtype, to_ordinal
 from .._errors import JaxstabError, UnsupportedPrimitive
 from .._files import short_path
+from .._hypothesis_compat import without_local_constants as _without_local_constants
 from .._primitives import CALLS
 from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord, Witness
 from ..rewrites import STABILITY, rewrite_jaxpr
@@ -145,7 +146,11 @@ def check(
         JaxstabError: the check cannot be carried out as asked (e.g. float64 could not be enabled).
 
     Example:
-        >>> result = jst.check(lambda x: jnp.log(jnp.sum(jnp.exp(x))), shapes=[(16,)], dtype="float32")
+        >>> import jax.numpy as jnp
+        >>> import pytest_jaxstab as jst
+        >>> def logsumexp(x):
+        ...     return jnp.log(jnp.sum(jnp.exp(x)))
+        >>> result = jst.check(logsumexp, shapes=[(16,)], dtype="float32", seed=0)
         >>> result.original.overflows > 0, result.rewritten.verdict
         (True, 'pass')
     """
@@ -513,35 +518,6 @@ class _Runner:
         minimal = shrinker.shrink(start)
         self.store.save(minimal.args)
         return minimal
-
-
-@contextlib.contextmanager
-def _without_local_constants() -> Iterator[None]:
-    """Keeps the constants of the project's own modules out of Hypothesis's draws, for the block.
-
-    Hypothesis (6.131+) draws about 5% of its choices from literals found in the loaded local modules.
-    A fixed-seed run (a baseline being saved or compared) must draw the same inputs when unrelated code
-    changes, so it sees only Hypothesis's built-in constants. Private Hypothesis API, used defensively:
-    on a Hypothesis without it, nothing changes.
-    """
-    try:
-        from hypothesis.internal.conjecture import providers
-        from hypothesis.internal.constants_ast import Constants
-
-        provider = providers.HypothesisProvider
-        original = provider.__dict__["_local_constants"]
-        cache = providers.CONSTANTS_CACHE.cache
-    except (ImportError, AttributeError, KeyError):  # pragma: no cover - other Hypothesis versions
-        yield
-        return
-    empty = Constants()
-    provider._local_constants = property(lambda self: empty)  # type: ignore[assignment]
-    cache.clear()  # it holds the constants allowed per kind of draw, local ones included
-    try:
-        yield
-    finally:
-        provider._local_constants = original  # type: ignore[assignment]
-        cache.clear()
 
 
 def _score(ex: SampleResult, variant: str) -> float:

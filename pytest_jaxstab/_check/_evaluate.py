@@ -1,7 +1,8 @@
 """One example through both variants and the oracle, and the figures accumulated over all examples.
 
 :class:`Evaluator` runs the jitted function as written and the jitted rewritten one on one input, asks
-the oracle for the exact result, and scores each variant in bits (DESIGN.md section 3, with ``atol``).
+the oracle for the exact result, and scores each variant in bits (docs/architecture.md, "The error metric",
+with ``atol``).
 :class:`Accumulator` keeps the case's figures, the worst inputs of each variant and the plot points.
 """
 

@@ -1,7 +1,7 @@
-"""The failure message of a case (DESIGN.md section 5): the smallest failing input found, the error of
+"""The failure message of a case: the smallest failing input found, the error of
 both variants on it, where the first NaN/Inf was born (with that line's text), the line where most bits
 are lost (its text, the kind of loss, whether the rewritten function removes it), the rewrites that
-fired, and which variant passes."""
+fired, and which variant passes (docs/architecture.md, "The pytest surface")."""
 
 from __future__ import annotations
 

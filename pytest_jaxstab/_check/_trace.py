@@ -67,17 +67,8 @@ def x64_scope(dtype: np.dtype[Any]) -> Iterator[None]:
     if dtype.itemsize != 8:
         yield
         return
-    enable = getattr(jax, "enable_x64", None)
-    if enable is not None:  # jax >= 0.4.3x: a thread-local config context
-        with enable(True):
-            yield
-        return
-    old = bool(jax.config.read("jax_enable_x64"))  # pragma: no cover - older JAX
-    jax.config.update("jax_enable_x64", True)  # pragma: no cover
-    try:  # pragma: no cover
+    with _compat.enable_x64():
         yield
-    finally:  # pragma: no cover
-        jax.config.update("jax_enable_x64", old)
 
 
 @dataclasses.dataclass

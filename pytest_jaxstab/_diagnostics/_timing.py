@@ -62,8 +62,8 @@ class BackendTiming:
     rewritten_peak_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (DESIGN.md section 5: ``backend``, ``original_s``, ``rewritten_s``,
-        ``ratio``, plus the other fields)."""
+        """A JSON-ready dict (docs/architecture.md, "The pytest surface": ``backend``, ``original_s``,
+        ``rewritten_s``, ``ratio``, plus the other fields)."""
         return dataclasses.asdict(self)
 
     def __str__(self) -> str:
@@ -100,6 +100,7 @@ def time_backends(fn: Callable[..., Any], *args: Any, rewritten: Callable[..., A
         TraceError: JAX cannot trace ``fn`` (or ``rewritten``): the user's line, JAX's reason, a hint.
 
     Example:
+        >>> import jax.numpy as jnp
         >>> recs = time_backends(jnp.sin, jnp.ones(8), target_s=0.01)
         >>> recs[0].backend
         'cpu'

@@ -60,7 +60,14 @@ def write_html(path: str | os.PathLike[str], cases: Sequence[CaseResult], *, jax
         ImportError: matplotlib is not installed; the message says `pip install 'pytest-jaxstab[html]'`.
 
     Example:
-        >>> write_html("jaxstab.html", results, jax_version=jax.__version__, backends=["cpu"])
+        >>> import tempfile
+        >>> case = CaseResult("tests/test_loss.py::test_lse", "float32", samples=200)
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     write_html(os.path.join(d, "jaxstab.html"), [case], jax_version="0.12.0", backends=["cpu"])
+        ...     with open(os.path.join(d, "jaxstab.html"), encoding="utf-8") as f:
+        ...         page = f.read()
+        >>> page.startswith("<!DOCTYPE html>"), "test_lse" in page
+        (True, True)
     """
     _require_matplotlib()  # before any work, so a missing extra fails fast and clearly
     unstable = sum(c.outcome == "failed" for c in cases)

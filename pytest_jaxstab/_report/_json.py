@@ -1,4 +1,6 @@
-"""The JSON report (DESIGN.md section 5, schema version 1): build it, validate it, write it atomically.
+"""The JSON report, schema version 1: build it, validate it, write it atomically.
+
+The schema is in docs/architecture.md, "The pytest surface".
 
 Pure Python over :class:`~pytest_jaxstab._results.CaseResult`; the plugin calls it at the end of the
 session.
@@ -31,7 +33,7 @@ _VARIANTS = ("original", "rewritten")
 
 def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Sequence[str],
                  gate: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Builds the JSON report of a session: DESIGN.md's schema version 1.
+    """Builds the JSON report of a session: schema version 1 of docs/architecture.md ("The pytest surface").
 
     Each case's `outcome` is its stability verdict ("passed"/"failed": the judged variant within the
     tolerance and without overflow, or not). The gate's decision is another thing, in the extra key
@@ -52,8 +54,10 @@ def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Seq
         plain JSON types only.
 
     Example:
-        >>> report = build_report(results, jax_version=jax.__version__, backends=["cpu"])
-        >>> write_json("jaxstab.json", report)
+        >>> report = build_report([CaseResult("t.py::test_f", "float32")], jax_version="0.12.0",
+        ...                       backends=["cpu"])
+        >>> report["version"], report["cases"][0]["original"]["verdict"]
+        (1, 'pass')
     """
     cases = list(cases)
     return {
@@ -77,7 +81,15 @@ def write_json(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
         report: what :func:`build_report` returned.
 
     Example:
-        >>> write_json("reports/jaxstab.json", build_report(results, jax_version="0.12.0", backends=["cpu"]))
+        >>> import tempfile
+        >>> report = build_report([CaseResult("t.py::test_f", "float32")], jax_version="0.12.0",
+        ...                       backends=["cpu"])
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     write_json(os.path.join(d, "reports", "jaxstab.json"), report)
+        ...     with open(os.path.join(d, "reports", "jaxstab.json"), encoding="utf-8") as f:
+        ...         back = json.load(f)
+        >>> back == report
+        True
     """
     # Serialise before touching the disk so an unserialisable value leaves no trace. NaN/Infinity are
     # allowed (as pytest-benchmark's JSON does): a timing ratio may be infinite, and Python reads them back.
@@ -89,7 +101,9 @@ def write_json(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
 
 
 def validate_report(d: Any) -> None:
-    """Checks that `d` follows DESIGN.md's JSON report schema, version 1. Extra keys are allowed.
+    """Checks that `d` follows the JSON report schema, version 1 (docs/architecture.md, "The pytest surface").
+
+    Extra keys are allowed.
 
     Args:
         d: a decoded JSON report.
@@ -99,7 +113,13 @@ def validate_report(d: Any) -> None:
             `"jaxstab report: cases[2].original.overflows: expected a non-negative integer, got -1"`.
 
     Example:
-        >>> validate_report(json.loads(Path("jaxstab.json").read_text()))
+        >>> report = build_report([CaseResult("t.py::test_f", "float32")], jax_version="0.12.0",
+        ...                       backends=["cpu"])
+        >>> validate_report(report)  # no error: the report follows the schema
+        >>> report["cases"][0]["original"]["overflows"] = -1
+        >>> validate_report(report)
+        Traceback (most recent call last):
+        ValueError: jaxstab report: cases[0].original.overflows: expected a non-negative integer, got -1
     """
     _require_mapping(d, "report")
     version = _key(d, "version", "report")

@@ -48,7 +48,11 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
         The table as lines joined by newlines (no trailing newline), header first, a legend last.
 
     Example:
-        >>> print(format_table(results, ["cpu"], gate={"t.py::test_lse": "known"}))
+        >>> case = CaseResult("tests/test_loss.py::test_lse", "float32", samples=200, outcome="failed",
+        ...                   original=VariantStats(32.0, 4.5, 7, "fail"), rewritten=VariantStats(1.0, 0.2))
+        >>> rows = format_table([case], ["cpu"]).splitlines()
+        >>> [row for row in rows if "test_lse" in row][0].split()[:5]
+        ['test_loss.py::test_lse', 'float32', '200', '0/0', '32.0']
     """
     if not cases:
         return "jaxstab: no cases checked"

@@ -1,4 +1,4 @@
-"""The error metric of DESIGN.md section 3: bits of error between a float and the exact result, as Herbie.
+"""Bits of error between a float and the exact result, as Herbie (docs/architecture.md, "The error metric").
 
 Error is counted in ulps, on a log scale: the distance between two floats is how many representable
 values lie between them, so it means the same at every magnitude and for every dtype.
@@ -32,7 +32,8 @@ def error_bits(approx: Any, exact: Any) -> np.ndarray:
     """Bits of error of ``approx`` against ``exact``: ``log2(1 + |ord(approx) - ord(exact)|)``.
 
     ``exact`` is the true result already rounded to the dtype (see ``round_to_dtype``), so a correctly
-    rounded ``approx`` scores 0 and an adjacent float 1. Special cases, as DESIGN.md section 3:
+    rounded ``approx`` scores 0 and an adjacent float 1. Special cases (docs/architecture.md, "The error
+    metric"):
 
     - ``exact`` finite, ``approx`` NaN or +-Inf: the dtype's full width (16, 32 or 64 bits).
     - ``exact`` +-Inf (the true result overflows the dtype): 0 for the same infinity, the full width

@@ -1,7 +1,8 @@
 """Exact conversions between mpmath numbers and the float dtypes the oracle judges.
 
 The oracle computes in mpmath and must hand back *the* float nearest to the exact result: the error
-metric (DESIGN.md section 3) counts ulps against it, so one wrong rounding is one bit of phantom error.
+metric (docs/architecture.md, "The error metric") counts ulps against it, so one wrong rounding is one
+bit of phantom error.
 Going through float64 (``np.float32(float(x))``) rounds twice, which is wrong for float32 ties and for
 float64 subnormals, so :func:`round_to_dtype` rounds once, with integer arithmetic on the mpf's
 ``(sign, mantissa, exponent)`` and writes the IEEE bit pattern directly.

@@ -1,9 +1,10 @@
 """The pytest plugin (entry point ``pytest11: jaxstab``): the ``stabilize`` marker, the ``jaxstab``
 fixture, the ``--jaxstab-*`` options, the "jaxstab" terminal section, reports and baselines.
 
-Hooks only: the work lives in ``_plugin_*`` modules, and JAX and Hypothesis are imported when a case
-runs, not when pytest loads the plugin (as Hypothesis's own plugin avoids importing Hypothesis).
-See DESIGN.md section 5.
+Hooks only: the work lives in the private modules beside this one (``_marker``, ``_options``,
+``_run``, ``_session``), and JAX and Hypothesis are imported when a case runs, not when pytest loads
+the plugin (as Hypothesis's own plugin avoids importing Hypothesis). See docs/architecture.md, "The
+pytest surface".
 """
 
 from __future__ import annotations

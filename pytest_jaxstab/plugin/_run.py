@@ -64,6 +64,7 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
     session = _session(item)
     opts = session.options
     problem = None
+    result: Any = None  # check's CaseResult; when check raises, pytest.fail below ends the test
     budget = oracle_budget if oracle_budget is not None else opts.oracle_budget
     if budget is None:
         budget = ORACLE_BUDGET

@@ -87,7 +87,7 @@ class Side(NamedTuple):
     shift: int  # mantissa bits: a magnitude's binade field is `magnitude >> shift`
 
     @property
-    def count(self) -> int:
+    def count(self) -> int:  # pyright: ignore[reportIncompatibleMethodOverride]  (shadows tuple.count)
         return (self.last >> self.shift) - (self.first >> self.shift) + 1
 
     def binade(self, k: int) -> tuple[int, int]:

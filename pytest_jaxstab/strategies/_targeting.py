@@ -14,9 +14,10 @@ __all__ = ["target_error"]
 def target_error(bits: npt.ArrayLike, *, label: str = "error bits") -> float | None:
     """Records the worst error of one example with `hypothesis.target`, so Hypothesis seeks larger ones.
 
-    Call it once per example, inside a `@given` test, with the error in bits (DESIGN.md section 3) of
-    one element or of all output elements: the maximum is recorded. NaN entries (discarded samples) are
-    ignored; +inf is recorded as the largest finite float, since Hypothesis accepts finite scores only.
+    Call it once per example, inside a `@given` test, with the error in bits (docs/architecture.md,
+    "The error metric") of one element or of all output elements: the maximum is recorded. NaN entries
+    (discarded samples) are ignored; +inf is recorded as the largest finite float, since Hypothesis
+    accepts finite scores only.
 
     When it helps: Hypothesis's target phase hill-climbs from the best-scoring examples, which pays off
     when the error grows gradually towards the worst inputs (cancellation getting worse as two arguments
