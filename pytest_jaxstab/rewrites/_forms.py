@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._dtypes import dtype_info
+
 __all__ = ["hypot", "inv_jitter", "log_softmax", "logaddexp", "logsumexp", "norm", "one_minus_cos",
            "sigmoid", "softmax", "softplus", "tanh", "variance"]
 
@@ -108,24 +110,41 @@ def _hypot_jvp(primals: Any, tangents: Any) -> Any:
     return r, (x / safe) * tx + (y / safe) * ty
 
 
-def norm(x: Any, axes: Axes = None) -> Any:
-    """sqrt(sum(x²)) scaled by s ≈ max|x|: ``s * sqrt(sum((x/s)²))``; 0 for the zero vector.
+def _pow2_scale(m: Any) -> tuple[Any, Any]:
+    """``(s, 1/s)``: a power of two with ``s <= m < 2s`` for normal finite ``m``, clamped so that
+    both ``s`` and ``1/s`` are normal numbers; 1 where ``m`` is 0, subnormal, inf or NaN.
 
-    ``s`` is the power of two nearest above max|x|, clamped so that 1/s is a normal number too:
-    XLA turns ``x / s`` into ``x * (1/s)``, and a subnormal 1/s is flushed to zero on CPU and GPU
-    (s = 2e38 would give 0 for every element). Scaling by a power of two is exact. ``s`` is under
-    ``stop_gradient`` (it cancels), so the gradient is x / norm(x).
+    Read off ``m``'s exponent bits (``bitcast_convert_type``), not with ``frexp``/``ldexp``: those
+    are jax "hi" primitives on jax >= 0.11 that cannot be re-bound inside a rewritten jaxpr. XLA
+    turns ``x / s`` into ``x * (1/s)``, and a subnormal 1/s is flushed to zero on CPU and GPU
+    (s = 2e38 would give 0 for every element), hence the clamp. Scaling by a power of two is exact.
+    """
+    info = dtype_info(m.dtype)
+    mantissa = (1 << (info.significand_bits - 1)) - 1
+    exponent_mask = (info.sign_mask - 1) ^ mantissa
+    finite = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
+    raw = lax.bitcast_convert_type(finite, info.uint_dtype)
+    pow2 = lax.bitcast_convert_type(raw & jnp.asarray(exponent_mask, info.uint_dtype), m.dtype)
+    lo, hi = float(info.tiny), 2.0 ** (-info.min_exponent)
+    s = jnp.where(pow2 > 0, jnp.clip(pow2, lo, hi), jnp.ones_like(pow2))
+    return s, 1 / s
+
+
+def norm(x: Any, axes: Axes = None) -> Any:
+    """sqrt(sum(x²)) scaled by a power of two s ≈ max|x|: ``s * sqrt(sum((x/s)²))``; 0 for zero.
+
+    ``s`` (see ``_pow2_scale``) is under ``stop_gradient`` (it cancels), so the gradient is
+    x / norm(x); at x = 0 it is 0, the subgradient ``safe_norm`` code uses (not 0 * inf = NaN):
+    the square root sees 1 there (the double ``where``), and its result is replaced by 0.
     """
     ax = _axes(x, axes)
     m = lax.stop_gradient(jnp.max(jnp.abs(x), axis=ax, keepdims=True))
-    info = jnp.finfo(x.dtype)
-    _, e = jnp.frexp(jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m)))
-    e = jnp.clip(e, int(info.minexp) + 1, int(info.maxexp) - 2)
-    one = jnp.ones_like(m)
-    scale, inv = jnp.ldexp(one, e), jnp.ldexp(one, -e)
+    scale, inv = _pow2_scale(m)
     y = x * inv
-    r = scale * jnp.sqrt(jnp.sum(y * y, axis=ax, keepdims=True))
-    return jnp.squeeze(r, axis=ax)
+    ss = jnp.sum(y * y, axis=ax, keepdims=True)
+    positive = ss > 0
+    root = jnp.where(positive, jnp.sqrt(jnp.where(positive, ss, jnp.ones_like(ss))), jnp.zeros_like(ss))
+    return jnp.squeeze(scale * root, axis=ax)
 
 
 def variance(x: Any, axes: Axes = None) -> Any:
