@@ -6,6 +6,8 @@ benchmarks compare against the library's hand-written functions.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,8 +17,9 @@ from jax import lax
 
 from .._dtypes import dtype_info
 
-__all__ = ["hypot", "inv_jitter", "log_softmax", "logaddexp", "logsumexp", "norm", "one_minus_cos",
-           "sigmoid", "softmax", "softplus", "tanh", "variance"]
+__all__ = ["hypot", "inv_jitter", "inv_softplus", "log1mexp", "log_cosh", "log_sigmoid_plus",
+           "log_softmax", "logaddexp", "logsumexp", "norm", "one_minus_cos", "sigmoid", "softmax",
+           "softplus", "tanh", "variance"]
 
 Axes = Sequence[int] | int | None
 
@@ -147,25 +150,152 @@ def norm(x: Any, axes: Axes = None) -> Any:
     return jnp.squeeze(scale * root, axis=ax)
 
 
-def variance(x: Any, axes: Axes = None) -> Any:
-    """mean(x²) - mean(x)² as the corrected two-pass form (Chan, Golub and LeVeque).
+def variance(x: Any, axes: Axes = None, mean: Any = None) -> Any:
+    """mean(x²) - mean(x)² as the corrected two-pass form (Chan, Golub and LeVeque), scaled.
 
     ``d = x - mean(x)``; ``mean(d²) - mean(d)²``. The second term corrects the rounding error of the
     first mean; the one-pass form loses every digit when the spread is below the rounding error of
-    mean(x²) (values clustered around 1e4 in float32).
+    mean(x²) (values clustered around 1e4 in float32). ``mean``: the mean the program already
+    computed (keepdims or not), reused rather than computed again.
 
-    Where the one-pass form cancels less than one bit (mean(x)² <= mean(x²)/2, finite) it is kept:
-    there it is the more accurate of the two (rounding x - mean(x) adds about an ulp), so the
-    rewrite never does worse than the formula it replaces.
+    Everything is computed on x / s, s a power of two near max|x| (exact scaling, under
+    ``stop_gradient``), and scaled back by s twice: x = [4e19, 0 x 15] in float32 has the finite
+    variance 9.375e37 although x² overflows.
+
+    Where the one-pass form cancels less than one bit (mean(x)² <= mean(x²)/2) it is kept: there it
+    is the more accurate of the two (rounding x - mean(x) adds about an ulp), so the rewrite never
+    does worse than the formula it replaces. Both branches are finite, so the gradient is too.
     """
     ax = _axes(x, axes)
-    mu = jnp.mean(x, axis=ax, keepdims=True)
-    m2 = jnp.mean(x * x, axis=ax, keepdims=True)
-    one_pass = m2 - mu * mu
-    d = x - mu
+    mu = jnp.mean(x, axis=ax, keepdims=True) if mean is None else jnp.asarray(mean)
+    if mu.ndim != x.ndim:  # the program's mean without keepdims
+        mu = jnp.expand_dims(mu, ax)
+    return jnp.squeeze(_shifted_variance(x, mu, ax), axis=ax)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _shifted_variance(x: Any, mu: Any, ax: tuple[int, ...]) -> Any:
+    """The variance of x over ``ax`` (keepdims) given its mean ``mu``; see :func:`variance`.
+
+    Its derivative is written out: 2·mean(d·ẋ) - 2·mean(d)·mean(ẋ), d = x - mu, and 0 along mu
+    (the shifted form does not depend on the shift). Differentiating the scaled form instead would
+    multiply the cotangent by s² before dividing it by s² (inf for x = [4e19, 0, ...]).
+    """
+    scale, inv = _pow2_scale(lax.stop_gradient(jnp.max(jnp.abs(x), axis=ax, keepdims=True)))
+    xs, ms = x * inv, mu * inv
+    m2 = jnp.mean(xs * xs, axis=ax, keepdims=True)
+    one_pass = m2 - ms * ms
+    d = xs - ms
     two_pass = jnp.mean(d * d, axis=ax, keepdims=True) - jnp.square(jnp.mean(d, axis=ax, keepdims=True))
-    well_conditioned = (mu * mu <= 0.5 * m2) & jnp.isfinite(m2)
-    return jnp.squeeze(jnp.where(well_conditioned, one_pass, two_pass), axis=ax)
+    well_conditioned = ms * ms <= 0.5 * m2
+    v = jnp.where(well_conditioned, one_pass, two_pass)
+    return (v * scale) * scale
+
+
+@_shifted_variance.defjvp
+def _shifted_variance_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
+    (x, mu), (tx, _) = primals, tangents
+    d = x - mu
+    dot = 2 * (jnp.mean(d * tx, axis=ax, keepdims=True)
+               - jnp.mean(d, axis=ax, keepdims=True) * jnp.mean(tx, axis=ax, keepdims=True))
+    return _shifted_variance(x, mu, ax), dot
+
+
+# ln 2 split into a head with trailing zero bits (x - head is exact near ln 2) and a tail (fdlibm).
+_LN2_SPLIT = {4: (6.9313812256e-01, 9.0580006145e-06), 8: (6.93147180369123816490e-01,
+                                                          1.90821492927058770002e-10)}
+
+
+def _widened(fn: Any) -> Any:
+    """Run ``fn`` in float32 for narrower floats (their constants and ranges), cast back."""
+    @functools.wraps(fn)
+    def wrapper(x: Any) -> Any:
+        x = jnp.asarray(x)
+        if jnp.dtype(x.dtype).itemsize < 4:
+            return fn(x.astype(jnp.float32)).astype(x.dtype)
+        return fn(x)
+    return wrapper
+
+
+@jax.custom_jvp
+@_widened
+def inv_softplus(x: Any) -> Any:
+    """log(exp(x) - 1), the inverse of softplus, for x > 0 without overflow or cancellation.
+
+    Three regimes, each free of cancellation: ``log(expm1(x))`` for x <= 0.35 (result <= -0.9);
+    ``log1p(2·expm1(x - ln 2))`` near the root x = ln 2 (e^x - 1 = 1 + 2(e^(x - ln2) - 1), with
+    x - ln 2 formed exactly from a split ln 2); ``x + log1p(-exp(-x))`` from 1.4 on (x itself past
+    88.7, where exp(x) overflows in float32). Derivative 1/(1 - exp(-x)) = -1/expm1(-x).
+
+    Example: ``forms.inv_softplus(100.0)`` is 100.0 (``log(exp(100) - 1)`` is inf in float32).
+    """
+    hi, lo = _LN2_SPLIT[jnp.dtype(x.dtype).itemsize]
+    small = jnp.log(jnp.expm1(jnp.minimum(x, 0.5)))
+    t = (x - hi) - lo
+    middle = jnp.log1p(2 * jnp.expm1(jnp.clip(t, -0.5, 0.8)))
+    large = x + jnp.log1p(-jnp.exp(-jnp.maximum(x, 1.0)))
+    return jnp.where(x <= 0.35, small, jnp.where(x < 1.4, middle, large))
+
+
+@inv_softplus.defjvp
+def _inv_softplus_jvp(primals: Any, tangents: Any) -> Any:
+    (x,), (t,) = primals, tangents
+    return inv_softplus(x), t * (-1 / jnp.expm1(-x))
+
+
+@jax.custom_jvp
+@_widened
+def log1mexp(a: Any) -> Any:
+    """log(1 - exp(-a)) for a >= 0 (Maechler 2012): ``log(-expm1(-a))`` for a <= ln 2, else
+    ``log1p(-exp(-a))``; each form is accurate exactly where the other cancels.
+
+    Derivative 1/expm1(a). Example: ``forms.log1mexp(1e-20)`` is -46.05 in float64 (the naive
+    ``log(1 - exp(-a))`` is -inf below a ~ 1e-16).
+    """
+    ln2 = 0.6931471805599453
+    near = jnp.log(-jnp.expm1(-jnp.minimum(a, ln2)))
+    far = jnp.log1p(-jnp.exp(-jnp.maximum(a, ln2)))
+    return jnp.where(a <= ln2, near, far)
+
+
+@log1mexp.defjvp
+def _log1mexp_jvp(primals: Any, tangents: Any) -> Any:
+    (a,), (t,) = primals, tangents
+    return log1mexp(a), t / jnp.expm1(a)
+
+
+@jax.custom_jvp
+@_widened
+def log_cosh(x: Any) -> Any:
+    """log(cosh(x)) without overflow: ``log1p(2·sinh(|x|/2)²)`` below |x| = 1 (the result ~x²/2
+    keeps its digits), ``(|x| - ln 2) + log1p(exp(-2|x|))`` above (cosh overflows past 89 in
+    float32). Derivative tanh(x).
+
+    Example: ``forms.log_cosh(100.0)`` is 99.30685 (``log(cosh(100))`` is inf in float32).
+    """
+    hi, lo = _LN2_SPLIT[jnp.dtype(x.dtype).itemsize]
+    a = jnp.abs(x)
+    s = jnp.sinh(0.5 * jnp.minimum(a, 1.0))
+    small = jnp.log1p(2 * (s * s))
+    large = ((a - hi) - lo) + jnp.log1p(jnp.exp(-2 * a))
+    return jnp.where(a < 1.0, small, large)
+
+
+@log_cosh.defjvp
+def _log_cosh_jvp(primals: Any, tangents: Any) -> Any:
+    (x,), (t,) = primals, tangents
+    return log_cosh(x), t * jnp.tanh(x)
+
+
+def log_sigmoid_plus(x: Any, c: float) -> Any:
+    """log(sigmoid(x) + c) for a constant c > 0 as ``logaddexp(log_sigmoid(x), log(c))``.
+
+    Exact over the reals; the naive form rounds sigmoid(x) to 1 for x > 17 in float32, losing the
+    small log entirely. Example: ``forms.log_sigmoid_plus(20.0, 1e-15)`` is -2.06e-9 (the naive
+    form gives -0.0).
+    """
+    x = jnp.asarray(x)
+    return logaddexp(-softplus(-x), jnp.asarray(math.log(c), x.dtype))
 
 
 def one_minus_cos(x: Any) -> Any:

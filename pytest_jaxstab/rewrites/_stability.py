@@ -16,6 +16,7 @@ from . import _forms
 from ._match import Match
 from ._pattern import any_of, const, op, param, square_of, var
 from ._rule import Rule
+from ._stability_logs import INV_SOFTPLUS, LOG1MEXP, LOG_COSH, LOG_SIGMOID_PLUS, ONE_MINUS_SIGMOID
 
 x, y, a, b, A = var("x"), var("y"), var("a"), var("b"), var("A")
 ONE = const(1.0)
@@ -159,11 +160,14 @@ NORM = Rule("norm", op("sqrt", op("reduce_sum", square_of(x), axes=AXES)), _norm
 
 
 # 13 -------------------------------------------------------------------------------------- variance
-def _mean_of(inner: Any, axes_name: str, n_name: str) -> Any:
-    return op("div", op("reduce_sum", inner, axes=param(axes_name)), const(lambda v: v > 0, name=n_name))
+def _mean_of(inner: Any, axes_name: str, n_name: str, **kw: Any) -> Any:
+    return op("div", op("reduce_sum", inner, axes=param(axes_name)), const(lambda v: v > 0, name=n_name),
+              **kw)
 
 
-_MEAN = _mean_of(x, "axes2", "n2")
+# The mean is kept: batch-norm code also returns it or centres x with it; it is computed once and
+# the replacement reuses it.
+_MEAN = _mean_of(x, "axes2", "n2", name="mean", keep=True)
 _VARIANCE_PATTERN = op("sub", _mean_of(square_of(x), "axes", "n"), square_of(_MEAN))
 
 
@@ -174,9 +178,11 @@ def _variance_where(m: Match) -> bool:
     return (tuple(m.captures["axes2"]) == axes and m.captures["n"] == m.captures["n2"] == float(count))
 
 
-def _variance(x: Any, axes: tuple[int, ...], axes2: Any = None, n: Any = None, n2: Any = None) -> Any:
-    """mean(x²) - mean(x)² = mean(d²) - mean(d)², d = x - mean(x) (corrected two-pass)."""
-    return _forms.variance(x, axes)
+def _variance(x: Any, mean: Any, axes: tuple[int, ...], axes2: Any = None, n: Any = None,
+              n2: Any = None) -> Any:
+    """mean(x²) - mean(x)² = s²·(mean(d²) - mean(d)²), d = (x - mean(x))/s, s a power of two
+    (corrected two-pass, scaled so the squares cannot overflow); the program's mean is reused."""
+    return _forms.variance(x, axes, mean=mean)
 
 
 VARIANCE = Rule("variance", _VARIANCE_PATTERN, _variance, where=_variance_where,
@@ -261,9 +267,14 @@ STABILITY: tuple[Rule, ...] = (
     SIGMOID_RATIO,
     SOFTPLUS,
     LOG_SIGMOID,
+    LOG_SIGMOID_PLUS,
     LOGADDEXP,
+    INV_SOFTPLUS,
+    LOG1MEXP,
+    LOG_COSH,
     LOG1P,
     SIGMOID,
+    ONE_MINUS_SIGMOID,
     EXPM1,
     LOG_EXP,
     HYPOT,
