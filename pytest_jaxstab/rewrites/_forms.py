@@ -201,9 +201,11 @@ def _shifted_variance_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> A
     return _shifted_variance(x, mu, ax), dot
 
 
-# ln 2 split into a head with trailing zero bits (x - head is exact near ln 2) and a tail (fdlibm).
-_LN2_SPLIT = {4: (6.9313812256e-01, 9.0580006145e-06), 8: (6.93147180369123816490e-01,
-                                                          1.90821492927058770002e-10)}
+# ln 2 = head + tail: the head is ln 2 rounded to the dtype, the tail the rest rounded (its error is
+# eps² relative to ln 2). Near ln 2, x - head is exact (Sterbenz) and x - ln 2 = (x - head) - tail is
+# accurate even when it is a few ulps: what a root at ln 2 needs.
+_LN2_SPLIT = {4: (0.6931471824645996, -1.9046542121259336e-09),
+              8: (0.6931471805599453, 2.3190468138462996e-17)}
 
 
 def _widened(fn: Any) -> Any:
