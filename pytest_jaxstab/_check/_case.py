@@ -36,6 +36,7 @@ from ..rewrites import STABILITY, rewrite_jaxpr
 from ..rewrites._rule import resolve
 from ..strategies import arguments
 from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes
+from ._gradient import derivative_case, with_gradient
 from ._message import failure_message
 from ._replay import FailureStore
 from ._shrink import Shrinker
@@ -71,6 +72,8 @@ def check(
     witnesses: Sequence[Witness] = (),
     derandomize: bool = False,
     profile: StageTimes | None = None,
+    grad: bool = False,
+    derivative: bool = False,
 ) -> CaseResult:
     """Fuzz ``fn`` for numerical stability: both the function as written and its rewritten form.
 
@@ -97,6 +100,10 @@ def check(
         witnesses: inputs to re-check before fuzzing (a baseline's worst inputs).
         derandomize: fixed draws (as a baseline comparison needs); no example database.
         profile: a :class:`StageTimes` to fill with the seconds spent per stage.
+        grad: also judge the gradient (``jax.grad``; a VJP with ones for non-scalar outputs) of
+            both variants against the exact derivative of the function as written; the figures are
+            in ``result.gradient`` (a ``CaseResult``), and the case fails when either fails.
+        derivative: check the gradient only (what ``grad=True`` runs for ``result.gradient``).
 
     Returns:
         A :class:`CaseResult`: figures of both variants, verdicts, ``outcome`` ("passed"/"failed" for
@@ -113,6 +120,11 @@ def check(
         >>> result.original.overflows > 0, result.rewritten.verdict
         (True, 'pass')
     """
+    if grad:  # the values, then the derivative programs (_gradient.py)
+        return with_gradient(check, fn, dict(
+            shapes=shapes, dtype=dtype, domain=domain, max_examples=max_examples, seed=seed, rules=rules,
+            tolerance_bits=tolerance_bits, apply=apply, atol=atol, timing=timing, name=name,
+            witnesses=witnesses, derandomize=derandomize, profile=profile))
     prof = profile if profile is not None else StageTimes()
     start = time.perf_counter()
     names, shape_list, by_keyword = normalize_shapes(shapes)
@@ -130,6 +142,8 @@ def check(
         t0 = time.perf_counter()
         prepared = trace_case(call, dt, shape_list)
         rewritten, applied = _rewrite(prepared.closed, chosen_rules)
+        if derivative:
+            prepared, rewritten = derivative_case(prepared, rewritten)
         evaluator = Evaluator(prepared.closed, rewritten, prepared.judged_outputs, atol, prof)
         # One run on zeros, not counted: compiles both variants and surfaces an oracle that cannot
         # evaluate the program (UnsupportedPrimitive) before Hypothesis starts.

@@ -44,7 +44,7 @@ def _max_examples(explicit: int | None, session: JaxstabSession) -> int:
 def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: Any, dtype: Any,
              domain: Any = None, max_examples: int | None = None, tolerance_bits: float = 8.0,
              rules: Any = None, apply: bool = False, timing: bool | None = None,
-             atol: float | None = None) -> Any:
+             atol: float | None = None, grad: bool = False) -> Any:
     """Checks ``fn`` as case ``nodeid`` of ``item``; fails the test when the case fails.
 
     Returns the :class:`CaseResult`.
@@ -58,7 +58,7 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
                        max_examples=_max_examples(max_examples, session), seed=opts.seed, rules=rules,
                        tolerance_bits=tolerance_bits, apply=apply, atol=atol,
                        timing=opts.timing if timing is None else timing, name=nodeid,
-                       witnesses=session.witnesses(nodeid), derandomize=opts.derandomize)
+                       witnesses=session.witnesses(nodeid), derandomize=opts.derandomize, grad=grad)
     except JaxstabError as exc:
         # Bad arguments, an untraceable function, a primitive the oracle cannot evaluate exactly: the
         # reason, not a traceback.
@@ -108,7 +108,7 @@ def run_marked(item: pytest.Function) -> None:
     shapes = dict(zip(spec.names, spec.shapes))  # by name: the failure message names the parameters
     run_case(item, body, nodeid=item.nodeid, shapes=shapes, dtype=spec.dtype, domain=spec.domain,
              max_examples=spec.max_examples, tolerance_bits=spec.tolerance_bits, rules=spec.rules,
-             apply=spec.apply, timing=spec.timing, atol=spec.atol)
+             apply=spec.apply, timing=spec.timing, atol=spec.atol, grad=spec.grad)
 
 
 class JaxstabFixture:
@@ -127,11 +127,11 @@ class JaxstabFixture:
     def check(self, fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = None,
               max_examples: int | None = None, tolerance_bits: float = 8.0, rules: Any = None,
               apply: bool = False, timing: bool | None = None, atol: float | None = None,
-              name: str | None = None) -> Any:
+              name: str | None = None, grad: bool = False) -> Any:
         """Fuzz ``fn`` as ``jst.check`` does, with the session's options; fail the test if it fails.
 
         Args:
-            fn, shapes, dtype, domain, tolerance_bits, rules, apply, atol: as for ``jst.check``.
+            fn, shapes, dtype, domain, tolerance_bits, rules, apply, atol, grad: as for ``jst.check``.
             max_examples: default ``--jaxstab-examples``, else the Hypothesis profile's.
             timing: default ``--jaxstab-timing``.
             name: the case's name in reports and baselines, appended to the test's id
@@ -150,4 +150,4 @@ class JaxstabFixture:
         self._count += 1
         return run_case(self._item, fn, nodeid=nodeid, shapes=shapes, dtype=dtype, domain=domain,
                         max_examples=max_examples, tolerance_bits=tolerance_bits, rules=rules, apply=apply,
-                        timing=timing, atol=atol)
+                        timing=timing, atol=atol, grad=grad)
