@@ -18,7 +18,7 @@ from jax import lax
 from .._dtypes import dtype_info
 
 __all__ = ["hypot", "inv_jitter", "inv_softplus", "log1mexp", "log_cosh", "log_sigmoid_plus",
-           "log_softmax", "logaddexp", "logsumexp", "norm", "one_minus_cos", "sigmoid", "softmax",
+           "log_softmax", "log_softmax_fast", "logaddexp", "logsumexp", "logsumexp_fast", "norm", "one_minus_cos", "sigmoid", "softmax",
            "softplus", "tanh", "variance"]
 
 Axes = Sequence[int] | int | None
@@ -81,6 +81,28 @@ def log_softmax(x: Any, axes: Axes = -1) -> Any:
     ax = _axes(x, axes)
     shift, l1p = _log1p_rest(x, ax)
     return (x - shift) - l1p
+
+
+def logsumexp_fast(x: Any, axes: Axes = None) -> Any:
+    """log(sum(exp(x))) as ``m + log(sum(exp(x - m)))``, m = max(x): the library's formula.
+
+    No overflow, and as fast as ``jax.nn.logsumexp`` (XLA:CPU fuses the shifted exp into the sum);
+    but where the result is near 0 the small terms are lost in ``log(1 + s)`` (x = [1e-20, -20 x 15]:
+    ~28 bits in float32). :func:`logsumexp` keeps them at about 1.8x the time on CPU.
+    """
+    ax = _axes(x, axes)
+    _, shift = _max_shift(x, ax)
+    return jnp.squeeze(shift + jnp.log(jnp.sum(jnp.exp(x - shift), axis=ax, keepdims=True)), axis=ax)
+
+
+def log_softmax_fast(x: Any, axes: Axes = -1) -> Any:
+    """x - logsumexp(x) as ``(x - m) - log(sum(exp(x - m)))``: ``jax.nn.log_softmax``'s formula
+    and speed, without :func:`log_softmax`'s care for the small terms (~29 bits lost on
+    x = [30, 5, -3 x 14] in float32)."""
+    ax = _axes(x, axes)
+    _, shift = _max_shift(x, ax)
+    z = x - shift
+    return z - jnp.log(jnp.sum(jnp.exp(z), axis=ax, keepdims=True))
 
 
 def softmax(x: Any, axes: Axes = -1) -> Any:
