@@ -129,7 +129,8 @@ def bench_accuracy() -> None:
             return float(error_bits(np.asarray(jax.jit(fn)(x)), exact).max())
 
         fast = bits(jst.stabilize(naive, rules=STABILITY_FAST))
-        print(f"   {name:12s} {bits(naive):7.1f} {bits(jst.stabilize(naive)):17.1f} {fast:13.1f} {bits(library):7.1f}"
+        ours = bits(jst.stabilize(naive))
+        print(f"   {name:12s} {bits(naive):7.1f} {ours:17.1f} {fast:13.1f} {bits(library):7.1f}"
               f"  {np.array2string(x[:4], precision=3)}{'...' if x.size > 4 else ''}")
 
 

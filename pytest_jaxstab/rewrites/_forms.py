@@ -18,8 +18,8 @@ from jax import lax
 from .._dtypes import dtype_info
 
 __all__ = ["hypot", "inv_jitter", "inv_softplus", "log1mexp", "log_cosh", "log_sigmoid_plus",
-           "log_softmax", "log_softmax_fast", "logaddexp", "logsumexp", "logsumexp_fast", "norm", "one_minus_cos", "sigmoid", "softmax",
-           "softplus", "tanh", "variance"]
+           "log_softmax", "log_softmax_fast", "logaddexp", "logsumexp", "logsumexp_fast", "norm",
+           "one_minus_cos", "sigmoid", "softmax", "softplus", "tanh", "variance"]
 
 Axes = Sequence[int] | int | None
 
