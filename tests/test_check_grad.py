@@ -116,3 +116,28 @@ def test_guard_shipped_stabilized(x):
     text = result.stdout.str()
     assert "test_guard FAILED" in text or "FAILED test_g.py::test_guard " in text
     assert "gradient" in text
+
+
+def test_guard_gradient_fixed_by_the_double_where():
+    # where(x < 20, x * exp(x), 0): the exact derivative is 0 for x >= 20; as written the untaken
+    # branch's exp overflows past 88.7 and 0 * inf is NaN; rewritten, that branch sees x = 10
+    f = lambda x: jnp.sum(jnp.where(x < 20, x * jnp.exp(x), 0.0))
+    r = jst.check(f, shapes=[(4,)], dtype="float32", domain=(-100.0, 1000.0), max_examples=30,
+                  grad=True, seed=5)
+    assert r.original.verdict == "pass" and r.gradient is not None
+    assert "guarded_where" in [w.rule for w in r.rewrites]
+    assert r.gradient.original.overflows > 0
+    assert r.gradient.rewritten.overflows == 0 and r.gradient.rewritten.max_error_bits <= 8
+
+
+def test_guard_whose_untaken_branch_is_not_real_is_not_judged_there():
+    # where(x > 0, sqrt(x), 0) at x < 0: the derivative program of the function as written takes
+    # sqrt of a negative number, so its exact value is not real there and the oracle discards the
+    # sample (DESIGN.md section 3); the rewritten gradient is 0 there all the same
+    f = lambda x: jnp.sum(jnp.where(x > 0, jnp.sqrt(x), 0.0))
+    r = jst.check(f, shapes=[(4,)], dtype="float32", domain=(-10.0, 10.0), max_examples=20,
+                  grad=True, seed=5)
+    assert r.gradient is not None and r.gradient.discarded > 0
+    assert r.gradient.rewritten.verdict == "pass"
+    x = np.array([-1.0, 4.0], F32)
+    np.testing.assert_array_equal(np.asarray(jax.grad(jst.stabilize(f))(x)), np.array([0.0, 0.25], F32))

@@ -14,6 +14,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from . import _forms
+from ._guards import GUARDED_WHERE
 from ._match import Match
 from ._pattern import any_of, const, op, param, square_of, var
 from ._rule import Rule
@@ -284,6 +285,7 @@ STABILITY: tuple[Rule, ...] = (
     TANH,
     ONE_MINUS_COS,
     INV_MATMUL,
+    GUARDED_WHERE,  # structural: runs after the pattern rules (a guarded branch they fixed is left)
 )
 
 # 19 ------------------------------------------------------------------ fast logsumexp / log_softmax
