@@ -204,7 +204,7 @@ def _match_guard(g: Graph, i: int) -> Match | None:
 def _guarded_where(pred: Any, x: Any, plans: tuple[Any, ...], **rest: Any) -> Any:
     """where(x OP c, A(x), B(x)) = where(x OP c, A(where(x OP c, x, a)), B(where(x OP c, b, x))),
     a and b points where the guard holds and fails (values unchanged; finite gradients)."""
-    branches = {"t": rest.get("t"), "f": rest.get("f")}
+    branches: dict[str, Any] = {"t": rest.get("t"), "f": rest.get("f")}
     for label, replay, n_free, safe in plans:
         free = [rest[f"{label}{k}"] for k in range(n_free)]
         keep = pred if label == "t" else jnp.logical_not(pred)
