@@ -230,6 +230,13 @@ _LN2_SPLIT = {4: (0.6931471824645996, -1.9046542121259336e-09),
               8: (0.6931471805599453, 2.3190468138462996e-17)}
 
 
+def _minus_ln2(x: Any) -> Any:
+    """x - ln 2 as (x - head) - tail. The barrier keeps XLA (jax 0.10's) from folding the two
+    constants into one, x - (head + tail), which rounds back to x - head."""
+    hi, lo = _LN2_SPLIT[jnp.dtype(x.dtype).itemsize]
+    return lax.optimization_barrier(x - hi) - lo
+
+
 def _widened(fn: Any) -> Any:
     """Run ``fn`` in float32 for narrower floats (their constants and ranges), cast back."""
     @functools.wraps(fn)
@@ -253,9 +260,8 @@ def inv_softplus(x: Any) -> Any:
 
     Example: ``forms.inv_softplus(100.0)`` is 100.0 (``log(exp(100) - 1)`` is inf in float32).
     """
-    hi, lo = _LN2_SPLIT[jnp.dtype(x.dtype).itemsize]
     small = jnp.log(jnp.expm1(jnp.minimum(x, 0.5)))
-    t = (x - hi) - lo
+    t = _minus_ln2(x)
     middle = jnp.log1p(2 * jnp.expm1(jnp.clip(t, -0.5, 0.8)))
     large = x + jnp.log1p(-jnp.exp(-jnp.maximum(x, 1.0)))
     return jnp.where(x <= 0.35, small, jnp.where(x < 1.4, middle, large))
@@ -297,11 +303,10 @@ def log_cosh(x: Any) -> Any:
 
     Example: ``forms.log_cosh(100.0)`` is 99.30685 (``log(cosh(100))`` is inf in float32).
     """
-    hi, lo = _LN2_SPLIT[jnp.dtype(x.dtype).itemsize]
     a = jnp.abs(x)
     s = jnp.sinh(0.5 * jnp.minimum(a, 1.0))
     small = jnp.log1p(2 * (s * s))
-    large = ((a - hi) - lo) + jnp.log1p(jnp.exp(-2 * a))
+    large = _minus_ln2(a) + jnp.log1p(jnp.exp(-2 * a))
     return jnp.where(a < 1.0, small, large)
 
 
