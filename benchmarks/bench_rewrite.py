@@ -2,7 +2,8 @@
 
 1. Jitted run time of ``stabilize(naive)`` over the hand-written ``jax.nn`` function, for logsumexp,
    softmax, log_softmax (rows of a 1000 x 1000 float32 array, 1e6 elements) and softplus (1e6
-   elements). Median of several runs, compile excluded, ``block_until_ready``. Goal: <= 1.05 for
+   elements). Fastest of several alternating runs (as ``timeit`` advises: on a shared machine the
+   other runs measure the load), compile excluded, ``block_until_ready``. Goal: <= 1.05 for
    softmax and softplus, <= 1.5 for logsumexp and log_softmax. XLA:CPU fuses ``sum(exp(x - m))``
    into one kernel but not the accurate forms' masked sum (the maximal term taken out, ties
    counted), so logsumexp and log_softmax are also timed with ``rules=STABILITY_FAST`` (the
@@ -61,8 +62,8 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[..., Any], float]] = {
 }
 
 
-def median_times(fns: list[Callable[..., Any]], *args: Any) -> list[float]:
-    """Median run time of each function; runs alternate, so a busy machine slows all alike."""
+def best_times(fns: list[Callable[..., Any]], *args: Any) -> list[float]:
+    """Fastest run time of each function; runs alternate, so a busy machine slows all alike."""
     for fn in fns:
         jax.block_until_ready(fn(*args))  # compile (and warm caches) outside the timing
     times: list[list[float]] = [[] for _ in fns]
@@ -71,11 +72,11 @@ def median_times(fns: list[Callable[..., Any]], *args: Any) -> list[float]:
             t0 = time.perf_counter()
             jax.block_until_ready(fn(*args))
             ts.append(time.perf_counter() - t0)
-    return [statistics.median(ts) for ts in times]
+    return [min(ts) for ts in times]
 
 
 def bench_speed() -> None:
-    print(f"1. jitted run time, 1e6 float32 elements (median of {RUNS} runs, alternating)")
+    print(f"1. jitted run time, 1e6 float32 elements (fastest of {RUNS} runs, alternating)")
     print(f"   {'':18s} {'stabilize':>11s} {'jax.nn':>10s} {'ratio':>7s}  goal")
     rng = np.random.default_rng(0)
     rows = jnp.asarray(rng.normal(0.0, 3.0, (1000, 1000)).astype(np.float32))
@@ -86,7 +87,7 @@ def bench_speed() -> None:
         fns = [jax.jit(jst.stabilize(naive)), jax.jit(library)]
         if fast:
             fns.append(jax.jit(jst.stabilize(naive, rules=STABILITY_FAST)))
-        times = median_times(fns, x)
+        times = best_times(fns, x)
         ours, theirs = times[0], times[1]
         for label, t in ((name, ours), *(((f"{name} (fast)", times[2]),) if fast else ())):
             ratio = t / theirs
