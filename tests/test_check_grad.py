@@ -111,11 +111,17 @@ def test_guard_values_only(x):
 def test_guard_shipped_stabilized(x):
     return jnp.sum(jnp.where(x < 20, jnp.log(jnp.expm1(x)), x))
 ''')
-    result = run_jaxstab("--jaxstab-examples=20", "--jaxstab-seed=1")
+    result = run_jaxstab("--jaxstab-examples=20", "--jaxstab-seed=1", "--jaxstab-report=json:out.json")
     result.assert_outcomes(passed=2, failed=1)
     text = result.stdout.str()
-    assert "test_guard FAILED" in text or "FAILED test_g.py::test_guard " in text
+    assert "FAILED test_g.py::test_guard " in text
     assert "gradient" in text
+    # the JSON report carries the gradient figures beside the values'
+    cases = {c["nodeid"]: c for c in json.loads((pytester.path / "out.json").read_text())["cases"]}
+    guard = cases["test_g.py::test_guard"]
+    assert guard["gradient"]["original"]["overflows"] > 0
+    assert guard["gradient"]["rewritten"]["verdict"] == "pass"
+    assert "gradient" not in cases["test_g.py::test_guard_values_only"]
 
 
 def test_guard_gradient_fixed_by_the_double_where():
