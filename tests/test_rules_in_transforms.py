@@ -120,3 +120,25 @@ def test_linalg_norm_at_top_level():
     # the exact call from the issue: 5.0, and it also runs when the rewrite is not wanted
     assert float(jst.stabilize(jnp.linalg.norm)(jnp.array([3.0, 4.0]))) == 5.0
     assert float(jst.stabilize(jnp.linalg.norm, rules=[])(jnp.array([3.0, 4.0]))) == 5.0
+
+
+def test_marked_tests_calling_linalg_norm_run(pytester: pytest.Pytester, run_jaxstab):
+    # issue 14, item 10: every marked test calling jnp.linalg.norm crashed, even with apply=False
+    pytester.makepyfile(test_n='''
+import jax.numpy as jnp
+import pytest
+
+@pytest.mark.stabilize(dtype="float32", shapes={"x": (3,)})
+def test_as_written(x):
+    return jnp.linalg.norm(x)
+
+@pytest.mark.stabilize(dtype="float32", shapes={"x": (3,)}, apply=True)
+def test_shipped_stabilized(x):
+    return jnp.linalg.norm(x)
+''')
+    result = run_jaxstab("--jaxstab-examples=20", "--jaxstab-seed=1")
+    # as written the squares overflow (a real instability, reported); rewritten it passes
+    result.assert_outcomes(passed=1, failed=1)
+    text = result.stdout.str()
+    assert "call_hi_primitive" not in text and "NotImplementedError" not in text
+    assert "FAILED test_n.py::test_as_written" in text
