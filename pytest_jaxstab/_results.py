@@ -185,6 +185,9 @@ class CaseResult:
     tolerance_bits: float = 8.0
     judged: str = "original"  # which variant the verdict is about ("rewritten" with apply=True)
     message: str = ""
+    # With grad=True: the same figures for the gradient of both variants (jax.grad, or a VJP with
+    # ones), judged against the exact derivative of the function as written; None otherwise.
+    gradient: CaseResult | None = None
 
     @property
     def judged_stats(self) -> VariantStats:
@@ -210,6 +213,7 @@ class CaseResult:
             "tolerance_bits": self.tolerance_bits,
             "judged": self.judged,
             "message": self.message,
+            **({"gradient": self.gradient.to_json()} if self.gradient is not None else {}),
         }
 
     @classmethod
@@ -228,4 +232,5 @@ class CaseResult:
             tolerance_bits=float(d.get("tolerance_bits", 8.0)),
             judged=d.get("judged", "original"),
             message=d.get("message", ""),
+            gradient=CaseResult.from_json(d["gradient"]) if d.get("gradient") else None,
         )

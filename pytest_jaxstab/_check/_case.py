@@ -43,6 +43,7 @@ from ..rewrites._rule import resolve
 from ..strategies import arguments
 from ..strategies._domain import per_argument_domains
 from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes
+from ._gradient import derivative_case, with_gradient
 from ._localize import local_error_records
 from ._message import CheckWarning, failure_message, nothing_judged
 from ._replay import FailureStore
@@ -98,6 +99,8 @@ def check(
     profile: StageTimes | None = None,
     oracle_budget: float | None = ORACLE_BUDGET,
     time_budget: float | None = TIME_BUDGET,
+    grad: bool = False,
+    derivative: bool = False,
 ) -> CaseResult:
     """Fuzz ``fn`` for numerical stability: both the function as written and its rewritten form.
 
@@ -132,6 +135,10 @@ def check(
             (smaller shapes, fewer examples, a larger budget). None: no limit.
         time_budget: seconds of drawing after which no new input is drawn; the case is judged on the
             inputs drawn so far and a :class:`CheckWarning` says how many. None: no limit.
+        grad: also judge the gradient (``jax.grad``; a VJP with ones for non-scalar outputs) of
+            both variants against the exact derivative of the function as written; the figures are
+            in ``result.gradient`` (a ``CaseResult``), and the case fails when either fails.
+        derivative: check the gradient only (what ``grad=True`` runs for ``result.gradient``).
 
     Returns:
         A :class:`CaseResult`: figures of both variants, verdicts, ``outcome`` ("passed"/"failed" for
@@ -154,6 +161,12 @@ def check(
         >>> result.original.overflows > 0, result.rewritten.verdict
         (True, 'pass')
     """
+    if grad:  # the values, then the derivative programs (_gradient.py)
+        return with_gradient(check, fn, dict(
+            shapes=shapes, dtype=dtype, domain=domain, max_examples=max_examples, seed=seed, rules=rules,
+            tolerance_bits=tolerance_bits, apply=apply, atol=atol, timing=timing, name=name,
+            witnesses=witnesses, derandomize=derandomize, profile=profile, oracle_budget=oracle_budget,
+            time_budget=time_budget))
     prof = profile if profile is not None else StageTimes()
     start = time.perf_counter()
     names, shape_list, by_keyword = normalize_shapes(shapes)
@@ -180,6 +193,8 @@ def check(
         if oracle_budget is not None and cost * max_examples > oracle_budget:
             raise ArgumentError(_over_budget(case_id, cost, max_examples, oracle_budget, shape_list))
         rewritten, applied = _rewrite(prepared.closed, chosen_rules)
+        if derivative:
+            prepared, rewritten = derivative_case(prepared, rewritten)
         evaluator = Evaluator(prepared.closed, rewritten, prepared.judged_outputs, atol, prof)
         # One run inside the domain, not counted: compiles both variants and surfaces an oracle that
         # cannot evaluate the program (UnsupportedPrimitive) before Hypothesis starts. Not on zeros: a

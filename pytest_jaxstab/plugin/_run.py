@@ -51,7 +51,8 @@ def _max_examples(explicit: int | None, session: JaxstabSession) -> int:
 def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: Any, dtype: Any,
              domain: Any = None, max_examples: int | None = None, tolerance_bits: float = 8.0,
              rules: Any = None, apply: bool = False, timing: bool | None = None,
-             atol: float | None = None, oracle_budget: float | None = None, defer: bool = False) -> Any:
+             atol: float | None = None, oracle_budget: float | None = None, defer: bool = False,
+             grad: bool = False) -> Any:
     """Checks ``fn`` as case ``nodeid`` of ``item``; fails the test when the case fails.
 
     With ``defer``, a failing verdict is kept on the item and the test fails once its body has
@@ -74,7 +75,7 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
                        tolerance_bits=tolerance_bits, apply=apply, atol=atol,
                        timing=opts.timing if timing is None else timing, name=nodeid,
                        witnesses=session.witnesses(nodeid), derandomize=opts.derandomize,
-                       oracle_budget=None if budget == math.inf else budget)
+                       oracle_budget=None if budget == math.inf else budget, grad=grad)
     except JaxstabError as exc:
         # Bad arguments, an untraceable function, a primitive the oracle cannot evaluate exactly: the
         # reason, not a traceback.
@@ -136,7 +137,8 @@ def run_marked(item: pytest.Function) -> None:
     shapes = dict(zip(spec.names, spec.shapes))  # by name: the failure message names the parameters
     run_case(item, body, nodeid=item.nodeid, shapes=shapes, dtype=spec.dtype, domain=spec.domain,
              max_examples=spec.max_examples, tolerance_bits=spec.tolerance_bits, rules=spec.rules,
-             apply=spec.apply, timing=spec.timing, atol=spec.atol, oracle_budget=spec.oracle_budget)
+             apply=spec.apply, timing=spec.timing, atol=spec.atol, oracle_budget=spec.oracle_budget,
+             grad=spec.grad)
 
 
 class JaxstabFixture:
@@ -159,14 +161,14 @@ class JaxstabFixture:
     def check(self, fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = None,
               max_examples: int | None = None, tolerance_bits: float = 8.0, rules: Any = None,
               apply: bool = False, timing: bool | None = None, atol: float | None = None,
-              name: str | None = None, oracle_budget: float | None = None) -> Any:
+              name: str | None = None, oracle_budget: float | None = None, grad: bool = False) -> Any:
         """Fuzz ``fn`` as ``jst.check`` does, with the session's options; the test fails if it fails.
 
         A failing case does not stop the test: the remaining checks run and are recorded (and
         baselined), and the test fails once its body has finished, with every failure.
 
         Args:
-            fn, shapes, dtype, domain, tolerance_bits, rules, apply, atol, oracle_budget: as for
+            fn, shapes, dtype, domain, tolerance_bits, rules, apply, atol, oracle_budget, grad: as for
                 ``jst.check`` (``oracle_budget`` defaults to ``--jaxstab-oracle-budget``).
             max_examples: default ``--jaxstab-examples``, else the Hypothesis profile's.
             timing: default ``--jaxstab-timing``.
@@ -192,4 +194,4 @@ class JaxstabFixture:
         self._count += 1
         return run_case(self._item, fn, nodeid=nodeid, shapes=shapes, dtype=dtype, domain=domain,
                         max_examples=max_examples, tolerance_bits=tolerance_bits, rules=rules, apply=apply,
-                        timing=timing, atol=atol, oracle_budget=oracle_budget, defer=True)
+                        timing=timing, atol=atol, oracle_budget=oracle_budget, defer=True, grad=grad)

@@ -4,6 +4,9 @@
 - ``PERFORMANCE``: opt-in rules that change the program's shape for speed (e.g. moving a reduction
   into the ``scan`` that produces its input); they may reorder float sums.
 - ``RESULT_CHANGING``: rules that change results on purpose (``inv_jitter``); applied only when named.
+- ``STABILITY_FAST``: the default catalogue with ``logsumexp_fast``/``log_softmax_fast`` (the
+  library's formulas: no overflow, ``jax.nn`` speed) in place of the accurate ``logsumexp`` and
+  ``log_softmax`` (about 1.8x slower on CPU, but they keep the small terms): ``rules=STABILITY_FAST``.
 
 Write your own rule with :mod:`pattern` and :class:`Rule`, then pass it (``rules=[...]``) or
 :func:`register` it to name it.
@@ -22,8 +25,9 @@ from ._rule import register as register
 from ._rule import registered as registered
 from ._stability import RESULT_CHANGING as RESULT_CHANGING
 from ._stability import STABILITY as STABILITY
+from ._stability import STABILITY_FAST as STABILITY_FAST
 
-for _rule in (*STABILITY, *PERFORMANCE, *RESULT_CHANGING):
+for _rule in (*STABILITY, *PERFORMANCE, *RESULT_CHANGING, *STABILITY_FAST):
     register(_rule)
 del _rule
 
@@ -31,6 +35,7 @@ __all__ = [
     "RESULT_CHANGING",
     "PERFORMANCE",
     "STABILITY",
+    "STABILITY_FAST",
     "Applied",
     "Explanation",
     "Match",

@@ -186,6 +186,21 @@ def match_atom(g: Graph, pat: Pattern, atom: Any, state: _State, *,
         return
     if not isinstance(pat, Op):
         raise TypeError(f"not a pattern: {pat!r}")
+    if pat.keep:  # matched for its structure only: nothing swallowed, its value an operand
+        assert pat.name is not None
+        if pat.name in state.atoms:
+            if _same_atom(state.atoms[pat.name], atom):
+                yield state
+            return
+        inner = dataclasses.replace(pat, keep=False, name=None)
+        for st in match_atom(g, inner, atom, state.copy(), into_reduction=into_reduction):
+            kept = st.copy()
+            kept.swallowed, kept.edges = set(state.swallowed), _Edges(state.edges)
+            kept.captures[pat.name] = atom
+            kept.atoms[pat.name] = atom
+            yield kept
+            return
+        return
     key = pat.name if pat.name is not None else id(pat)
     if _compat.is_literal(atom):
         return

@@ -82,6 +82,8 @@ class Op(Pattern):
     ``params`` maps a parameter name to a required value, a predicate, or a :class:`Param` capture.
     ``name`` makes the equation a shared sub-term (and captures its output under that name).
     ``nargs=None`` matches the operands given exactly; the number of operands must equal ``len(args)``.
+    ``keep`` (needs ``name``): the sub-term is matched but not replaced; its equations may have other
+    uses, and its output reaches the replacement as an operand under ``name`` (see :func:`op`).
     """
 
     prim: frozenset[str]
@@ -89,6 +91,7 @@ class Op(Pattern):
     params: tuple[tuple[str, Any], ...] = ()
     name: str | None = None
     glue: bool = True
+    keep: bool = False
 
     def describe(self) -> str:
         prim = "|".join(sorted(self.prim))
@@ -125,7 +128,7 @@ def param(name: str) -> Param:
 
 
 def op(prim: str | Sequence[str], *args: Pattern, name: str | None = None, glue: bool = True,
-       params: dict[str, Any] | None = None, **kw_params: Any) -> Op:
+       keep: bool = False, params: dict[str, Any] | None = None, **kw_params: Any) -> Op:
     """A pattern for one equation.
 
     Args:
@@ -134,6 +137,9 @@ def op(prim: str | Sequence[str], *args: Pattern, name: str | None = None, glue:
       *args: patterns for the operands, in order (swapped too for commutative primitives).
       name: make this a shared, captured sub-term.
       glue: see through glue equations at this edge (default True).
+      keep: a sub-term the program keeps (requires ``name``): its structure must match, but its
+        equations are not replaced and may have other uses (a batch-norm mean that is also
+        returned); the replacement receives its value under ``name``, so it is computed once.
       params: parameter constraints as a dict, for parameter names that clash with the arguments
         above (``op("jit", a, params={"name": "inv"})``).
       **kw_params: parameter constraints: a value (compared with ``==``), a predicate, or
@@ -143,7 +149,9 @@ def op(prim: str | Sequence[str], *args: Pattern, name: str | None = None, glue:
     """
     names = frozenset([prim]) if isinstance(prim, str) else frozenset(prim)
     constraints = {**(params or {}), **kw_params}
-    return Op(names, tuple(args), tuple(sorted(constraints.items())), name, glue)
+    if keep and name is None:
+        raise ValueError("op(..., keep=True) needs a name: the replacement receives the kept value by it")
+    return Op(names, tuple(args), tuple(sorted(constraints.items())), name, glue, keep)
 
 
 def any_of(*alternatives: Pattern) -> AnyOf:

@@ -1,0 +1,79 @@
+"""Gradients as a checked output (``jst.check(..., grad=True)``): the derivative programs.
+
+The derivative of a function is a program too. For the function as written, JAX's reverse mode
+(``jax.vjp``, cotangent ones: ``jax.grad`` for a scalar output) builds a jaxpr of
+ordinary primitives; the oracle evaluates that jaxpr exactly, and since automatic differentiation
+over the reals gives the real derivative, its exact value is the exact gradient of the function as
+written. The rewritten function's derivative is JAX's derivative of the *rewritten* program (custom
+derivative rules of the stable forms included), i.e. what ``jax.grad(jst.stabilize(fn))`` runs,
+never a rewrite of the derivative program. Both then go through the same pipeline as values do:
+scored against the oracle, NaN/Inf origins found in the backward pass, figures and witnesses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _compat
+from ._trace import TracedCase
+
+__all__ = ["derivative_case", "derivative_program", "with_gradient"]
+
+
+def derivative_program(closed: Any, judged_outputs: list[int]) -> Any:
+    """The closed jaxpr of the VJP of ``closed``'s floating outputs with cotangent ones.
+
+    Its inputs are ``closed``'s inputs; its outputs, one per input, the gradient of the sum of the
+    judged outputs (``jax.grad`` of a scalar function).
+    """
+    fun = _compat.as_fun(closed)
+
+    def gradient(*args: Any) -> list[Any]:
+        def floats(*a: Any) -> list[Any]:
+            outs = fun(*a)
+            return [outs[i] for i in judged_outputs]
+
+        outs, vjp = jax.vjp(floats, *args)
+        return list(vjp([jnp.ones_like(o) for o in outs]))
+
+    avals = [jax.ShapeDtypeStruct(_compat.aval(v).shape, _compat.aval(v).dtype)
+             for v in _compat.invars(closed)]
+    return jax.make_jaxpr(gradient)(*avals)
+
+
+def derivative_case(traced: TracedCase, rewritten: Any) -> tuple[TracedCase, Any]:
+    """``(the original's derivative as a TracedCase, the rewritten program's derivative)``."""
+    grad_closed = derivative_program(traced.closed, traced.judged_outputs)
+    grad_rewritten = (grad_closed if rewritten is traced.closed
+                      else derivative_program(rewritten, traced.judged_outputs))
+    n = len(_compat.outvars(grad_closed))
+    out_dtypes = [np.dtype(_compat.aval(v).dtype) for v in _compat.outvars(grad_closed)]
+    grad_case = dataclasses.replace(
+        traced, fn=_compat.as_fun(grad_closed), closed=grad_closed,
+        out_tree=jax.tree_util.tree_structure(list(range(n))), judged_outputs=list(range(n)),
+        out_dtypes=out_dtypes)
+    return grad_case, grad_rewritten
+
+
+def with_gradient(check: Callable[..., Any], fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """``check(fn, **kwargs)`` for the values, then for the gradients (``result.gradient``).
+
+    The case fails when either fails; the message then says which (the gradient's names the
+    backward-pass origin of a NaN/Inf, as a value's does).
+    """
+    result = check(fn, **kwargs)
+    grad_kwargs = dict(kwargs, name=f"{result.nodeid}[grad]", derivative=True)  # same witnesses: inputs
+    gradient = check(fn, **grad_kwargs)
+    gradient.nodeid = result.nodeid
+    result.gradient = gradient
+    if gradient.outcome == "failed":
+        result.outcome = "failed"
+        note = "The gradient (jax.grad, a VJP with ones for non-scalar outputs) fails:\n"
+        result.message = (result.message + "\n\n" if result.message else "") + note + gradient.message
+    return result
