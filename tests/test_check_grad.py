@@ -139,7 +139,7 @@ def test_guard_gradient_fixed_by_the_double_where():
 def test_guard_whose_untaken_branch_is_not_real_is_not_judged_there():
     # where(x > 0, sqrt(x), 0) at x < 0: the derivative program of the function as written takes
     # sqrt of a negative number, so its exact value is not real there and the oracle discards the
-    # sample (DESIGN.md section 3); the rewritten gradient is 0 there all the same
+    # sample (docs/architecture.md, "The error metric"); the rewritten gradient is 0 there all the same
     f = lambda x: jnp.sum(jnp.where(x > 0, jnp.sqrt(x), 0.0))
     r = jst.check(f, shapes=[(4,)], dtype="float32", domain=(-10.0, 10.0), max_examples=20,
                   grad=True, seed=5)
