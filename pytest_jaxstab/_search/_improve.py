@@ -29,6 +29,7 @@ from ._extract import Extractor
 from ._judge import Samples, draw, jax_function
 from ._lower import Unsupported, lower
 from ._regimes import infer
+from ._series import series_candidates
 from ._result import Candidate, Improvement
 from ._source import expression, function_source
 
@@ -165,15 +166,25 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
     written = set(subterms(original))
     ranked = sorted(scores, key=lambda u: (scores[u], cost(u), -len(written.intersection(subterms(u)))))
     finalists = _distinct(ranked, samples, _FINALISTS)
-    measured = [_measure(u, samples, params, "rewrite") for u in finalists]
+    kinds = dict.fromkeys(finalists, "rewrite")
     times["judge"] += time.perf_counter() - t
 
     t = time.perf_counter()
+    if len(names) == 1 and time.perf_counter() < deadline:
+        for term in series_candidates(original):
+            finalists.append(term)
+            kinds[term] = "series"
+    times["series"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    measured = [_measure(u, samples, params, kinds[u]) for u in finalists]
     errs = np.array([samples.jit_errors(jax_function(u, dt)) for u in finalists]) if finalists else None
     if errs is not None:
         regime = infer(finalists, errs, samples, original)
         if regime is not None:
-            measured.append(_measure(regime, samples, params, "regimes"))
+            used = {kinds[u] for u in finalists if u in subterms(regime)}
+            measured.append(_measure(regime, samples, params, "regimes with series approximation"
+                                     if "series" in used else "regimes"))
     times["regimes"] = time.perf_counter() - t
 
     orig_errs = samples.jit_errors(jax_function(original, dt))

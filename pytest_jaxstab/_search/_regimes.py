@@ -55,7 +55,7 @@ def _best_split(errs: np.ndarray, order: np.ndarray, max_regimes: int) -> list[P
 
 
 def infer(cands: Sequence[Term], errs: np.ndarray, samples: Samples, original: Term, *,
-          max_regimes: int = 3, min_gain: float = 0.5, bisect_steps: int = 12) -> Term | None:
+          max_regimes: int = 3, min_gain: float = 0.1, bisect_steps: int = 12) -> Term | None:
     """The best ``where``-combination of ``cands`` (rows of ``errs``), or None when no split pays.
 
     ``errs`` are the candidates' errors at the samples (NaN where a point does not count).

@@ -19,8 +19,10 @@ class Candidate:
         max_bits: the largest error in bits on the samples.
         cost: the op-cost model's cost (rough relative CPU latency, one addition = 1; see
             ``pytest_jaxstab._search._expr``).
-        kind: ``"original"``, ``"rewrite"`` (derived by the e-graph from identities) or ``"regimes"``
-            (rewrites joined by ``jnp.where`` on one input's range).
+        kind: ``"original"``, ``"rewrite"`` (derived by the e-graph from identities), ``"series"`` (a
+            truncated expansion around 0 or infinity: an approximation, valid near its point only),
+            ``"regimes"`` (candidates joined by ``jnp.where`` on one input's range) or ``"regimes with
+            series approximation"`` (one of the joined candidates is a series, used on its regime only).
     """
 
     source: str
