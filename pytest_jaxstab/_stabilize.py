@@ -46,7 +46,8 @@ def _signature(leaves: list[Any]) -> tuple[Any, ...]:
     return tuple(sig)
 
 
-def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iterable[Rule | str] = ()) -> F:
+def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iterable[Rule | str] = (),
+              search: bool = False) -> F:
     """Rewrite ``fn``'s numerically unstable patterns into stable ones; a JAX transformation.
 
     The returned function has ``fn``'s signature. On the first call per input signature (tree
@@ -60,6 +61,9 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
       fn: the function to rewrite.
       rules: rules or rule names; ``None`` means ``jst.rewrites.STABILITY``.
       exclude: rules or names to leave out.
+      search: also search for a more accurate program (``jst.improve``, per input signature on the first
+        call, positional float arguments only) and run it when it beats the original; otherwise the
+        rewritten program runs.
 
     Returns:
       The stabilized function.
@@ -91,6 +95,10 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
 
     stabilized.jaxstab_rules = chosen  # type: ignore[attr-defined]
     stabilized.jaxstab_cache = cache  # type: ignore[attr-defined]
+    if search:
+        from ._search._apply import searched
+
+        return searched(fn, stabilized)  # type: ignore[return-value]
     return stabilized  # type: ignore[return-value]
 
 

@@ -207,7 +207,7 @@ _SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
         ("pow-one", "(pow a 1)", "a", False),
         ("pow-zero", "(pow a 0)", "1", False),
         ("pow-half", "(pow a 0.5)", "(sqrt a)", True),
-        ("pow-third", "(pow a 0.3333333333333333)", "(cbrt a)", False),
+        ("cbrt-pow", "(cbrt (pow a 2))", "(pow (cbrt a) 2)", False),
         ("pow-neg-one", "(pow a -1)", "(div 1 a)", True),
         ("pow-neg-half", "(pow a -0.5)", "(div 1 (sqrt a))", False),
         ("pow-pow", "(pow (pow a b) c)", "(pow a (mul b c))", False),
