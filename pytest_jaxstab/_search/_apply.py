@@ -36,7 +36,9 @@ def searched(fn: Callable[..., Any], rewritten: Callable[..., Any], **improve_kw
             chosen = rewritten
             if len(dtypes) == 1 and all(np.issubdtype(d, np.floating) for d in dtypes):
                 (dtype,) = dtypes
-                result = improve(fn, shapes=[np.shape(a) for a in args], dtype=dtype, **improve_kwargs)
+                # The search runs on concrete samples even when this call is being traced (under jit).
+                with jax.ensure_compile_time_eval():
+                    result = improve(fn, shapes=[np.shape(a) for a in args], dtype=dtype, **improve_kwargs)
                 if result.improved:
                     chosen = result.fn
             cache[key] = chosen
