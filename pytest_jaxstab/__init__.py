@@ -44,9 +44,9 @@ if TYPE_CHECKING:
     from ._errors import TraceError as TraceError
     from ._errors import UnsupportedPrimitive as UnsupportedPrimitive
     from ._results import CaseResult as CaseResult
+    from ._results import VariantStats as VariantStats
     from ._search import Improvement as Improvement
     from ._search import improve as improve
-    from ._results import VariantStats as VariantStats
     from ._stabilize import explain as explain
     from ._stabilize import stabilize as stabilize
 

@@ -10,6 +10,8 @@ the machine's speed.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import mpmath
@@ -20,7 +22,7 @@ import pytest_jaxstab as jst
 from pytest_jaxstab import oracles
 from pytest_jaxstab._check._trace import x64_scope
 
-LIMITS = dict(max_examples=64, time_limit=300.0, node_limit=3000, iter_limit=6, seed=1)
+LIMITS: dict[str, Any] = dict(max_examples=64, time_limit=300.0, node_limit=3000, iter_limit=6, seed=1)
 ACCURATE_BITS = 2.0  # the bar for "improved", as Herbie's
 INACCURATE_BITS = 6.0  # the original must lose clearly more than rounding noise for the case to count
 
@@ -55,7 +57,8 @@ CASES = {
     # is left out: at tiny x and e the current oracle certifies 0 for a result near 1e-180 (deep
     # cancellation, DESIGN.md section 4), which would judge the correct rewrite wrong.
     "sum-to-product": (lambda x, y: jnp.cos(x) - jnp.cos(y), lambda x, y: mpmath.cos(x) - mpmath.cos(y),
-                       (1.0, 1.5), [_xs := rng.uniform(1.0, 1.4, 60), _xs + _log_uniform(1e-15, 1e-3, 60, rng)]),
+                       (1.0, 1.5),
+                       [_xs := rng.uniform(1.0, 1.4, 60), _xs + _log_uniform(1e-15, 1e-3, 60, rng)]),
     "hyperbolic": (lambda x: jnp.cosh(x) - 1, lambda x: mpmath.cosh(x) - 1, (1e-7, 10.0),
                    [_log_uniform(1e-7, 10, 60, rng)]),
     "squares-pow": (lambda x: (x + 1) ** 2 - x ** 2, lambda x: (x + 1) ** 2 - x ** 2, (1.0, 1e150),
@@ -76,14 +79,15 @@ def test_improves_to_accurate_where_the_family_applies(family):
     assert np.all(after <= before + 2.0), imp.report()
     # The figures the search reports agree with its own re-check on fresh samples.
     assert imp.recheck is not None and imp.recheck[2] <= imp.recheck[0]
-    assert imp.best is not None and imp.best.kind in ("rewrite", "regimes", "regimes with series approximation")
+    assert imp.best is not None
+    assert imp.best.kind in ("rewrite", "regimes", "regimes with series approximation")
 
 
 def test_source_is_a_pasteable_def_computing_the_same():
-    fn = lambda x: jnp.sqrt(x * x + 1) - x  # noqa: E731
+    fn = lambda x: jnp.sqrt(x * x + 1) - x
     imp = jst.improve(fn, shapes=[()], dtype="float64", domain=(1.0, 1e100), **LIMITS)
-    namespace = {"jnp": jnp}
-    exec(imp.source, namespace)  # noqa: S102 - the point of the test
+    namespace: dict[str, Any] = {"jnp": jnp}
+    exec(imp.source, namespace)
     (pasted,) = [v for k, v in namespace.items() if k not in ("jnp", "__builtins__")]
     xs = np.array([1.0, 3.5, 1e8, 1e40], np.float64)
     with x64_scope(np.dtype(np.float64)):
@@ -93,7 +97,7 @@ def test_source_is_a_pasteable_def_computing_the_same():
 
 
 def test_leaves_alone_what_nothing_helps():
-    fn = lambda x, y: x * y + 1.0  # noqa: E731
+    fn = lambda x, y: x * y + 1.0
     imp = jst.improve(fn, shapes=[(), ()], dtype="float64", **LIMITS)
     assert not imp.improved
     assert imp.fn is fn
@@ -102,14 +106,14 @@ def test_leaves_alone_what_nothing_helps():
 
 
 def test_unsupported_program_is_a_clear_result_not_an_exception():
-    fn = lambda x: jnp.sum(x) * x  # noqa: E731
+    fn = lambda x: jnp.sum(x) * x
     imp = jst.improve(fn, shapes=[(4,)], dtype="float32", **LIMITS)
     assert not imp.improved and imp.fn is fn
     assert "reduce_sum" in imp.status and imp.status.startswith("not searched")
     assert "not searched" in imp.report()
 
 
-@pytest.mark.parametrize("kwargs, word", [
+@pytest.mark.parametrize(("kwargs", "word"), [
     (dict(dtype="int8"), "dtype"),
     (dict(dtype="float32", max_examples=0), "max_examples"),
     (dict(dtype="float32", time_limit=-1.0), "time_limit"),
@@ -135,7 +139,7 @@ def test_keyword_shapes_name_the_arguments():
 
 
 def test_stabilize_with_search_runs_the_improved_program():
-    fn = lambda x: jnp.sqrt(x * x + 1) - x  # noqa: E731
+    fn = lambda x: jnp.sqrt(x * x + 1) - x
     fixed = jst.stabilize(fn, search=True)
     xs = _log_uniform(1e6, 1e100, 20, np.random.default_rng(3))
     bits = _bits(fixed, lambda x: mpmath.sqrt(x * x + 1) - x, [xs])

@@ -1,4 +1,4 @@
-"""Every identity the search saturates with holds over the reals: checked by the exact oracle at random points.
+"""Every identity the search saturates with holds over the reals: the exact oracle at random points.
 
 Each rule's two sides are evaluated by ``jst.oracles.evaluate`` (exact, correctly rounded to float64) at
 random points where both are real; a true identity gives the same float on both sides at every such point

@@ -15,7 +15,8 @@ from ._improve import improve
 __all__ = ["searched"]
 
 
-def searched(fn: Callable[..., Any], rewritten: Callable[..., Any], **improve_kwargs: Any) -> Callable[..., Any]:
+def searched(fn: Callable[..., Any], rewritten: Callable[..., Any],
+             **improve_kwargs: Any) -> Callable[..., Any]:
     """``fn`` running ``jst.improve``'s best program per input signature, else ``rewritten``.
 
     On the first call per (shapes, dtype) of the positional float arguments, ``improve`` searches with

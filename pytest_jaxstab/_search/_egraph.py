@@ -50,7 +50,7 @@ def _declare(name: str, arity: int) -> Any:
         def f3(a: _Num, b: _Num, c: _Num) -> _Num: ...
         fn = f3
     fn.__name__ = fn.__qualname__ = f"op_{name}"
-    return egglog.function(fn, egg_fn=f"op_{name}")
+    return egglog.function(egg_fn=f"op_{name}")(fn)
 
 
 _FUNCS: dict[str, Any] = {name: _declare(name, op.arity) for name, op in OPS.items()}

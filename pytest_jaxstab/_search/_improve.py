@@ -29,8 +29,8 @@ from ._extract import Extractor
 from ._judge import Samples, draw, jax_function
 from ._lower import Unsupported, lower
 from ._regimes import infer
-from ._series import series_candidates
 from ._result import Candidate, Improvement
+from ._series import series_candidates
 from ._source import expression, function_source
 
 __all__ = ["improve"]
@@ -42,10 +42,10 @@ _WORSE_BITS = 2.0
 _FINALISTS = 8
 
 
-def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = None, max_examples: int = 256,
-            seed: int | None = None, time_limit: float = 20.0, node_limit: int = 6000, iter_limit: int = 8,
+def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = None, max_examples: int = 128,
+            seed: int | None = None, time_limit: float = 15.0, node_limit: int = 5000, iter_limit: int = 8,
             ) -> Improvement:
-    """Search for a more accurate way to compute ``fn``'s elementwise expression (equality saturation + oracle).
+    """Search for a more accurate program computing ``fn`` (equality saturation judged by the oracle).
 
     ``fn`` must compute one float result elementwise from its array inputs with operations the search
     knows (arithmetic, sqrt, cbrt, exp, log, expm1, log1p, trigonometric, hyperbolic, pow, ...). The
@@ -93,7 +93,8 @@ def _validate(dtype: Any, max_examples: Any, seed: Any, time_limit: Any, node_li
         dt = resolve_dtype(dtype)
     except (TypeError, ValueError) as exc:
         raise ArgumentError(f"dtype={dtype!r}: {exc}") from None
-    for name, value in (("max_examples", max_examples), ("node_limit", node_limit), ("iter_limit", iter_limit)):
+    counts = (("max_examples", max_examples), ("node_limit", node_limit), ("iter_limit", iter_limit))
+    for name, value in counts:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ArgumentError(f"{name}={value!r}: expected a positive integer")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
@@ -178,7 +179,8 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
 
     t = time.perf_counter()
     measured = [_measure(u, samples, params, kinds[u]) for u in finalists]
-    errs = np.array([samples.jit_errors(jax_function(u, dt)) for u in finalists]) if finalists else None
+    # Eager errors for the regime choice (no compile per candidate); the offered program is judged jitted.
+    errs = np.array([samples.eager_errors(u) for u in finalists]) if finalists else None
     if errs is not None:
         regime = infer(finalists, errs, samples, original)
         if regime is not None:
@@ -212,7 +214,8 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
     if best is None:
         return result("nothing better found: the candidates did not hold up on fresh samples" + why,
                       original=orig, best=orig, frontier=frontier, samples=samples.count)
-    return Improvement(_callable(fn, best.term, dt, names, by_keyword), function_source(best.term, params, fname),
+    return Improvement(_callable(fn, best.term, dt, names, by_keyword),
+                       function_source(best.term, params, fname),
                        True, f"improved: mean {orig.mean_bits:.2f} -> {best.mean_bits:.2f} bits, max "
                        f"{orig.max_bits:.2f} -> {best.max_bits:.2f} bits" + why, original=orig, best=best,
                        frontier=frontier, recheck=recheck, samples=samples.count, times=times)

@@ -30,8 +30,10 @@ def draw(dtype: np.dtype[Any], n_vars: int, domain: Any, n: int, seed: int) -> l
     points: list[tuple[np.ndarray, ...]] = []
     strategy = arguments(dtype, [()] * n_vars, domain=domain)
 
-    @settings(max_examples=n, deadline=None, database=None, derandomize=False,
-              phases=(Phase.generate,), suppress_health_check=list(HealthCheck))
+    quiet = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
+
+    @settings(max_examples=n, deadline=None, database=None, derandomize=False, phases=(Phase.generate,),
+              suppress_health_check=quiet)
     @given(strategy)
     def collect(args: tuple[np.ndarray, ...]) -> None:
         points.append(tuple(np.asarray(a, dtype) for a in args))

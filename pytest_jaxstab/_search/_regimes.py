@@ -9,6 +9,7 @@ the left neighbour's values).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -80,13 +81,13 @@ def infer(cands: Sequence[Term], errs: np.ndarray, samples: Samples, original: T
     if len(plan) < 2:
         return None
     thresholds = []
-    for (end, c_left), (_, c_right) in zip(plan, plan[1:]):
+    for (end, c_left), (_, c_right) in itertools.pairwise(plan):
         lo_point = order[end - 1]
         hi_point = order[end]
         thresholds.append(_bisect(cands[c_left], cands[c_right], samples, original, best_var, lo_point,
                                   hi_point, bisect_steps))
     term = cands[plan[-1][1]]
-    for (end, c), t in reversed(list(zip(plan[:-1], thresholds))):
+    for (_, c), t in reversed(list(zip(plan[:-1], thresholds))):
         term = ("where", ("lt", ("var", best_var), const(t)), cands[c], term)
     return term
 

@@ -68,14 +68,17 @@ class Improvement:
         """A short text: the status, original vs best, the frontier and the best program's source."""
         lines = [f"jst.improve: {self.status}"]
         if self.original is not None:
-            lines.append(f"  original: mean {self.original.mean_bits:.2f} bits, max {self.original.max_bits:.2f}"
+            o = self.original
+            lines.append(f"  original: mean {o.mean_bits:.2f} bits, max {o.max_bits:.2f}"
                          f" bits, cost {self.original.cost:g}   {self.original.source}")
         if self.improved and self.best is not None:
-            lines.append(f"  best:     mean {self.best.mean_bits:.2f} bits, max {self.best.max_bits:.2f} bits, "
+            b = self.best
+            lines.append(f"  best:     mean {b.mean_bits:.2f} bits, max {b.max_bits:.2f} bits, "
                          f"cost {self.best.cost:g} ({self.best.kind})")
             if self.recheck is not None:
                 om, ox, bm, bx = self.recheck
-                lines.append(f"  re-check on fresh samples: original {om:.2f}/{ox:.2f}, best {bm:.2f}/{bx:.2f}"
+                lines.append(f"  re-check on fresh samples: original {om:.2f}/{ox:.2f}, "
+                             f"best {bm:.2f}/{bx:.2f}"
                              " bits (mean/max)")
             if len(self.frontier) > 1:
                 lines.append("  frontier (mean bits, cost):")

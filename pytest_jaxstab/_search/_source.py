@@ -23,10 +23,14 @@ def expression(term: Term, names: Sequence[str]) -> str:
     def go(t: Term, parent: int, right: bool) -> str:
         kind = t[0]
         if kind == "var":
-            return names[t[1]]
+            return names[int(t[1])]
         if kind == "const":
             text = _literal(t[1])
             return f"({text})" if t[1] < 0 else text
+        if kind in ("add", "sub") and t[2][0] == "const" and t[2][1] < 0:
+            # x - (-1.0) is x + 1.0 bit for bit (IEEE negation is exact): print the familiar one.
+            t = ("sub" if kind == "add" else "add", t[1], ("const", -t[2][1]))
+            kind = t[0]
         op = OPS[kind]
         if op.infix:
             mine = _PRECEDENCE[kind]
