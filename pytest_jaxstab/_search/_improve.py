@@ -141,7 +141,7 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
         return result(f"not searched: the oracle cannot judge {function_name(fn)}: {exc}")
     if samples.count == 0:
         return result("not searched: no sample could be judged (every input outside the domain or uncertain)")
-    orig = _measure(original, samples, params, "original")
+    orig, orig_errs = _measure(original, samples, params, "original")
     times["judge"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -179,9 +179,11 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
 
     t = time.perf_counter()
     measured = [_measure(u, samples, params, kinds[u]) for u in finalists]
-    # Eager errors for the regime choice (no compile per candidate); the offered program is judged jitted.
-    errs = np.array([samples.eager_errors(u) for u in finalists]) if finalists else None
-    if errs is not None:
+    times["judge"] += time.perf_counter() - t
+
+    t = time.perf_counter()
+    if measured:
+        errs = np.array([e for _, e in measured])
         regime = infer(finalists, errs, samples, original)
         if regime is not None:
             used = {kinds[u] for u in finalists if u in subterms(regime)}
@@ -189,9 +191,7 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
                                      if "series" in used else "regimes"))
     times["regimes"] = time.perf_counter() - t
 
-    orig_errs = samples.jit_errors(jax_function(original, dt))
-    safe = [c for c in measured if c.term != original and _safe(samples.jit_errors(jax_function(c.term, dt)),
-                                                                 orig_errs)]
+    safe = [c for c, errs in measured if c.term != original and _safe(errs, orig_errs)]
     frontier = _pareto([orig, *safe])
     why = f" (saturation: {stats.iterations} iterations, {stats.nodes} e-nodes, stopped: {stats.stopped}" + (
         "; time limit hit" if hit_limit else "") + ")"
@@ -202,10 +202,10 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
     t = time.perf_counter()
     fresh = Samples.build(original, dt, draw(dt, len(names), domain, n, seed + 1))
     best, recheck = None, None
+    o = fresh.jit_errors(jax_function(original, dt))
     for cand in sorted(safe, key=lambda c: (c.mean_bits, c.cost)):
         if fresh.count == 0:
             break
-        o = fresh.jit_errors(jax_function(original, dt))
         b = fresh.jit_errors(jax_function(cand.term, dt))
         if _safe(b, o):
             best, recheck = cand, (_mean(o), _max(o), _mean(b), _max(b))
@@ -231,9 +231,10 @@ def _max(errs: np.ndarray) -> float:
     return float(vals.max()) if vals.size else float("inf")
 
 
-def _measure(term: Term, samples: Samples, params: list[str], kind: str) -> Candidate:
+def _measure(term: Term, samples: Samples, params: list[str], kind: str) -> tuple[Candidate, np.ndarray]:
+    """The candidate's figures from its jitted float results, and its errors per sample."""
     errs = samples.jit_errors(jax_function(term, samples.dtype))
-    return Candidate(expression(term, params), _mean(errs), _max(errs), cost(term), kind, term)
+    return Candidate(expression(term, params), _mean(errs), _max(errs), cost(term), kind, term), errs
 
 
 def _safe(cand: np.ndarray, orig: np.ndarray) -> bool:
