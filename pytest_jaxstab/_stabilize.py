@@ -47,7 +47,7 @@ def _signature(leaves: list[Any]) -> tuple[Any, ...]:
 
 
 def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iterable[Rule | str] = (),
-              search: bool = False) -> F:
+              search: bool | dict[str, Any] = False) -> F:
     """Rewrite ``fn``'s numerically unstable patterns into stable ones; a JAX transformation.
 
     The returned function has ``fn``'s signature. On the first call per input signature (tree
@@ -63,7 +63,8 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
       exclude: rules or names to leave out.
       search: also search for a more accurate program (``jst.improve``, per input signature on the first
         call, positional float arguments only) and run it when it beats the original; otherwise the
-        rewritten program runs.
+        rewritten program runs. A dict instead of True passes options to ``jst.improve``
+        (``max_examples``, ``time_limit``, ...).
 
     Returns:
       The stabilized function.
@@ -98,7 +99,8 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
     if search:
         from ._search._apply import searched
 
-        return searched(fn, stabilized)  # type: ignore[return-value]
+        options = search if isinstance(search, dict) else {}
+        return searched(fn, stabilized, **options)  # type: ignore[return-value]
     return stabilized  # type: ignore[return-value]
 
 
