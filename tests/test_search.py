@@ -148,3 +148,24 @@ def test_stabilize_with_search_runs_the_improved_program():
     # search=True takes the defaults; a function the search cannot take runs the catalogue's rewrite.
     plain = jst.stabilize(lambda x: jnp.log(jnp.sum(jnp.exp(x))), search=True)
     assert jnp.isfinite(plain(jnp.array([1000.0, 0.0])))
+
+
+def test_lowering_sees_through_jit_and_keeps_constants():
+    from pytest_jaxstab._search._lower import lower
+
+    inner = jax.jit(lambda x: jnp.exp(x) - 1)
+    closed = jax.make_jaxpr(lambda x: inner(x) * 2 + jnp.square(x))(1.0)
+    x = ("var", 0)
+    expm1_times_2 = ("mul", ("sub", ("exp", x), ("const", 1.0)), ("const", 2.0))
+    assert lower(closed) == ("add", expm1_times_2, ("mul", x, x))
+
+
+def test_saturation_respects_its_limits_and_never_merges_distinct_values():
+    from pytest_jaxstab._search._egraph import _consistent, saturate
+
+    x, y = ("var", 0), ("var", 1)
+    term = ("div", ("sub", ("sqrt", ("add", x, ("const", 1.0))), ("sqrt", y)), ("sub", x, y))
+    data, stats = saturate(term, node_limit=2000, iter_limit=3, time_limit=60.0)
+    assert stats.iterations <= 3
+    assert _consistent(data)  # no class holds two constants, two inputs, or an input and a constant
+    assert data.root in data.classes
