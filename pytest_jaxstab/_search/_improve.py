@@ -38,6 +38,8 @@ __all__ = ["improve"]
 #: Rounding noise allowed per sample: a rewrite with a few more operations may lose up to this much
 #: where the original happens to be correctly rounded (1 ulp = 1 bit, 3 ulps = 2 bits).
 _WORSE_BITS = 2.0
+#: Differences of mean error below this are noise of the samples, not accuracy (ties go to the cheaper).
+_NOISE_BITS = 0.1
 #: Candidates judged jitted (and offered to the regime inference) after the eager search.
 _FINALISTS = 8
 
@@ -163,9 +165,11 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
     hit_limit = time.perf_counter() > deadline
 
     t = time.perf_counter()
-    # Ties (forms that round alike) go to the cheaper, then to the one closest to what the user wrote.
+    # Ties go to the cheaper, then to the one closest to what the user wrote. Means within _NOISE_BITS
+    # are ties: a longer form that happens to round better on these samples is fitting noise.
     written = set(subterms(original))
-    ranked = sorted(scores, key=lambda u: (scores[u], cost(u), -len(written.intersection(subterms(u)))))
+    ranked = sorted(scores, key=lambda u: (_quantize(scores[u]), cost(u),
+                                           -len(written.intersection(subterms(u)))))
     finalists = _distinct(ranked, samples, _FINALISTS)
     kinds = dict.fromkeys(finalists, "rewrite")
     times["judge"] += time.perf_counter() - t
@@ -203,7 +207,7 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
     fresh = Samples.build(original, dt, draw(dt, len(names), domain, n, seed + 1))
     best, recheck = None, None
     o = fresh.jit_errors(jax_function(original, dt))
-    for cand in sorted(safe, key=lambda c: (c.mean_bits, c.cost)):
+    for cand in sorted(safe, key=lambda c: (_quantize(c.mean_bits), c.cost)):
         if fresh.count == 0:
             break
         b = fresh.jit_errors(jax_function(cand.term, dt))
@@ -219,6 +223,10 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
                        True, f"improved: mean {orig.mean_bits:.2f} -> {best.mean_bits:.2f} bits, max "
                        f"{orig.max_bits:.2f} -> {best.max_bits:.2f} bits" + why, original=orig, best=best,
                        frontier=frontier, recheck=recheck, samples=samples.count, times=times)
+
+
+def _quantize(bits: float) -> float:
+    return round(bits / _NOISE_BITS) * _NOISE_BITS if np.isfinite(bits) else bits
 
 
 def _mean(errs: np.ndarray) -> float:
@@ -262,7 +270,7 @@ def _distinct(ranked: list[Term], samples: Samples, k: int) -> list[Term]:
 
 def _pareto(cands: list[Candidate]) -> list[Candidate]:
     out: list[Candidate] = []
-    for c in sorted(cands, key=lambda c: (c.mean_bits, c.cost)):
+    for c in sorted(cands, key=lambda c: (_quantize(c.mean_bits), c.cost)):
         if not out or c.cost < out[-1].cost:
             out.append(c)
     return out

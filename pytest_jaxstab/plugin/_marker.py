@@ -23,11 +23,13 @@ __all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signatur
 MARKER = "stabilize"
 MARKER_HELP = (
     "stabilize(dtype, shapes, domain=None, max_examples=None, tolerance_bits=8.0, rules=None, "
-    "apply=False, timing=None, atol=None): fuzz the test's body, a JAX function of the array parameters "
-    "named in `shapes` (drawn by pytest-jaxstab; other parameters stay fixtures), for numerical "
-    "stability; fail on overflow or an error above tolerance_bits. apply=True judges jst.stabilize(body)."
+    "apply=False, timing=None, atol=None, search=False): fuzz the test's body, a JAX function of the array "
+    "parameters named in `shapes` (drawn by pytest-jaxstab; other parameters stay fixtures), for "
+    "numerical stability; fail on overflow or an error above tolerance_bits. apply=True judges "
+    "jst.stabilize(body); search=True proposes jst.improve's program in the failure message."
 )
-_KWARGS = ("dtype", "shapes", "domain", "max_examples", "tolerance_bits", "rules", "apply", "timing", "atol")
+_KWARGS = ("dtype", "shapes", "domain", "max_examples", "tolerance_bits", "rules", "apply", "timing", "atol",
+           "search")
 _ORIGINAL = "__jaxstab_signature__"
 
 
@@ -45,6 +47,7 @@ class MarkerSpec:
     apply: bool = False
     timing: bool | None = None
     atol: float | None = None
+    search: bool = False
 
 
 def _parameters(sig: inspect.Signature, is_method: bool) -> list[inspect.Parameter]:
@@ -103,7 +106,7 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
     spec = MarkerSpec(tuple(names), tuple(shapes), str(dtype), kw.get("domain"),
                       _count(kw, "max_examples"), _number(kw, "tolerance_bits", 8.0),
                       kw.get("rules"), _flag(kw, "apply", False), _flag(kw, "timing", None),
-                      _number(kw, "atol", None))
+                      _number(kw, "atol", None), _flag(kw, "search", False))
     _check_domain_and_rules(spec)
     return spec
 

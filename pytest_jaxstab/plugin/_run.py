@@ -44,7 +44,7 @@ def _max_examples(explicit: int | None, session: JaxstabSession) -> int:
 def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: Any, dtype: Any,
              domain: Any = None, max_examples: int | None = None, tolerance_bits: float = 8.0,
              rules: Any = None, apply: bool = False, timing: bool | None = None,
-             atol: float | None = None) -> Any:
+             atol: float | None = None, search: bool = False) -> Any:
     """Checks ``fn`` as case ``nodeid`` of ``item``; fails the test when the case fails.
 
     Returns the :class:`CaseResult`.
@@ -65,9 +65,24 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
         problem = f"{nodeid}: {type(exc).__name__}: {exc}"
     if problem is not None:  # outside the except block: no "during handling..." chain in the report
         pytest.fail(problem, pytrace=False)
+    if search and result.outcome == "failed" and result.rewritten.verdict != "pass":
+        result.message += _proposal(fn, shapes, dtype, domain, opts.seed)
     item.stash.setdefault(CASES_KEY, []).append(result)
     _judge(session, result)
     return result
+
+
+def _proposal(fn: Callable[..., Any], shapes: Any, dtype: Any, domain: Any, seed: int | None) -> str:
+    """What ``jst.improve`` finds for a case the catalogue does not fix, as a paragraph of the message."""
+    from .._search import improve
+
+    try:
+        imp = improve(fn, shapes=shapes, dtype=dtype, domain=domain, seed=seed)
+    except JaxstabError as exc:
+        return f"\n\njst.improve could not search: {exc}"
+    if not imp.improved:
+        return f"\n\njst.improve: {imp.status}"
+    return f"\n\njst.improve proposes ({imp.status}):\n{imp.source}"
 
 
 def _judge(session: JaxstabSession, result: Any) -> None:
@@ -108,7 +123,7 @@ def run_marked(item: pytest.Function) -> None:
     shapes = dict(zip(spec.names, spec.shapes))  # by name: the failure message names the parameters
     run_case(item, body, nodeid=item.nodeid, shapes=shapes, dtype=spec.dtype, domain=spec.domain,
              max_examples=spec.max_examples, tolerance_bits=spec.tolerance_bits, rules=spec.rules,
-             apply=spec.apply, timing=spec.timing, atol=spec.atol)
+             apply=spec.apply, timing=spec.timing, atol=spec.atol, search=spec.search)
 
 
 class JaxstabFixture:
