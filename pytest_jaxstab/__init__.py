@@ -8,6 +8,7 @@
     jst.find_nan_origin(fn, *args)         # where a NaN/Inf is born
     jst.time_backends(fn, *args)           # jitted time on every backend present
     jst.local_error(fn, *args)             # which of your lines loses the bits
+    jst.improve(fn, shapes=..., dtype=...) # search a more accurate program (egglog + oracle)
 
 The names below are the public API, listed once in ``_EXPORTS`` (``__all__`` is derived from it); each
 is imported on first use, so loading the pytest plugin does not import JAX for test runs that never
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from ._errors import UnsupportedPrimitive as UnsupportedPrimitive
     from ._results import CaseResult as CaseResult
     from ._results import VariantStats as VariantStats
+    from ._search import Improvement as Improvement
+    from ._search import improve as improve
     from ._stabilize import explain as explain
     from ._stabilize import stabilize as stabilize
 
@@ -69,6 +72,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "TraceError": ("._errors", "TraceError"),
     "UnsupportedPrimitive": ("._errors", "UnsupportedPrimitive"),
     "CaseResult": ("._results", "CaseResult"),
+    "Improvement": ("._search", "Improvement"),
+    "improve": ("._search", "improve"),
     "VariantStats": ("._results", "VariantStats"),
     "explain": ("._stabilize", "explain"),
     "stabilize": ("._stabilize", "stabilize"),

@@ -71,7 +71,8 @@ def _signature(leaves: list[Any]) -> tuple[Any, ...]:
     return tuple(sig)
 
 
-def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iterable[Rule | str] = ()) -> F:
+def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iterable[Rule | str] = (),
+              search: bool | dict[str, Any] = False) -> F:
     """Rewrite ``fn``'s numerically unstable patterns into stable ones; a JAX transformation.
 
     The returned function has ``fn``'s signature. On the first call per input signature (tree
@@ -85,6 +86,10 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
       fn: the function to rewrite.
       rules: rules or rule names; ``None`` means ``jst.rewrites.STABILITY``.
       exclude: rules or names to leave out.
+      search: also search for a more accurate program (``jst.improve``, per input signature on the first
+        call, positional float arguments only) and run it when it beats the original; otherwise the
+        rewritten program runs. A dict instead of True passes options to ``jst.improve``
+        (``max_examples``, ``time_limit``, ...).
 
     Returns:
       The stabilized function.
@@ -119,6 +124,11 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
 
     stabilized.jaxstab_rules = chosen  # type: ignore[attr-defined]
     stabilized.jaxstab_cache = cache  # type: ignore[attr-defined]
+    if search:
+        from ._search._apply import searched
+
+        options = search if isinstance(search, dict) else {}
+        return searched(fn, stabilized, **options)  # type: ignore[return-value]
     return stabilized  # type: ignore[return-value]
 
 

@@ -24,13 +24,14 @@ __all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signatur
 MARKER = "stabilize"
 MARKER_HELP = (
     "stabilize(dtype, shapes, domain=None, max_examples=None, tolerance_bits=8.0, rules=None, "
-    "apply=False, timing=None, atol=None, oracle_budget=None, grad=False): fuzz the test's body, a JAX "
-    "function of the array parameters named in `shapes` (drawn by pytest-jaxstab; other parameters stay "
-    "fixtures), for numerical stability; fail on overflow or an error above tolerance_bits. apply=True "
-    "judges jst.stabilize(body); grad=True judges its gradient too."
+    "apply=False, timing=None, atol=None, oracle_budget=None, grad=False, search=False): fuzz the test's "
+    "body, a JAX function of the array parameters named in `shapes` (drawn by pytest-jaxstab; other "
+    "parameters stay fixtures), for numerical stability; fail on overflow or an error above tolerance_bits. "
+    "apply=True judges jst.stabilize(body); grad=True judges its gradient too; search=True proposes "
+    "jst.improve's program in the failure message when the catalogue does not fix the case."
 )
 _KWARGS = ("dtype", "shapes", "domain", "max_examples", "tolerance_bits", "rules", "apply", "timing", "atol",
-           "oracle_budget", "grad")
+           "oracle_budget", "grad", "search")
 _ORIGINAL = "__jaxstab_signature__"
 
 
@@ -50,6 +51,7 @@ class MarkerSpec:
     atol: float | None = None
     oracle_budget: float | None = None
     grad: bool = False
+    search: bool = False
 
 
 def _parameters(sig: inspect.Signature, is_method: bool) -> list[inspect.Parameter]:
@@ -108,7 +110,8 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
     spec = MarkerSpec(tuple(names), tuple(shapes), str(dtype), kw.get("domain"),
                       _count(kw, "max_examples"), _number(kw, "tolerance_bits", 8.0),
                       kw.get("rules"), _flag(kw, "apply", False), _flag(kw, "timing", None),
-                      _number(kw, "atol", None), _budget(kw), _flag(kw, "grad", False))
+                      _number(kw, "atol", None), _budget(kw), _flag(kw, "grad", False),
+                      _flag(kw, "search", False))
     _check_domain_and_rules(spec)
     return spec
 

@@ -52,7 +52,7 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
              domain: Any = None, max_examples: int | None = None, tolerance_bits: float = 8.0,
              rules: Any = None, apply: bool = False, timing: bool | None = None,
              atol: float | None = None, oracle_budget: float | None = None, defer: bool = False,
-             grad: bool = False) -> Any:
+             grad: bool = False, search: bool = False) -> Any:
     """Checks ``fn`` as case ``nodeid`` of ``item``; fails the test when the case fails.
 
     With ``defer``, a failing verdict is kept on the item and the test fails once its body has
@@ -82,6 +82,8 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
         problem = f"{nodeid}: {type(exc).__name__}: {exc}"
     if problem is not None:  # outside the except block: no "during handling..." chain in the report
         pytest.fail(problem, pytrace=False)
+    if search and result.outcome == "failed" and result.rewritten.verdict != "pass":
+        result.message += _proposal(fn, shapes, dtype, domain, opts.seed)
     item.stash.setdefault(CASES_KEY, []).append(result)
     failure = _judge(session, result)
     if failure is not None:
@@ -90,6 +92,19 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
         else:
             pytest.fail(failure, pytrace=False)
     return result
+
+
+def _proposal(fn: Callable[..., Any], shapes: Any, dtype: Any, domain: Any, seed: int | None) -> str:
+    """What ``jst.improve`` finds for a case the catalogue does not fix, as a paragraph of the message."""
+    from .._search import improve
+
+    try:
+        imp = improve(fn, shapes=shapes, dtype=dtype, domain=domain, seed=seed)
+    except JaxstabError as exc:
+        return f"\n\njst.improve could not search: {exc}"
+    if not imp.improved:
+        return f"\n\njst.improve: {imp.status}"
+    return f"\n\njst.improve proposes ({imp.status}):\n{imp.source}"
 
 
 def _judge(session: JaxstabSession, result: Any) -> str | None:
@@ -138,7 +153,7 @@ def run_marked(item: pytest.Function) -> None:
     run_case(item, body, nodeid=item.nodeid, shapes=shapes, dtype=spec.dtype, domain=spec.domain,
              max_examples=spec.max_examples, tolerance_bits=spec.tolerance_bits, rules=spec.rules,
              apply=spec.apply, timing=spec.timing, atol=spec.atol, oracle_budget=spec.oracle_budget,
-             grad=spec.grad)
+             grad=spec.grad, search=spec.search)
 
 
 class JaxstabFixture:

@@ -1,0 +1,211 @@
+"""Equality saturation with egglog, and the e-graph read back as plain data for extraction.
+
+The term language is declared once for egglog (``_Num`` and one function per operator of ``_expr.OPS``);
+:data:`~pytest_jaxstab._search._rules.RULES` become egglog rewrites, plus constant folding of ``+ - *``
+on constants. :func:`saturate` runs the rules one iteration at a time under node, iteration and time
+limits, then serializes the e-graph into :class:`EGraphData` (classes of nodes), which
+``_extract`` searches. Nothing from inside egglog escapes: any failure there is :class:`SaturationError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from typing import Any
+
+import egglog
+
+from ._expr import OPS, Term, subterms
+from ._rules import RULES, Rule
+
+__all__ = ["EGraphData", "SaturationError", "SaturationStats", "saturate"]
+
+
+class SaturationError(Exception):
+    """egglog failed (a bug or a limit inside it); ``improve`` reports it as a search that found nothing."""
+
+
+class _Num(egglog.Expr):
+    def __init__(self, value: egglog.f64Like) -> None: ...
+
+    @classmethod
+    def var(cls, index: egglog.i64Like) -> _Num: ...
+
+
+class _Root(egglog.Expr):
+    def __init__(self, term: _Num) -> None: ...
+
+
+def _declare(name: str, arity: int) -> Any:
+    # egglog reads the Python signature's annotations to type the function.
+    if arity == 1:
+        def f1(a: _Num) -> _Num: ...
+        fn: Any = f1
+    elif arity == 2:
+        def f2(a: _Num, b: _Num) -> _Num: ...
+        fn = f2
+    else:
+        def f3(a: _Num, b: _Num, c: _Num) -> _Num: ...
+        fn = f3
+    fn.__name__ = fn.__qualname__ = f"op_{name}"
+    return egglog.function(egg_fn=f"op_{name}")(fn)
+
+
+_FUNCS: dict[str, Any] = {name: _declare(name, op.arity) for name, op in OPS.items()}
+
+
+def _to_egg(term: Term, pvars: dict[str, Any] | None = None) -> Any:
+    kind = term[0]
+    if kind == "var":
+        return _Num.var(int(term[1]))
+    if kind == "const":
+        return _Num(float(term[1]))
+    if kind == "pvar":
+        assert pvars is not None
+        return pvars[term[1]]
+    return _FUNCS[kind](*(_to_egg(c, pvars) for c in term[1:]))
+
+
+def _ruleset(rules: tuple[Rule, ...]) -> Any:
+    pv = {n: egglog.var(n, _Num) for n in "abcd"}
+    x, y = egglog.var("x", egglog.f64), egglog.var("y", egglog.f64)
+    rewrites = []
+    for r in rules:
+        # A cancellation by a factor that is 0 would merge 0/0 with everything: the divisor must not be
+        # known to be 0 (Herbie's e-graph keeps such rules out for the same reason).
+        guard = [egglog.ne(_to_egg(d, pv)).to(_Num(0.0)) for d in _denominators(r)]
+        rewrites.append(egglog.rewrite(_to_egg(r.lhs, pv)).to(_to_egg(r.rhs, pv), *guard))
+    rewrites += [
+        egglog.rewrite(_FUNCS["add"](_Num(x), _Num(y))).to(_Num(x + y)),
+        egglog.rewrite(_FUNCS["sub"](_Num(x), _Num(y))).to(_Num(x - y)),
+        egglog.rewrite(_FUNCS["mul"](_Num(x), _Num(y))).to(_Num(x * y)),
+        egglog.rewrite(_FUNCS["neg"](_Num(x))).to(_Num(-x)),
+    ]
+    return egglog.ruleset(*rewrites, name="jaxstab_real_identities")
+
+
+def _denominators(rule: Rule) -> list[Term]:
+    """The divisors of ``rule`` that must not be known to be 0: every one on the left side, and the
+    pattern variables the right side divides by. (A compound divisor only on the right side does not
+    exist in the e-graph before the rule fires, so it cannot be tested; the consistency check after
+    each iteration covers those.)"""
+    out: list[Term] = []
+    for side in (rule.lhs, rule.rhs):
+        for t in subterms(side):
+            d = t[2] if t[0] == "div" else None
+            if d is None or (d[0] == "const" and d[1] != 0) or d in out:
+                continue
+            if side is rule.lhs or d[0] == "pvar":
+                out.append(d)
+    return out
+
+
+_RULESET: Any = None
+
+
+@dataclasses.dataclass
+class EGraphData:
+    """The saturated e-graph as data: ``classes[c]`` lists the nodes ``(op, child classes)`` of class ``c``.
+
+    A node's op is an ``OPS`` name, ``"var"`` (payload: the input index) or ``"const"`` (payload: the
+    value), stored as ``(op, payload_or_children)``.
+    """
+
+    classes: dict[str, list[tuple[str, tuple[Any, ...]]]]
+    root: str
+
+
+@dataclasses.dataclass
+class SaturationStats:
+    """What the saturation did: iterations run, e-nodes at the end, seconds, and why it stopped."""
+
+    iterations: int = 0
+    nodes: int = 0
+    seconds: float = 0.0
+    stopped: str = "saturated"
+
+
+def saturate(term: Term, *, node_limit: int, iter_limit: int, time_limit: float, match_limit: int = 2000,
+             ) -> tuple[EGraphData, SaturationStats]:
+    """Saturate ``term`` with :data:`RULES` under the limits; the e-graph read back and what happened.
+
+    Raises:
+        SaturationError: egglog failed.
+    """
+    global _RULESET
+    stats = SaturationStats()
+    t0 = time.perf_counter()
+    try:
+        if _RULESET is None:
+            _RULESET = _ruleset(RULES)
+        eg = egglog.EGraph()
+        eg.register(_Root(_to_egg(term)))
+        data = _read(eg)
+        while True:
+            if stats.iterations >= iter_limit:
+                stats.stopped = "iteration limit"
+                break
+            if time.perf_counter() - t0 > time_limit:
+                stats.stopped = "time limit"
+                break
+            report = eg.run(egglog.run(_RULESET, scheduler=egglog.back_off(match_limit=match_limit)))
+            stats.iterations += 1
+            new = _read(eg)
+            if not _consistent(new):
+                # An identity used outside its domain (a division by a class that is 0) merged distinct
+                # values: keep the e-graph of the previous iteration, which was consistent.
+                stats.stopped = "inconsistent merge (rolled back one iteration)"
+                break
+            data = new
+            stats.nodes = sum(len(v) for v in data.classes.values())
+            if not report.updated:
+                stats.stopped = "saturated"
+                break
+            if stats.nodes > node_limit:
+                stats.stopped = "node limit"
+                break
+    except Exception as exc:  # egglog's own errors have no common base class
+        raise SaturationError(f"egglog failed: {type(exc).__name__}: {exc}") from None
+    stats.seconds = time.perf_counter() - t0
+    return data, stats
+
+
+def _consistent(data: EGraphData) -> bool:
+    """No class holds two different constants, two inputs, or an input and a constant."""
+    for nodes in data.classes.values():
+        leaves = {(op, payload) for op, payload in nodes if op in ("var", "const")}
+        if len(leaves) > 1:
+            return False
+    return True
+
+
+def _read(eg: Any) -> EGraphData:
+    raw = json.loads(eg._serialize(max_calls_per_function=None).to_json())
+    nodes = raw["nodes"]
+    classes: dict[str, list[tuple[str, tuple[Any, ...]]]] = {}
+    root = None
+    for node in nodes.values():
+        op, cls = node["op"], node["eclass"]
+        children = [nodes[c] for c in node["children"]]
+        if op == "_Root" or op.endswith("_Root"):
+            root = children[0]["eclass"]
+            continue
+        if not cls.endswith(tuple(f"Num-{i}" for i in range(10))) and "Num-" not in cls:
+            continue  # primitive payloads (f64, i64) are read with their parent
+        if op.endswith("Num.var"):
+            entry: tuple[str, tuple[Any, ...]] = ("var", (int(children[0]["op"]),))
+        elif op.endswith("Num"):
+            value = float(children[0]["op"])
+            if not math.isfinite(value):
+                continue
+            entry = ("const", (0.0 if value == 0 else value,))
+        elif op.startswith("op_"):
+            entry = (op[3:], tuple(c["eclass"] for c in children))
+        else:
+            continue
+        classes.setdefault(cls, []).append(entry)
+    if root is None:
+        raise SaturationError("the root term is missing from the serialized e-graph")
+    return EGraphData(classes, root)

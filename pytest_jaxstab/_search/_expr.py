@@ -1,0 +1,169 @@
+"""The search's expression language: a scalar real-number program as a tree, and its one operator table.
+
+A term is a tuple: ``("var", i)`` (the i-th input), ``("const", v)`` (a float constant) or
+``(op, child, ...)`` with ``op`` a key of :data:`OPS`. Every other module (the e-graph language, the
+evaluators, the printer, the series) reads the same table, so an operator is added in one place.
+
+The op-cost model (``Op.cost``) is a rough relative latency on a CPU, in units of one addition: what the
+Pareto frontier of :class:`~pytest_jaxstab._search.Improvement` calls "cost". It is documented, not
+measured: jitted timing of tiny scalar programs is dominated by dispatch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax.numpy as jnp
+import mpmath
+
+__all__ = ["OPS", "Op", "Term", "const", "cost", "evaluate_jax", "evaluate_mp", "is_const", "size",
+           "subterms", "variables"]
+
+Term = tuple[Any, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """One operator: arity, its JAX and mpmath semantics, its cost and how it prints."""
+
+    name: str
+    arity: int
+    jax: Callable[..., Any]
+    mp: Callable[..., Any]
+    cost: float
+    source: str  # a format string over the operands' source: "jnp.sqrt({0})", "({0} + {1})"
+    infix: bool = False
+
+
+def _mp_cbrt(a: Any) -> Any:
+    if isinstance(a, mpmath.mpf) and a < 0:
+        return -mpmath.cbrt(-a)
+    return mpmath.cbrt(a)
+
+
+def _mp_logaddexp(a: Any, b: Any) -> Any:
+    return mpmath.log(mpmath.exp(a) + mpmath.exp(b))
+
+
+def _mp_where(c: Any, a: Any, b: Any) -> Any:
+    return a if c else b
+
+
+def _op(name: str, arity: int, jax_fn: Callable[..., Any], mp_fn: Callable[..., Any], cost: float,
+        source: str, infix: bool = False) -> Op:
+    return Op(name, arity, jax_fn, mp_fn, cost, source, infix)
+
+
+OPS: dict[str, Op] = {o.name: o for o in (
+    _op("add", 2, jnp.add, lambda a, b: a + b, 1, "{0} + {1}", True),
+    _op("sub", 2, jnp.subtract, lambda a, b: a - b, 1, "{0} - {1}", True),
+    _op("mul", 2, jnp.multiply, lambda a, b: a * b, 1, "{0} * {1}", True),
+    _op("div", 2, jnp.divide, lambda a, b: a / b, 4, "{0} / {1}", True),
+    _op("neg", 1, jnp.negative, lambda a: -a, 1, "-{0}"),
+    _op("abs", 1, jnp.abs, abs, 1, "jnp.abs({0})"),
+    _op("sqrt", 1, jnp.sqrt, mpmath.sqrt, 4, "jnp.sqrt({0})"),
+    _op("cbrt", 1, jnp.cbrt, _mp_cbrt, 8, "jnp.cbrt({0})"),
+    _op("exp", 1, jnp.exp, mpmath.exp, 8, "jnp.exp({0})"),
+    _op("log", 1, jnp.log, mpmath.log, 8, "jnp.log({0})"),
+    _op("expm1", 1, jnp.expm1, mpmath.expm1, 10, "jnp.expm1({0})"),
+    _op("log1p", 1, jnp.log1p, mpmath.log1p, 10, "jnp.log1p({0})"),
+    _op("sin", 1, jnp.sin, mpmath.sin, 10, "jnp.sin({0})"),
+    _op("cos", 1, jnp.cos, mpmath.cos, 10, "jnp.cos({0})"),
+    _op("tan", 1, jnp.tan, mpmath.tan, 12, "jnp.tan({0})"),
+    _op("sinh", 1, jnp.sinh, mpmath.sinh, 12, "jnp.sinh({0})"),
+    _op("cosh", 1, jnp.cosh, mpmath.cosh, 12, "jnp.cosh({0})"),
+    _op("tanh", 1, jnp.tanh, mpmath.tanh, 12, "jnp.tanh({0})"),
+    _op("asin", 1, jnp.arcsin, mpmath.asin, 12, "jnp.arcsin({0})"),
+    _op("acos", 1, jnp.arccos, mpmath.acos, 12, "jnp.arccos({0})"),
+    _op("atan", 1, jnp.arctan, mpmath.atan, 12, "jnp.arctan({0})"),
+    _op("asinh", 1, jnp.arcsinh, mpmath.asinh, 14, "jnp.arcsinh({0})"),
+    _op("acosh", 1, jnp.arccosh, mpmath.acosh, 14, "jnp.arccosh({0})"),
+    _op("atanh", 1, jnp.arctanh, mpmath.atanh, 14, "jnp.arctanh({0})"),
+    _op("atan2", 2, jnp.arctan2, mpmath.atan2, 14, "jnp.arctan2({0}, {1})"),
+    _op("pow", 2, jnp.power, lambda a, b: a ** b, 16, "jnp.power({0}, {1})"),
+    _op("hypot", 2, jnp.hypot, lambda a, b: mpmath.sqrt(a * a + b * b), 10, "jnp.hypot({0}, {1})"),
+    _op("logaddexp", 2, jnp.logaddexp, _mp_logaddexp, 20, "jnp.logaddexp({0}, {1})"),
+    _op("max", 2, jnp.maximum, max, 1, "jnp.maximum({0}, {1})"),
+    _op("min", 2, jnp.minimum, min, 1, "jnp.minimum({0}, {1})"),
+    # Comparisons and select are carried through the search opaquely (no identity rewrites them).
+    _op("lt", 2, jnp.less, lambda a, b: a < b, 1, "{0} < {1}", True),
+    _op("le", 2, jnp.less_equal, lambda a, b: a <= b, 1, "{0} <= {1}", True),
+    _op("where", 3, jnp.where, _mp_where, 1, "jnp.where({0}, {1}, {2})"),
+)}
+
+
+def is_const(term: Term, value: float | None = None) -> bool:
+    """Whether ``term`` is a constant (equal to ``value`` when given)."""
+    return term[0] == "const" and (value is None or term[1] == value)
+
+
+def subterms(term: Term) -> list[Term]:
+    """Every sub-term of ``term``, ``term`` first (pre-order, duplicates kept)."""
+    out = [term]
+    if term[0] not in ("var", "const"):
+        for child in term[1:]:
+            out.extend(subterms(child))
+    return out
+
+
+def size(term: Term) -> int:
+    """The number of operator nodes in ``term`` (leaves count 0)."""
+    return sum(1 for t in subterms(term) if t[0] not in ("var", "const"))
+
+
+def cost(term: Term) -> float:
+    """The op-cost model's cost of ``term``: the sum of its operators' costs (see the module doc)."""
+    return float(sum(OPS[t[0]].cost for t in subterms(term) if t[0] not in ("var", "const")))
+
+
+def variables(term: Term) -> set[int]:
+    """The input indices ``term`` reads."""
+    return {t[1] for t in subterms(term) if t[0] == "var"}
+
+
+def evaluate_jax(term: Term, args: Sequence[Any], dtype: Any) -> Any:
+    """``term`` evaluated with ``jax.numpy`` on arrays ``args`` (constants cast to ``dtype``)."""
+    memo: dict[Term, Any] = {}
+
+    def go(t: Term) -> Any:
+        hit = memo.get(t)
+        if hit is not None:
+            return hit
+        if t[0] == "var":
+            out = args[t[1]]
+        elif t[0] == "const":
+            out = jnp.asarray(t[1], dtype)
+        else:
+            out = OPS[t[0]].jax(*(go(c) for c in t[1:]))
+        memo[t] = out
+        return out
+
+    return go(term)
+
+
+def evaluate_mp(term: Term, args: Sequence[Any]) -> Any:
+    """``term`` evaluated with mpmath (real or complex) at the current ``mpmath.mp`` precision."""
+    memo: dict[Term, Any] = {}
+
+    def go(t: Term) -> Any:
+        if t in memo:
+            return memo[t]
+        if t[0] == "var":
+            out = args[t[1]]
+        elif t[0] == "const":
+            out = mpmath.mpf(t[1])
+        else:
+            out = OPS[t[0]].mp(*(go(c) for c in t[1:]))
+        memo[t] = out
+        return out
+
+    return go(term)
+
+
+def const(value: float) -> Term:
+    """A constant term (``-0.0`` kept apart from ``0.0`` is not needed over the reals)."""
+    v = float(value)
+    return ("const", 0.0 if v == 0 else v)
+

@@ -1,0 +1,293 @@
+"""``jst.improve``: search for a more accurate program, judged by the exact oracle (Herbie for jaxprs).
+
+Pipeline: trace the function and take its elementwise float expression (the whole output expression:
+localisation by local error is not wired in yet) → equality saturation with egglog over the identities
+of ``_rules`` → candidates extracted from the e-graph by an accuracy-guided beam search, each judged on
+fuzzed samples against the oracle's exact values of the ORIGINAL program → regime inference (up to three
+candidates joined by ``jnp.where``) → the winner re-checked on fresh samples. A candidate is offered only
+if it was derived from identities (or joins such candidates), its mean error is lower, its max error is
+not higher, and at no sample is it more than ``_WORSE_BITS`` worse than the original; otherwise the
+result says that nothing better was found.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._check._trace import normalize_shapes, positional, trace_case, x64_scope
+from .._dtypes import resolve_dtype
+from .._errors import ArgumentError, JaxstabError, function_name
+from ._egraph import SaturationError, saturate
+from ._expr import Term, cost, evaluate_jax, subterms
+from ._extract import Extractor
+from ._judge import Samples, draw, jax_function
+from ._lower import Unsupported, lower
+from ._regimes import infer
+from ._result import Candidate, Improvement
+from ._series import series_candidates
+from ._source import expression, function_source
+
+__all__ = ["improve"]
+
+#: Rounding noise allowed per sample: a rewrite with a few more operations may lose up to this much
+#: where the original happens to be correctly rounded (1 ulp = 1 bit, 3 ulps = 2 bits).
+_WORSE_BITS = 2.0
+#: Differences of mean error below this are noise of the samples, not accuracy (ties go to the cheaper).
+_NOISE_BITS = 0.1
+#: Candidates judged jitted (and offered to the regime inference) after the eager search.
+_FINALISTS = 8
+
+
+def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = None, max_examples: int = 128,
+            seed: int | None = None, time_limit: float = 15.0, node_limit: int = 5000, iter_limit: int = 8,
+            ) -> Improvement:
+    """Search for a more accurate program computing ``fn`` (equality saturation judged by the oracle).
+
+    ``fn`` must compute one float result elementwise from its array inputs with operations the search
+    knows (arithmetic, sqrt, cbrt, exp, log, expm1, log1p, trigonometric, hyperbolic, pow, ...). The
+    search rewrites the expression with real-number identities (egglog), judges every candidate on
+    inputs drawn by ``jst.strategies`` against ``jst.oracles``' exact values of the original, combines
+    candidates by input range, and re-checks the winner on fresh inputs.
+
+    Args:
+      fn: the function (positional array arguments, or keyword ones named by ``shapes``).
+      shapes: as for ``jst.check``: a list of shapes (one per positional argument) or a dict of names.
+        The search works per element, so only the number and names of the arguments matter.
+      dtype: "float16", "bfloat16", "float32" or "float64".
+      domain: the input domain, as for ``jst.strategies.floats`` (e.g. ``(0, None)``).
+      max_examples: the number of inputs drawn for the search (and again for the re-check).
+      seed: makes the draws reproducible (None: seed 0, the search is deterministic by default).
+      time_limit: seconds for saturation plus candidate search; the result says when it was hit.
+      node_limit: e-nodes after which saturation stops; iter_limit: saturation iterations at most.
+
+    Returns:
+      An :class:`Improvement` (``.fn``, ``.source``, ``.frontier``, ``.report()``); when the
+      expression has an unsupported operation or nothing better is found, ``improved`` is False and
+      ``status`` says why.
+
+    Raises:
+      ArgumentError: a bad dtype, shapes, limit or seed.
+      TraceError: JAX cannot trace ``fn``.
+
+    Example::
+
+        imp = jst.improve(lambda x: jnp.sqrt(x + 1) - jnp.sqrt(x), shapes=[()], dtype="float64",
+                          domain=(0, None))
+        print(imp.source)   # def ...(x): return 1.0 / (jnp.sqrt(x + 1.0) + jnp.sqrt(x))
+    """
+    dt = _validate(dtype, max_examples, seed, time_limit, node_limit, iter_limit)
+    names, shape_list, by_keyword = normalize_shapes(shapes)
+    param_names = _param_names(fn, names, by_keyword)
+    with x64_scope(dt):
+        return _improve(fn, dt, shape_list, names, by_keyword, param_names, domain, int(max_examples),
+                        0 if seed is None else int(seed), float(time_limit), int(node_limit), int(iter_limit))
+
+
+def _validate(dtype: Any, max_examples: Any, seed: Any, time_limit: Any, node_limit: Any,
+              iter_limit: Any) -> np.dtype[Any]:
+    try:
+        dt = resolve_dtype(dtype)
+    except (TypeError, ValueError) as exc:
+        raise ArgumentError(f"dtype={dtype!r}: {exc}") from None
+    counts = (("max_examples", max_examples), ("node_limit", node_limit), ("iter_limit", iter_limit))
+    for name, value in counts:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ArgumentError(f"{name}={value!r}: expected a positive integer")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise ArgumentError(f"seed={seed!r}: expected an integer or None")
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0:
+        raise ArgumentError(f"time_limit={time_limit!r}: expected a number of seconds > 0")
+    return dt
+
+
+def _param_names(fn: Callable[..., Any], names: list[str], by_keyword: bool) -> list[str]:
+    if by_keyword:
+        return list(names)
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return params[:len(names)] if len(params) >= len(names) else [f"x{i}" for i in range(len(names))]
+
+
+def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]], names: list[str],
+             by_keyword: bool, params: list[str], domain: Any, n: int, seed: int, time_limit: float,
+             node_limit: int, iter_limit: int) -> Improvement:
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    case = trace_case(positional(fn, names, by_keyword), dt, shapes)
+    fname = getattr(fn, "__name__", "improved")
+    fname = "improved" if fname == "<lambda>" else f"{fname}_improved"
+    try:
+        original = lower(case.closed)
+    except Unsupported as exc:
+        return Improvement(fn, "", False, f"not searched: {exc}")
+    times["localize"] = time.perf_counter() - t0
+
+    def result(status: str, **kw: Any) -> Improvement:
+        return Improvement(fn, function_source(original, params, fname), False, status, times=times, **kw)
+
+    t = time.perf_counter()
+    try:
+        samples = Samples.build(original, dt, draw(dt, len(names), domain, n, seed))
+    except (ValueError, TypeError) as exc:
+        raise ArgumentError(f"domain={domain!r}: {exc}") from None
+    except JaxstabError as exc:
+        return result(f"not searched: the oracle cannot judge {function_name(fn)}: {exc}")
+    if samples.count == 0:
+        return result("not searched: no sample could be judged (every input outside the domain or uncertain)")
+    orig, orig_errs = _measure(original, samples, params, "original")
+    times["judge"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    deadline = t0 + time_limit
+    try:
+        data, stats = saturate(original, node_limit=node_limit, iter_limit=iter_limit,
+                               time_limit=max(0.5, time_limit * 0.4))
+    except SaturationError as exc:
+        return result(f"nothing better found: {exc}", original=orig, best=orig, frontier=[orig],
+                      samples=samples.count)
+    times["saturate"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    ex = Extractor(data)
+    scores = ex.candidates(original, lambda u: _mean(samples.eager_errors(u)), beam=4, rounds=4,
+                           per_class=12, max_cost=max(4 * cost(original), cost(original) + 60),
+                           deadline=deadline)
+    times["extract"] = time.perf_counter() - t
+    hit_limit = time.perf_counter() > deadline
+
+    t = time.perf_counter()
+    # Ties go to the cheaper, then to the one closest to what the user wrote. Means within _NOISE_BITS
+    # are ties: a longer form that happens to round better on these samples is fitting noise.
+    written = set(subterms(original))
+    ranked = sorted(scores, key=lambda u: (_quantize(scores[u]), cost(u),
+                                           -len(written.intersection(subterms(u)))))
+    finalists = _distinct(ranked, samples, _FINALISTS)
+    kinds = dict.fromkeys(finalists, "rewrite")
+    times["judge"] += time.perf_counter() - t
+
+    t = time.perf_counter()
+    if len(names) == 1:  # a fraction of a second: not subject to the time limit
+        for term in series_candidates(original):
+            finalists.append(term)
+            kinds[term] = "series"
+    times["series"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    measured = [_measure(u, samples, params, kinds[u]) for u in finalists]
+    times["judge"] += time.perf_counter() - t
+
+    t = time.perf_counter()
+    if measured:
+        errs = np.array([e for _, e in measured])
+        regime = infer(finalists, errs, samples, original)
+        if regime is not None:
+            used = {kinds[u] for u in finalists if u in subterms(regime)}
+            measured.append(_measure(regime, samples, params, "regimes with series approximation"
+                                     if "series" in used else "regimes"))
+    times["regimes"] = time.perf_counter() - t
+
+    safe = [c for c, errs in measured if c.term != original and _safe(errs, orig_errs)]
+    frontier = _pareto([orig, *safe])
+    why = f" (saturation: {stats.iterations} iterations, {stats.nodes} e-nodes, stopped: {stats.stopped}" + (
+        "; time limit hit" if hit_limit else "") + ")"
+    if not safe:
+        return result("nothing better found" + why, original=orig, best=orig, frontier=frontier,
+                      samples=samples.count)
+
+    t = time.perf_counter()
+    fresh = Samples.build(original, dt, draw(dt, len(names), domain, n, seed + 1))
+    best, recheck = None, None
+    o = fresh.jit_errors(jax_function(original, dt))
+    for cand in sorted(safe, key=lambda c: (_quantize(c.mean_bits), c.cost)):
+        if fresh.count == 0:
+            break
+        b = fresh.jit_errors(jax_function(cand.term, dt))
+        if _safe(b, o):
+            best, recheck = cand, (_mean(o), _max(o), _mean(b), _max(b))
+            break
+    times["recheck"] = time.perf_counter() - t
+    if best is None:
+        return result("nothing better found: the candidates did not hold up on fresh samples" + why,
+                      original=orig, best=orig, frontier=frontier, samples=samples.count)
+    return Improvement(_callable(fn, best.term, dt, names, by_keyword),
+                       function_source(best.term, params, fname),
+                       True, f"improved: mean {orig.mean_bits:.2f} -> {best.mean_bits:.2f} bits, max "
+                       f"{orig.max_bits:.2f} -> {best.max_bits:.2f} bits" + why, original=orig, best=best,
+                       frontier=frontier, recheck=recheck, samples=samples.count, times=times)
+
+
+def _quantize(bits: float) -> float:
+    return round(bits / _NOISE_BITS) * _NOISE_BITS if np.isfinite(bits) else bits
+
+
+def _mean(errs: np.ndarray) -> float:
+    vals = errs[~np.isnan(errs)]
+    return float(vals.mean()) if vals.size else float("inf")
+
+
+def _max(errs: np.ndarray) -> float:
+    vals = errs[~np.isnan(errs)]
+    return float(vals.max()) if vals.size else float("inf")
+
+
+def _measure(term: Term, samples: Samples, params: list[str], kind: str) -> tuple[Candidate, np.ndarray]:
+    """The candidate's figures from its jitted float results, and its errors per sample."""
+    errs = samples.jit_errors(jax_function(term, samples.dtype))
+    return Candidate(expression(term, params), _mean(errs), _max(errs), cost(term), kind, term), errs
+
+
+def _safe(cand: np.ndarray, orig: np.ndarray) -> bool:
+    """Better on average, no worse at the worst, never more than rounding noise worse anywhere."""
+    ok = ~np.isnan(orig)
+    if not ok.any():
+        return False
+    c, o = np.nan_to_num(cand[ok], nan=64.0), orig[ok]
+    return bool(c.mean() < o.mean() - 0.05 and c.max() <= o.max() and np.all(c <= o + _WORSE_BITS))
+
+
+def _distinct(ranked: list[Term], samples: Samples, k: int) -> list[Term]:
+    """The ``k`` best terms with pairwise different error profiles (copies differ only in form)."""
+    out: list[Term] = []
+    seen: set[bytes] = set()
+    for term in ranked:
+        key = np.round(np.nan_to_num(samples.eager_errors(term), nan=-1.0), 3).tobytes()
+        if key not in seen:
+            seen.add(key)
+            out.append(term)
+        if len(out) >= k:
+            break
+    return out
+
+
+def _pareto(cands: list[Candidate]) -> list[Candidate]:
+    out: list[Candidate] = []
+    for c in sorted(cands, key=lambda c: (_quantize(c.mean_bits), c.cost)):
+        if not out or c.cost < out[-1].cost:
+            out.append(c)
+    return out
+
+
+def _callable(fn: Callable[..., Any], term: Term, dt: np.dtype[Any], names: list[str],
+              by_keyword: bool) -> Callable[..., Any]:
+    import jax.numpy as jnp
+
+    @functools.wraps(fn)
+    def improved(*args: Any, **kwargs: Any) -> Any:
+        if by_keyword:
+            bound = dict(zip(names, args))
+            bound.update(kwargs)
+            vals = [jnp.asarray(bound[n]) for n in names]
+        else:
+            vals = [jnp.asarray(a) for a in args]
+        return evaluate_jax(term, vals, dt)
+
+    return improved

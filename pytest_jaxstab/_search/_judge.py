@@ -1,0 +1,105 @@
+"""Judging candidates: samples drawn by ``jst.strategies``, exact values from ``jst.oracles``.
+
+A :class:`Samples` holds scalar points (one array per input), the exact results of the ORIGINAL program
+at them (``oracles.evaluate``, correctly rounded to the dtype) and which points count: those where the
+oracle is certain and the exact result is real (DESIGN.md section 3). A candidate's error at each point is
+``oracles.error_bits`` of its float result; points that do not count are NaN.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hseed
+
+from .. import oracles
+from .._dtypes import dtype_info
+from ..strategies import arguments
+from ._expr import Term, evaluate_jax
+
+__all__ = ["Samples", "draw", "jax_function"]
+
+
+def draw(dtype: np.dtype[Any], n_vars: int, domain: Any, n: int, seed: int) -> list[np.ndarray]:
+    """``n`` scalar points of ``n_vars`` inputs drawn by ``jst.strategies.arguments`` (reproducible)."""
+    points: list[tuple[np.ndarray, ...]] = []
+    strategy = arguments(dtype, [()] * n_vars, domain=domain)
+
+    quiet = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
+
+    @settings(max_examples=n, deadline=None, database=None, derandomize=False, phases=(Phase.generate,),
+              suppress_health_check=quiet)
+    @given(strategy)
+    def collect(args: tuple[np.ndarray, ...]) -> None:
+        points.append(tuple(np.asarray(a, dtype) for a in args))
+
+    hseed(seed)(collect)()
+    unique = list(dict.fromkeys(tuple(a.tobytes() for a in p) for p in points))
+    by_key = {tuple(a.tobytes() for a in p): p for p in points}
+    rows = [by_key[k] for k in unique]
+    return [np.array([r[i] for r in rows], dtype) for i in range(n_vars)]
+
+
+def _flush(a: np.ndarray) -> np.ndarray:
+    tiny = float(dtype_info(a.dtype).tiny)
+    wide = np.abs(a.astype(np.float64))
+    sub = (wide < tiny) & (wide > 0)
+    return np.where(sub, np.copysign(np.zeros((), a.dtype), a), a).astype(a.dtype) if sub.any() else a
+
+
+def jax_function(term: Term, dtype: Any) -> Callable[..., Any]:
+    """``term`` as a JAX function of its inputs (positional scalars or arrays)."""
+    def fn(*args: Any) -> Any:
+        return evaluate_jax(term, args, dtype)
+
+    return fn
+
+
+@dataclasses.dataclass
+class Samples:
+    """Points, exact values of the original program, and the mask of points that count."""
+
+    dtype: np.dtype[Any]
+    args: list[np.ndarray]
+    exact: np.ndarray
+    valid: np.ndarray  # bool: the oracle is certain and the exact result is real
+
+    @classmethod
+    def build(cls, original: Term, dtype: np.dtype[Any], args: list[np.ndarray]) -> Samples:
+        # XLA treats subnormal inputs as zeros on CPU and GPU: the oracle must see what the code computes.
+        args = [_flush(a) for a in args]
+        result = oracles.evaluate(jax_function(original, dtype), *args, dtype=dtype)
+        exact = np.asarray(result.values, dtype)
+        valid = np.asarray(result.certain, bool) & ~np.isnan(exact)
+        return cls(dtype, args, exact, valid)
+
+    @property
+    def count(self) -> int:
+        return int(self.valid.sum())
+
+    def errors(self, values: Any) -> np.ndarray:
+        """Bits of error of ``values`` (a float result at the points); NaN where a point does not count."""
+        vals = np.asarray(values).astype(self.dtype, copy=False)
+        vals = np.broadcast_to(vals, self.exact.shape)
+        bits = np.full(self.exact.shape, np.nan)
+        approx, exact = vals[self.valid], self.exact[self.valid]
+        got = oracles.error_bits(approx, exact)
+        # XLA flushes subnormal results to zero (DESIGN.md section 3): that is the platform, not the code.
+        tiny = float(dtype_info(self.dtype).tiny)
+        flushed = (np.abs(approx.astype(np.float64)) < tiny) & (np.abs(exact.astype(np.float64)) < tiny)
+        bits[self.valid] = np.where(flushed, 0.0, got)
+        return bits
+
+    def eager_errors(self, term: Term) -> np.ndarray:
+        """Errors of ``term`` evaluated op by op (no compile; the search's inner loop)."""
+        device = [jax.numpy.asarray(a) for a in self.args]
+        return self.errors(evaluate_jax(term, device, self.dtype))
+
+    def jit_errors(self, fn: Callable[..., Any]) -> np.ndarray:
+        """Errors of a JAX function, jitted as users run it."""
+        return self.errors(jax.jit(fn)(*self.args))

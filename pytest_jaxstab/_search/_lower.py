@@ -1,0 +1,124 @@
+"""From a traced function to a search term: the elementwise float program as one expression tree.
+
+The search works on scalar real-number expressions. A program qualifies when every equation is an
+elementwise operation the term language has (``_expr.OPS``), a broadcast or same-dtype conversion
+(identities elementwise), or a call (``jit``, ``custom_jvp``/``custom_vjp`` primal bodies) whose body
+qualifies; the one float output must depend on the inputs only through these. Anything else is named
+in :class:`Unsupported`, which ``improve`` turns into a result that says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import _compat
+from ._expr import Term, const
+
+__all__ = ["Unsupported", "lower"]
+
+_DIRECT = {
+    "add": "add", "add_any": "add", "sub": "sub", "mul": "mul", "div": "div", "neg": "neg", "abs": "abs",
+    "sqrt": "sqrt", "cbrt": "cbrt", "exp": "exp", "log": "log", "expm1": "expm1", "log1p": "log1p",
+    "sin": "sin", "cos": "cos", "tan": "tan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
+    "asin": "asin", "acos": "acos", "atan": "atan", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
+    "atan2": "atan2", "pow": "pow", "max": "max", "min": "min", "lt": "lt", "le": "le",
+}
+_IDENTITY = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "copy", "copy_p",
+             "optimization_barrier", "stop_gradient"}
+_CALLS = {"jit", "closed_call", "core_call", "remat", "remat2", "checkpoint", "custom_jvp_call",
+          "custom_vjp_call", "custom_vjp_call_jaxpr"}
+
+
+class Unsupported(Exception):
+    """The program is not an elementwise expression the search can take; ``str()`` says what."""
+
+
+def lower(closed: Any) -> Term:
+    """The single float output of ``closed`` as a term over its inputs ``("var", i)``.
+
+    Raises:
+        Unsupported: naming the first primitive (or output structure) the search cannot take.
+    """
+    outs = _compat.outvars(closed)
+    if len(outs) != 1:
+        raise Unsupported(f"the function has {len(outs)} outputs; the search improves one float output")
+    _, consts = _compat.parts(closed)
+    (term,) = _run(closed, [("var", i) for i in range(len(_compat.invars(closed)))], consts)
+    if term[0] in ("lt", "le"):
+        raise Unsupported("the function returns a comparison, not a float")
+    return term
+
+
+def _constant(value: Any) -> Term:
+    arr = np.asarray(value)
+    flat = arr.reshape(-1)
+    if flat.size == 0 or not np.all(flat == flat[0]):
+        raise Unsupported("the function closes over a non-uniform array constant; the search takes "
+                          "scalar elementwise expressions")
+    return const(float(flat[0]))
+
+
+def _read(env: dict[Any, Term], atom: Any) -> Term:
+    if _compat.is_literal(atom):
+        return _constant(_compat.literal_value(atom))
+    return env[atom]
+
+
+def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any]) -> list[Term]:
+    env: dict[Any, Term] = {}
+    for v, t in zip(_compat.invars(closed), inputs):
+        env[v] = t
+    for v, c in zip(_compat.constvars(closed), consts):
+        env[v] = _constant(c)
+    for eqn in _compat.eqns(closed):
+        name = _compat.primitive_name(eqn)
+        args = [_read(env, a) for a in eqn.invars]
+        outs = _equation(eqn, name, args)
+        for var, term in zip(eqn.outvars, outs):
+            if not _compat.is_dropvar(var):
+                env[var] = term
+    return [_read(env, v) for v in _compat.outvars(closed)]
+
+
+def _equation(eqn: Any, name: str, args: list[Term]) -> list[Term]:
+    if name in _DIRECT:
+        return [(_DIRECT[name], *args)]
+    if name in _IDENTITY:
+        return [args[0]]
+    if name == "convert_element_type":
+        new = np.dtype(eqn.params["new_dtype"])
+        if not np.issubdtype(new, np.floating):
+            raise Unsupported(f"a conversion to {new} ({_where(eqn)})")
+        return [args[0]]
+    if name == "integer_pow":
+        return [("pow", args[0], const(int(eqn.params["y"])))]
+    if name == "square":
+        return [("mul", args[0], args[0])]
+    if name == "rsqrt":
+        return [("div", const(1.0), ("sqrt", args[0]))]
+    if name == "exp2":
+        return [("pow", const(2.0), args[0])]
+    if name == "logistic":
+        return [("div", const(1.0), ("add", const(1.0), ("exp", ("neg", args[0]))))]
+    if name in ("gt", "ge"):
+        return [("lt" if name == "gt" else "le", args[1], args[0])]
+    if name == "select_n":
+        if len(args) != 3:
+            raise Unsupported(f"select_n with {len(args) - 1} cases ({_where(eqn)})")
+        return [("where", args[0], args[2], args[1])]  # select_n(p, f, t) picks t where p
+    if name in _CALLS:
+        if name.startswith("custom"):
+            body, _ = _compat.custom_call_parts(eqn)  # the primal body takes every operand
+        else:
+            body = _compat.subjaxprs(eqn)[0][1]
+        _, consts = _compat.parts(body)
+        return _run(body, args, consts)
+    raise Unsupported(f"the primitive {name!r} ({_where(eqn)}) is not an elementwise operation the search "
+                      f"knows")
+
+
+def _where(eqn: Any) -> str:
+    return _compat.location(eqn) or "in the traced program"

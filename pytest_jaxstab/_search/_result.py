@@ -1,0 +1,91 @@
+"""What ``jst.improve`` returns: the candidates on the accuracy/cost Pareto frontier, and the best one."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Candidate", "Improvement"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One program the search measured.
+
+    Attributes:
+        source: the expression as JAX source (``jnp`` calls over the argument names).
+        mean_bits: mean error in bits on the samples (judged by the exact oracle, jitted float result).
+        max_bits: the largest error in bits on the samples.
+        cost: the op-cost model's cost (rough relative CPU latency, one addition = 1; see
+            ``pytest_jaxstab._search._expr``).
+        kind: ``"original"``, ``"rewrite"`` (derived by the e-graph from identities), ``"series"`` (a
+            truncated expansion around 0 or infinity: an approximation, valid near its point only),
+            ``"regimes"`` (candidates joined by ``jnp.where`` on one input's range) or ``"regimes with
+            series approximation"`` (one of the joined candidates is a series, used on its regime only).
+    """
+
+    source: str
+    mean_bits: float
+    max_bits: float
+    cost: float
+    kind: str
+    term: Any = dataclasses.field(default=None, repr=False, compare=False)
+
+
+@dataclasses.dataclass
+class Improvement:
+    """The result of ``jst.improve``: the best program found, the Pareto frontier, and what happened.
+
+    Attributes:
+        fn: the best program as a callable with the original function's signature (the original
+            function itself when nothing better was found).
+        source: the best program as a pasteable ``def`` (uses ``import jax.numpy as jnp``); the original
+            expression's source when nothing better was found.
+        improved: whether a candidate better than the original was found and passed the re-check on
+            fresh samples.
+        status: one line: what was found, or why nothing is offered (unsupported primitive, nothing
+            better, time limit, no sample could be judged).
+        original: the original expression's figures.
+        best: the offered candidate (``original`` when nothing better).
+        frontier: the candidates no other beats on both mean error and cost, most accurate first.
+        recheck: ``(original_mean, original_max, best_mean, best_max)`` bits on fresh samples.
+        samples: points judged in the search; ``times``: seconds per stage.
+    """
+
+    fn: Callable[..., Any]
+    source: str
+    improved: bool
+    status: str
+    original: Candidate | None = None
+    best: Candidate | None = None
+    frontier: list[Candidate] = dataclasses.field(default_factory=list)
+    recheck: tuple[float, float, float, float] | None = None
+    samples: int = 0
+    times: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def report(self) -> str:
+        """A short text: the status, original vs best, the frontier and the best program's source."""
+        lines = [f"jst.improve: {self.status}"]
+        if self.original is not None:
+            o = self.original
+            lines.append(f"  original: mean {o.mean_bits:.2f} bits, max {o.max_bits:.2f}"
+                         f" bits, cost {self.original.cost:g}   {self.original.source}")
+        if self.improved and self.best is not None:
+            b = self.best
+            lines.append(f"  best:     mean {b.mean_bits:.2f} bits, max {b.max_bits:.2f} bits, "
+                         f"cost {self.best.cost:g} ({self.best.kind})")
+            if self.recheck is not None:
+                om, ox, bm, bx = self.recheck
+                lines.append(f"  re-check on fresh samples: original {om:.2f}/{ox:.2f}, "
+                             f"best {bm:.2f}/{bx:.2f}"
+                             " bits (mean/max)")
+            if len(self.frontier) > 1:
+                lines.append("  frontier (mean bits, cost):")
+                lines.extend(f"    {c.mean_bits:6.2f}  {c.cost:5g}  {c.source}" for c in self.frontier)
+            lines.append("")
+            lines.append(self.source.rstrip())
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()

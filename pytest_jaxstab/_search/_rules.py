@@ -1,0 +1,311 @@
+"""The real-number identities the e-graph saturates with, written once as s-expressions.
+
+Each rule is ``(name, lhs, rhs, both_ways)`` over pattern variables ``a b c d`` and the operators of
+``_expr.OPS``. They hold over the reals where both sides are defined (``sqrt(a)*sqrt(a) = a`` needs
+``a >= 0``, ``log(a*b) = log a + log b`` needs ``a, b > 0``): like Herbie, the search may use an
+identity outside its domain, because every candidate it extracts is judged against the exact oracle
+on the samples before it is offered. ``tests/test_search_rules.py`` checks every rule with the oracle on
+random points where both sides are real.
+
+Families: commutativity, associativity, distributivity, identities and cancellation, fraction algebra,
+difference of squares and cubes, sqrt/cbrt conjugates, exp/log laws, the introduction of
+expm1/log1p/hypot/logaddexp (log1pexp is ``logaddexp(0, a)``), trigonometric and hyperbolic identities
+(half-angle, sum formulas, sum-to-product, tan), pow laws.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ._expr import OPS, Term, const
+
+__all__ = ["RULES", "Rule", "apply_at_root", "parse"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One directed identity ``lhs -> rhs`` (a both-ways source rule gives two)."""
+
+    name: str
+    family: str
+    lhs: Term
+    rhs: Term
+
+
+_SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
+    "commutativity": [
+        ("add-comm", "(add a b)", "(add b a)", False),
+        ("mul-comm", "(mul a b)", "(mul b a)", False),
+        ("hypot-comm", "(hypot a b)", "(hypot b a)", False),
+        ("logaddexp-comm", "(logaddexp a b)", "(logaddexp b a)", False),
+    ],
+    "associativity": [
+        ("add-assoc", "(add a (add b c))", "(add (add a b) c)", True),
+        ("mul-assoc", "(mul a (mul b c))", "(mul (mul a b) c)", True),
+        ("sub-sub", "(sub a (sub b c))", "(add (sub a b) c)", True),
+        ("add-sub", "(add a (sub b c))", "(sub (add a b) c)", True),
+        ("sub-add-left", "(sub (add a b) c)", "(add a (sub b c))", False),
+        ("sub-add-right", "(sub a (add b c))", "(sub (sub a b) c)", True),
+        ("mul-div", "(mul a (div b c))", "(div (mul a b) c)", True),
+        ("div-div-left", "(div (div a b) c)", "(div a (mul b c))", True),
+        ("div-div-right", "(div a (div b c))", "(div (mul a c) b)", False),
+        ("div-mul-split", "(div (mul a b) c)", "(mul a (div b c))", False),
+    ],
+    "distributivity": [
+        ("mul-add", "(mul a (add b c))", "(add (mul a b) (mul a c))", True),
+        ("mul-sub", "(mul a (sub b c))", "(sub (mul a b) (mul a c))", True),
+        ("div-add", "(div (add a b) c)", "(add (div a c) (div b c))", True),
+        ("div-sub", "(div (sub a b) c)", "(sub (div a c) (div b c))", True),
+        ("neg-add", "(neg (add a b))", "(sub (neg a) b)", True),
+    ],
+    "identities": [
+        ("add-zero", "(add a 0)", "a", False),
+        ("sub-zero", "(sub a 0)", "a", False),
+        ("mul-one", "(mul a 1)", "a", False),
+        ("div-one", "(div a 1)", "a", False),
+        ("sub-self", "(sub a a)", "0", False),
+        ("div-self", "(div a a)", "1", False),
+        ("zero-sub", "(sub 0 a)", "(neg a)", True),
+        ("sub-neg", "(sub a b)", "(add a (neg b))", True),
+        ("neg-neg", "(neg (neg a))", "a", False),
+        ("neg-mul", "(neg a)", "(mul -1 a)", True),
+        ("neg-sub", "(neg (sub a b))", "(sub b a)", True),
+        ("mul-neg", "(mul (neg a) b)", "(neg (mul a b))", True),
+        ("div-neg", "(div (neg a) b)", "(neg (div a b))", True),
+        ("add-self", "(add a a)", "(mul 2 a)", True),
+        ("cancel-add-left", "(sub (add a b) a)", "b", False),
+        ("cancel-add-right", "(sub (add a b) b)", "a", False),
+        ("cancel-sub", "(sub a (sub a b))", "b", False),
+        ("sub-swap", "(add (sub a b) b)", "a", False),
+    ],
+    "fractions": [
+        ("frac-sub", "(sub (div a b) (div c d))", "(div (sub (mul a d) (mul b c)) (mul b d))", False),
+        ("frac-add", "(add (div a b) (div c d))", "(div (add (mul a d) (mul b c)) (mul b d))", False),
+        ("sub-frac", "(sub a (div b c))", "(div (sub (mul a c) b) c)", False),
+        ("add-frac", "(add a (div b c))", "(div (add (mul a c) b) c)", False),
+        ("frac-sub-left", "(sub (div a b) c)", "(div (sub a (mul b c)) b)", False),
+        ("recip-frac", "(div 1 (div a b))", "(div b a)", False),
+        ("frac-times", "(mul (div a b) (div c d))", "(div (mul a c) (mul b d))", True),
+        ("frac-cancel", "(div (mul a b) (mul a c))", "(div b c)", False),
+        ("frac-cancel-num", "(div (mul a b) a)", "b", False),
+        ("frac-cancel-den", "(div a (mul a b))", "(div 1 b)", False),
+        ("div-mul-cancel", "(mul (div a b) b)", "a", False),
+        ("div-as-recip", "(div a b)", "(mul a (div 1 b))", True),
+        ("recip-recip", "(div 1 (div 1 a))", "a", False),
+    ],
+    "squares-cubes": [
+        ("sqr-pow", "(mul a a)", "(pow a 2)", True),
+        ("cube-pow", "(mul a (mul a a))", "(pow a 3)", True),
+        ("diff-squares", "(sub (mul a a) (mul b b))", "(mul (add a b) (sub a b))", True),
+        ("diff-squares-pow", "(sub (pow a 2) (pow b 2))", "(mul (add a b) (sub a b))", False),
+        ("flip-sub", "(sub a b)", "(div (sub (mul a a) (mul b b)) (add a b))", False),
+        ("diff-cubes", "(sub (pow a 3) (pow b 3))",
+         "(mul (sub a b) (add (mul a a) (add (mul a b) (mul b b))))", False),
+        ("sum-cubes", "(add (pow a 3) (pow b 3))",
+         "(mul (add a b) (sub (add (mul a a) (mul b b)) (mul a b)))", False),
+        ("flip3-sub", "(sub a b)",
+         "(div (sub (pow a 3) (pow b 3)) (add (mul a a) (add (mul a b) (mul b b))))", False),
+        ("sqr-sub", "(pow (sub a b) 2)", "(add (sub (mul a a) (mul 2 (mul a b))) (mul b b))", False),
+        ("sqr-add", "(pow (add a b) 2)", "(add (add (mul a a) (mul 2 (mul a b))) (mul b b))", False),
+    ],
+    "sqrt-cbrt": [
+        ("sqrt-sqr", "(mul (sqrt a) (sqrt a))", "a", False),
+        ("sqrt-pow2", "(pow (sqrt a) 2)", "a", False),
+        ("sqrt-of-sqr", "(sqrt (mul a a))", "(abs a)", False),
+        ("sqrt-prod", "(sqrt (mul a b))", "(mul (sqrt a) (sqrt b))", True),
+        ("sqrt-div", "(sqrt (div a b))", "(div (sqrt a) (sqrt b))", True),
+        ("sqrt-conjugate", "(sub (sqrt a) (sqrt b))", "(div (sub a b) (add (sqrt a) (sqrt b)))", False),
+        ("sqrt-conjugate-1", "(sub 1 (sqrt a))", "(div (sub 1 a) (add 1 (sqrt a)))", False),
+        ("sqrt-conjugate-sum", "(add a (sqrt b))", "(div (sub (mul a a) b) (sub a (sqrt b)))", False),
+        ("sqrt-conjugate-diff", "(sub a (sqrt b))", "(div (sub (mul a a) b) (add a (sqrt b)))", False),
+        ("recip-sqrt", "(div 1 (sqrt a))", "(sqrt (div 1 a))", True),
+        ("cbrt-cube", "(pow (cbrt a) 3)", "a", False),
+        ("cbrt-of-cube", "(cbrt (pow a 3))", "a", False),
+        ("cbrt-prod", "(cbrt (mul a b))", "(mul (cbrt a) (cbrt b))", True),
+        ("cbrt-div", "(cbrt (div a b))", "(div (cbrt a) (cbrt b))", True),
+        ("cbrt-conjugate", "(sub (cbrt a) (cbrt b))",
+         "(div (sub a b) (add (mul (cbrt a) (cbrt a))"
+         " (add (mul (cbrt a) (cbrt b)) (mul (cbrt b) (cbrt b)))))",
+         False),
+        ("hypot-intro", "(sqrt (add (mul a a) (mul b b)))", "(hypot a b)", True),
+        ("hypot-intro-pow", "(sqrt (add (pow a 2) (pow b 2)))", "(hypot a b)", False),
+        ("hypot-intro-1", "(sqrt (add 1 (mul a a)))", "(hypot 1 a)", False),
+        ("hypot-neg", "(hypot (neg a) b)", "(hypot a b)", False),
+    ],
+    "exp-log": [
+        ("exp-sum", "(exp (add a b))", "(mul (exp a) (exp b))", True),
+        ("exp-diff", "(exp (sub a b))", "(div (exp a) (exp b))", True),
+        ("exp-neg", "(exp (neg a))", "(div 1 (exp a))", True),
+        ("exp-zero", "(exp 0)", "1", False),
+        ("exp-log", "(exp (log a))", "a", False),
+        ("log-exp", "(log (exp a))", "a", False),
+        ("log-prod", "(log (mul a b))", "(add (log a) (log b))", True),
+        ("log-div", "(log (div a b))", "(sub (log a) (log b))", True),
+        ("log-recip", "(log (div 1 a))", "(neg (log a))", True),
+        ("log-pow", "(log (pow a b))", "(mul b (log a))", False),
+        ("log-sqrt", "(log (sqrt a))", "(mul 0.5 (log a))", False),
+        ("log-one", "(log 1)", "0", False),
+        ("expm1-intro", "(sub (exp a) 1)", "(expm1 a)", True),
+        ("expm1-intro-neg", "(sub 1 (exp a))", "(neg (expm1 a))", False),
+        ("exp-diff-expm1", "(sub (exp a) (exp b))", "(mul (exp b) (expm1 (sub a b)))", False),
+        ("log1p-intro", "(log (add 1 a))", "(log1p a)", True),
+        ("log1p-intro-sub", "(log (sub 1 a))", "(log1p (neg a))", False),
+        ("log-ratio-log1p", "(log (div a b))", "(log1p (div (sub a b) b))", False),
+        ("log1p-expm1", "(log1p (expm1 a))", "a", False),
+        ("expm1-log1p", "(expm1 (log1p a))", "a", False),
+        ("log1pexp-intro", "(log (add 1 (exp a)))", "(logaddexp 0 a)", False),
+        ("log1pexp-intro-log1p", "(log1p (exp a))", "(logaddexp 0 a)", False),
+        ("logaddexp-intro", "(log (add (exp a) (exp b)))", "(logaddexp a b)", True),
+        ("exp-mul-pow", "(exp (mul a b))", "(pow (exp a) b)", False),
+    ],
+    "trigonometric": [
+        ("half-angle-1mcos", "(sub 1 (cos a))", "(mul 2 (pow (sin (div a 2)) 2))", False),
+        ("half-angle-1pcos", "(add 1 (cos a))", "(mul 2 (pow (cos (div a 2)) 2))", False),
+        ("half-angle-cosm1", "(sub (cos a) 1)", "(neg (mul 2 (pow (sin (div a 2)) 2)))", False),
+        ("pythagoras", "(add (pow (sin a) 2) (pow (cos a) 2))", "1", False),
+        ("1m-sin2", "(sub 1 (pow (sin a) 2))", "(pow (cos a) 2)", False),
+        ("1m-cos2", "(sub 1 (pow (cos a) 2))", "(pow (sin a) 2)", False),
+        ("sin-sum", "(sin (add a b))", "(add (mul (sin a) (cos b)) (mul (cos a) (sin b)))", False),
+        ("sin-diff", "(sin (sub a b))", "(sub (mul (sin a) (cos b)) (mul (cos a) (sin b)))", True),
+        ("cos-sum", "(cos (add a b))", "(sub (mul (cos a) (cos b)) (mul (sin a) (sin b)))", False),
+        ("cos-diff", "(cos (sub a b))", "(add (mul (cos a) (cos b)) (mul (sin a) (sin b)))", False),
+        ("sin-minus-sin", "(sub (sin a) (sin b))",
+         "(mul 2 (mul (sin (div (sub a b) 2)) (cos (div (add a b) 2))))",
+         False),
+        ("cos-minus-cos", "(sub (cos a) (cos b))",
+         "(mul -2 (mul (sin (div (sub a b) 2)) (sin (div (add a b) 2))))", False),
+        ("sin-plus-sin", "(add (sin a) (sin b))",
+         "(mul 2 (mul (sin (div (add a b) 2)) (cos (div (sub a b) 2))))",
+         False),
+        ("tan-quot", "(tan a)", "(div (sin a) (cos a))", True),
+        ("tan-minus-tan", "(sub (tan a) (tan b))", "(div (sin (sub a b)) (mul (cos a) (cos b)))", False),
+        ("tan-sum", "(tan (add a b))", "(div (add (tan a) (tan b)) (sub 1 (mul (tan a) (tan b))))", False),
+        ("tan-half", "(div (sub 1 (cos a)) (sin a))", "(tan (div a 2))", False),
+        ("tan-half-2", "(div (sin a) (add 1 (cos a)))", "(tan (div a 2))", False),
+        ("sin-neg", "(sin (neg a))", "(neg (sin a))", True),
+        ("cos-neg", "(cos (neg a))", "(cos a)", False),
+        ("sin-2x", "(sin (mul 2 a))", "(mul 2 (mul (sin a) (cos a)))", False),
+        ("cos-2x", "(cos (mul 2 a))", "(sub 1 (mul 2 (pow (sin a) 2)))", False),
+        ("sin-zero", "(sin 0)", "0", False),
+        ("cos-zero", "(cos 0)", "1", False),
+        ("atan-diff", "(sub (atan a) (atan b))", "(atan2 (sub a b) (add 1 (mul a b)))", False),
+    ],
+    "hyperbolic": [
+        ("sinh-def", "(sinh a)", "(div (sub (exp a) (exp (neg a))) 2)", True),
+        ("cosh-def", "(cosh a)", "(div (add (exp a) (exp (neg a))) 2)", True),
+        ("tanh-quot", "(tanh a)", "(div (sinh a) (cosh a))", True),
+        ("sinh-expm1", "(sinh a)", "(div (mul (expm1 a) (add (exp (neg a)) 1)) 2)", False),
+        ("tanh-expm1", "(tanh a)", "(div (expm1 (mul 2 a)) (add (exp (mul 2 a)) 1))", False),
+        ("cosh-m1", "(sub (cosh a) 1)", "(mul 2 (pow (sinh (div a 2)) 2))", False),
+        ("cosh2-sinh2", "(sub (pow (cosh a) 2) (pow (sinh a) 2))", "1", False),
+        ("cosh-m-sinh", "(sub (cosh a) (sinh a))", "(exp (neg a))", False),
+        ("cosh-p-sinh", "(add (cosh a) (sinh a))", "(exp a)", False),
+        ("asinh-def", "(log (add a (sqrt (add (mul a a) 1))))", "(asinh a)", False),
+        ("acosh-def", "(log (add a (sqrt (sub (mul a a) 1))))", "(acosh a)", False),
+        ("atanh-def", "(mul 0.5 (log (div (add 1 a) (sub 1 a))))", "(atanh a)", False),
+        ("atanh-log1p", "(atanh a)", "(mul 0.5 (log1p (div (mul 2 a) (sub 1 a))))", False),
+        ("sinh-neg", "(sinh (neg a))", "(neg (sinh a))", False),
+    ],
+    "pow": [
+        ("pow-one", "(pow a 1)", "a", False),
+        ("pow-zero", "(pow a 0)", "1", False),
+        ("pow-half", "(pow a 0.5)", "(sqrt a)", True),
+        ("cbrt-pow", "(cbrt (pow a 2))", "(pow (cbrt a) 2)", False),
+        ("pow-neg-one", "(pow a -1)", "(div 1 a)", True),
+        ("pow-neg-half", "(pow a -0.5)", "(div 1 (sqrt a))", False),
+        ("pow-pow", "(pow (pow a b) c)", "(pow a (mul b c))", False),
+        ("pow-prod-base", "(pow (mul a b) c)", "(mul (pow a c) (pow b c))", True),
+        ("pow-div-base", "(pow (div a b) c)", "(div (pow a c) (pow b c))", True),
+        ("pow-sum-exp", "(pow a (add b c))", "(mul (pow a b) (pow a c))", True),
+        ("pow-exp-log", "(pow a b)", "(exp (mul b (log a)))", False),
+        ("pow-of-exp", "(pow (exp a) b)", "(exp (mul a b))", False),
+        ("pow-sqr-sqrt", "(sqrt (pow a 4))", "(pow a 2)", False),
+    ],
+}
+
+
+def parse(text: str) -> Term:
+    """An s-expression over ``OPS`` as a term; pattern variables are ``("pvar", name)``."""
+    tokens = text.replace("(", " ( ").replace(")", " ) ").split()
+    pos = 0
+
+    def go() -> Term:
+        nonlocal pos
+        tok = tokens[pos]
+        pos += 1
+        if tok == "(":
+            op = tokens[pos]
+            pos += 1
+            args = []
+            while tokens[pos] != ")":
+                args.append(go())
+            pos += 1
+            if op not in OPS or OPS[op].arity != len(args):
+                raise ValueError(f"bad operator {op!r} with {len(args)} operands in {text!r}")
+            return (op, *args)
+        try:
+            return const(float(tok))
+        except ValueError:
+            return ("pvar", tok)
+
+    term = go()
+    if pos != len(tokens):
+        raise ValueError(f"trailing tokens in {text!r}")
+    return term
+
+
+def _pvars(term: Term) -> set[str]:
+    if term[0] == "pvar":
+        return {term[1]}
+    if term[0] == "const":
+        return set()
+    return set().union(*(_pvars(c) for c in term[1:]))
+
+
+def _build() -> tuple[Rule, ...]:
+    rules = []
+    for family, entries in _SOURCE.items():
+        for name, lhs_text, rhs_text, both in entries:
+            lhs, rhs = parse(lhs_text), parse(rhs_text)
+            pairs = [(name, lhs, rhs)] + ([(name + "-rev", rhs, lhs)] if both else [])
+            for n, left, right in pairs:
+                if left[0] == "pvar" or not _pvars(right) <= _pvars(left):
+                    raise ValueError(f"rule {n}: the right side uses variables the left side does not bind")
+                rules.append(Rule(n, family, left, right))
+    return tuple(rules)
+
+
+#: Every directed rule, in family order.
+RULES: tuple[Rule, ...] = _build()
+
+
+def _match(pattern: Term, term: Term, binding: dict[str, Term]) -> bool:
+    if pattern[0] == "pvar":
+        bound = binding.get(pattern[1])
+        if bound is None:
+            binding[pattern[1]] = term
+            return True
+        return bound == term
+    if pattern[0] != term[0] or len(pattern) != len(term):
+        return False
+    if pattern[0] == "const":
+        return pattern[1] == term[1]
+    return all(_match(p, t, binding) for p, t in zip(pattern[1:], term[1:]))
+
+
+def _instantiate(pattern: Term, binding: dict[str, Term]) -> Term:
+    if pattern[0] == "pvar":
+        return binding[pattern[1]]
+    if pattern[0] == "const":
+        return pattern
+    return (pattern[0], *(_instantiate(p, binding) for p in pattern[1:]))
+
+
+def apply_at_root(term: Term) -> list[Term]:
+    """Every term one rule rewrites ``term`` into at its root, the right side written out literally."""
+    out = []
+    for rule in RULES:
+        binding: dict[str, Term] = {}
+        if _match(rule.lhs, term, binding):
+            out.append(_instantiate(rule.rhs, binding))
+    return out

@@ -1,0 +1,51 @@
+"""A term printed as JAX source: the body of the ``def`` an :class:`Improvement` offers."""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Sequence
+
+from ._expr import OPS, Term
+
+__all__ = ["expression", "function_source"]
+
+_PRECEDENCE = {"add": 1, "sub": 1, "mul": 2, "div": 2, "lt": 0, "le": 0}
+
+
+def _literal(value: float) -> str:
+    if value == int(value) and abs(value) < 1e16:
+        return f"{int(value)}.0"
+    return repr(float(value))
+
+
+def expression(term: Term, names: Sequence[str]) -> str:
+    """``term`` as a Python expression over ``jnp`` and the argument ``names``."""
+    def go(t: Term, parent: int, right: bool) -> str:
+        kind = t[0]
+        if kind == "var":
+            return names[int(t[1])]
+        if kind == "const":
+            text = _literal(t[1])
+            return f"({text})" if t[1] < 0 else text
+        if kind in ("add", "sub") and t[2][0] == "const" and t[2][1] < 0:
+            # x - (-1.0) is x + 1.0 bit for bit (IEEE negation is exact): print the familiar one.
+            t = ("sub" if kind == "add" else "add", t[1], ("const", -t[2][1]))
+            kind = t[0]
+        op = OPS[kind]
+        if op.infix:
+            mine = _PRECEDENCE[kind]
+            # A right operand of - and / needs parentheses at equal precedence.
+            text = op.source.format(go(t[1], mine, False), go(t[2], mine + (kind in ("sub", "div")), True))
+            return f"({text})" if mine < parent or (right and mine == parent and parent) else text
+        if kind == "neg":
+            return f"-{go(t[1], 3, False)}"
+        return op.source.format(*(go(c, 0, False) for c in t[1:]))
+
+    return go(term, 0, False)
+
+
+def function_source(term: Term, names: Sequence[str], name: str) -> str:
+    """A pasteable ``def name(*names): return ...`` computing ``term`` with ``jax.numpy as jnp``."""
+    fname = name if name.isidentifier() and not keyword.iskeyword(name) else "improved"
+    return (f"def {fname}({', '.join(names)}):\n"
+            f"    return {expression(term, names)}\n")

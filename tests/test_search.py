@@ -1,0 +1,171 @@
+"""``jst.improve``: one expression of our own per identity family, judged against mpmath independently.
+
+Each case is an expression that loses bits in float64, improved by ``jst.improve``; the improved program's
+error is then measured on points of our own (log-uniform in the case's domain, not the search's samples)
+against mpmath at 1300 bits, and must be at most 2 bits mean (the issue's bar: Herbie's "accurate") while
+the original is clearly worse there (so the case is one where the family applies). Limits are small and
+no case relies on the time limit (it is set far above what the case needs), so results do not depend on
+the machine's speed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import mpmath
+import numpy as np
+import pytest
+
+import pytest_jaxstab as jst
+from pytest_jaxstab import oracles
+from pytest_jaxstab._check._trace import x64_scope
+
+LIMITS: dict[str, Any] = dict(max_examples=64, time_limit=300.0, node_limit=3000, iter_limit=6, seed=1)
+ACCURATE_BITS = 2.0  # the issue's bar for "improved", as Herbie's
+INACCURATE_BITS = 6.0  # the original must lose clearly more than rounding noise for the case to count
+
+
+def _log_uniform(lo, hi, n, rng, sign=1.0):
+    return sign * np.exp(rng.uniform(np.log(lo), np.log(hi), n))
+
+
+def _bits(fn, ref, args):
+    with x64_scope(np.dtype(np.float64)):
+        got = np.asarray(jax.jit(fn)(*[jnp.asarray(a) for a in args]), np.float64)
+    with mpmath.workdps(400):
+        exact = np.array([float(ref(*(mpmath.mpf(float(v)) for v in p))) for p in zip(*args)])
+    keep = np.isfinite(exact)
+    return oracles.error_bits(got[keep], exact[keep])
+
+
+rng = np.random.default_rng(7)
+CASES = {
+    # family: (function, mpmath reference, search domain, independent test points)
+    "sqrt-conjugate": (lambda x: jnp.sqrt(x * x + 1) - x, lambda x: mpmath.sqrt(x * x + 1) - x, (1.0, 1e100),
+                       [_log_uniform(1.0, 1e100, 60, rng)]),
+    "fractions": (lambda x: 1 / (x - 1) - 1 / (x + 1), lambda x: 1 / (x - 1) - 1 / (x + 1), (2.0, 1e100),
+                  [_log_uniform(2.0, 1e100, 60, rng)]),
+    "log1pexp": (lambda x: jnp.log(1 + jnp.exp(x)), lambda x: mpmath.log(1 + mpmath.exp(x)), (-60.0, -1.0),
+                 [rng.uniform(-60, -1, 60)]),
+    "expm1": (lambda x: jnp.exp(2 * x) - 1, lambda x: mpmath.exp(2 * x) - 1, (-1.0, 1.0),
+              [np.concatenate([_log_uniform(1e-12, 1, 30, rng), _log_uniform(1e-12, 1, 30, rng, -1.0)])]),
+    "half-angle": (lambda x: (1 - jnp.cos(x)) / jnp.sin(x), lambda x: (1 - mpmath.cos(x)) / mpmath.sin(x),
+                   (1e-8, 1.0), [_log_uniform(1e-8, 1.0, 60, rng)]),
+    # Inputs close together (the strategies draw such pairs); the same-argument form cos(x+e) - cos(x)
+    # is left out: at tiny x and e the current oracle certifies 0 for a result near 1e-180 (deep
+    # cancellation, DESIGN.md section 4), which would judge the correct rewrite wrong.
+    "sum-to-product": (lambda x, y: jnp.cos(x) - jnp.cos(y), lambda x, y: mpmath.cos(x) - mpmath.cos(y),
+                       (1.0, 1.5),
+                       [_xs := rng.uniform(1.0, 1.4, 60), _xs + _log_uniform(1e-15, 1e-3, 60, rng)]),
+    "hyperbolic": (lambda x: jnp.cosh(x) - 1, lambda x: mpmath.cosh(x) - 1, (1e-7, 10.0),
+                   [_log_uniform(1e-7, 10, 60, rng)]),
+    "squares-pow": (lambda x: (x + 1) ** 2 - x ** 2, lambda x: (x + 1) ** 2 - x ** 2, (1.0, 1e150),
+                    [_log_uniform(1.0, 1e150, 60, rng)]),
+}
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_improves_to_accurate_where_the_family_applies(family):
+    fn, ref, domain, points = CASES[family]
+    imp = jst.improve(fn, shapes=[()] * len(points), dtype="float64", domain=domain, **LIMITS)
+    assert imp.improved, imp.report()
+    before = _bits(fn, ref, points)
+    after = _bits(imp.fn, ref, points)
+    assert before.mean() > INACCURATE_BITS, f"{family}: the original is already accurate on our points"
+    assert after.mean() <= ACCURATE_BITS, f"{family}: {after.mean():.2f} bits mean\n{imp.report()}"
+    # Never worse than the original where we measured, beyond rounding noise.
+    assert np.all(after <= before + 2.0), imp.report()
+    # The figures the search reports agree with its own re-check on fresh samples.
+    assert imp.recheck is not None and imp.recheck[2] <= imp.recheck[0]
+    assert imp.best is not None
+    assert imp.best.kind in ("rewrite", "regimes", "regimes with series approximation")
+
+
+def test_source_is_a_pasteable_def_computing_the_same():
+    fn = lambda x: jnp.sqrt(x * x + 1) - x
+    imp = jst.improve(fn, shapes=[()], dtype="float64", domain=(1.0, 1e100), **LIMITS)
+    namespace: dict[str, Any] = {"jnp": jnp}
+    exec(imp.source, namespace)
+    (pasted,) = [v for k, v in namespace.items() if k not in ("jnp", "__builtins__")]
+    xs = np.array([1.0, 3.5, 1e8, 1e40], np.float64)
+    with x64_scope(np.dtype(np.float64)):
+        assert np.array_equal(np.asarray(pasted(jnp.asarray(xs))), np.asarray(imp.fn(jnp.asarray(xs))))
+    assert imp.source.startswith("def ") and "return" in imp.source
+    assert "frontier" in imp.report() or "best" in imp.report()
+
+
+def test_leaves_alone_what_nothing_helps():
+    fn = lambda x, y: x * y + 1.0
+    imp = jst.improve(fn, shapes=[(), ()], dtype="float64", **LIMITS)
+    assert not imp.improved
+    assert imp.fn is fn
+    assert imp.status.startswith("nothing better found")
+    assert imp.original is not None and imp.original.mean_bits <= 1.0
+
+
+def test_unsupported_program_is_a_clear_result_not_an_exception():
+    fn = lambda x: jnp.sum(x) * x
+    imp = jst.improve(fn, shapes=[(4,)], dtype="float32", **LIMITS)
+    assert not imp.improved and imp.fn is fn
+    assert "reduce_sum" in imp.status and imp.status.startswith("not searched")
+    assert "not searched" in imp.report()
+
+
+@pytest.mark.parametrize(("kwargs", "word"), [
+    (dict(dtype="int8"), "dtype"),
+    (dict(dtype="float32", max_examples=0), "max_examples"),
+    (dict(dtype="float32", time_limit=-1.0), "time_limit"),
+    (dict(dtype="float32", seed="x"), "seed"),
+])
+def test_bad_arguments_are_argument_errors(kwargs, word):
+    with pytest.raises(jst.ArgumentError, match=word):
+        jst.improve(lambda x: x + 1, shapes=[()], **kwargs)
+
+
+def test_keyword_shapes_name_the_arguments():
+    def spread(lo, hi):
+        return jnp.exp(hi) - jnp.exp(lo)
+
+    imp = jst.improve(spread, shapes={"lo": (), "hi": ()}, dtype="float64", domain=(-1.0, 1.0), **LIMITS)
+    assert imp.source.startswith("def spread_improved(lo, hi):")
+    if imp.improved:
+        with x64_scope(np.dtype(np.float64)):
+            got = float(imp.fn(lo=jnp.float64(0.5), hi=jnp.float64(0.5 + 1e-9)))
+        with mpmath.workdps(60):
+            exact = float(mpmath.exp(mpmath.mpf(0.5 + 1e-9)) - mpmath.exp(mpmath.mpf(0.5)))
+        assert oracles.error_bits(np.float64(got), np.float64(exact)) <= ACCURATE_BITS
+
+
+def test_stabilize_with_search_runs_the_improved_program():
+    fn = lambda x: jnp.sqrt(x * x + 1) - x
+    fixed = jst.stabilize(fn, search=LIMITS)
+    xs = _log_uniform(1e6, 1e100, 20, np.random.default_rng(3))
+    bits = _bits(fixed, lambda x: mpmath.sqrt(x * x + 1) - x, [xs])
+    assert bits.mean() <= ACCURATE_BITS
+    assert _bits(fn, lambda x: mpmath.sqrt(x * x + 1) - x, [xs]).mean() > INACCURATE_BITS
+    # search=True takes the defaults; a function the search cannot take runs the catalogue's rewrite.
+    plain = jst.stabilize(lambda x: jnp.log(jnp.sum(jnp.exp(x))), search=True)
+    assert jnp.isfinite(plain(jnp.array([1000.0, 0.0])))
+
+
+def test_lowering_sees_through_jit_and_keeps_constants():
+    from pytest_jaxstab._search._lower import lower
+
+    inner = jax.jit(lambda x: jnp.exp(x) - 1)
+    closed = jax.make_jaxpr(lambda x: inner(x) * 2 + jnp.square(x))(1.0)
+    x = ("var", 0)
+    expm1_times_2 = ("mul", ("sub", ("exp", x), ("const", 1.0)), ("const", 2.0))
+    assert lower(closed) == ("add", expm1_times_2, ("mul", x, x))
+
+
+def test_saturation_respects_its_limits_and_never_merges_distinct_values():
+    from pytest_jaxstab._search._egraph import _consistent, saturate
+
+    x, y = ("var", 0), ("var", 1)
+    term = ("div", ("sub", ("sqrt", ("add", x, ("const", 1.0))), ("sqrt", y)), ("sub", x, y))
+    data, stats = saturate(term, node_limit=2000, iter_limit=3, time_limit=60.0)
+    assert stats.iterations <= 3
+    assert _consistent(data)  # no class holds two constants, two inputs, or an input and a constant
+    assert data.root in data.classes

@@ -1,0 +1,27 @@
+"""The ``stabilize`` marker's ``search=True``: a failure the catalogue does not fix proposes improved code."""
+
+from __future__ import annotations
+
+SUITE = '''
+import jax.numpy as jnp
+import pytest
+
+@pytest.mark.stabilize(dtype="float64", shapes={"x": ()}, domain=(1.0, 1e100), search=True)
+def test_cancels(x):
+    return jnp.sqrt(x * x + 1) - x
+
+@pytest.mark.stabilize(dtype="float64", shapes={"x": ()}, domain=(1.0, 1e100))
+def test_cancels_no_search(x):
+    return jnp.sqrt(x * x + 1) - x
+'''
+
+
+def test_search_proposes_the_improved_program_in_the_failure(pytester, run_jaxstab):
+    pytester.makepyfile(test_search_suite=SUITE)
+    result = run_jaxstab("--jaxstab-examples=40", "--jaxstab-seed=1")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert "jst.improve proposes (improved: mean" in out
+    assert "def test_cancels_improved(x):" in out
+    # Only the marked case searches.
+    assert out.count("jst.improve") == 1
