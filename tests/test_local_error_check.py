@@ -44,6 +44,7 @@ def test_check_names_the_cancelling_line_and_that_rewriting_removes_it():
                        max_examples=60)
     assert result.outcome == "failed"
     worst = result.local_error[0]
+    assert worst.location is not None
     _assert_at(worst.location, growth, "GROWTH")
     assert (worst.primitive, worst.kind) == ("sub", "cancellation")
     assert worst.max_bits > result.tolerance_bits
@@ -57,6 +58,7 @@ def test_without_a_rule_the_loss_stays_and_every_report_shows_it():
                        max_examples=60)
     assert result.outcome == "failed"
     worst = result.local_error[0]
+    assert worst.location is not None
     _assert_at(worst.location, sqrt_gap, "GAP")
     assert worst.removed is False
     assert "still loses them there" in result.message

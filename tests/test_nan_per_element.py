@@ -26,6 +26,7 @@ def test_where_reports_the_origin_that_reaches_the_output_element():
         ref = np.where(x < 20, np.log(np.exp(x) - np.float32(1)), x)
     assert np.isneginf(ref[0]) and np.isfinite(ref[1])
     origin = find_nan_origin(masked_exp, x)
+    assert origin is not None
     assert_at(origin, masked_exp, "LOG")
     assert (origin.primitive, origin.kind, origin.index) == ("log", "division by zero", (0,))
     every = {o.primitive: o for o in find_nan_origin(masked_exp, x, every=True)}
@@ -43,6 +44,7 @@ def stacked_rows(x):
 def test_reduction_and_slice_keep_rows_apart():
     # row 0 overflows in exp, row 1 holds log(0) = -inf; the result is row 1's sum only
     origin = find_nan_origin(stacked_rows, np.array([100.0, 0.0], np.float32))
+    assert origin is not None
     assert_at(origin, stacked_rows, "ROW1")
     every = {o.primitive: o for o in find_nan_origin(stacked_rows, np.array([100.0, 0.0], np.float32),
                                                      every=True)}
@@ -70,6 +72,7 @@ def overflowing_row_sum(x):
 def test_overflow_inside_a_reduction_is_an_origin_per_row():
     x = np.array([[1e9, 1e9], [1.0, 2.0]], np.float32)
     origin = find_nan_origin(overflowing_row_sum, x)
+    assert origin is not None
     assert_at(origin, overflowing_row_sum, "ROWSUM")
     assert origin.primitive == "mul"
 
@@ -86,6 +89,7 @@ def scanned(x):
 def test_masked_in_a_loop_body_does_not_reach():
     x = np.array([0.0, -1.0, 2.0], np.float32)  # log(0) masked at step 0; log(-1 + 1) at step 1
     origin = find_nan_origin(scanned, x)
+    assert origin is not None
     assert_at(origin, scanned, "SCAN-LOG")
     assert origin.steps == (1,)
 
@@ -95,6 +99,7 @@ def test_grad_origin_still_found():
         return jnp.sum(jnp.sqrt(x))  # GRAD-SQRT
 
     origin = find_nan_origin(jax.grad(loss), np.array([0.0, 1.0], np.float32))
+    assert origin is not None
     assert_at(origin, loss, "GRAD-SQRT")
     assert origin.kind == "division by zero"
 
@@ -107,6 +112,7 @@ def sliced_log(x):
 def test_the_element_reported_is_one_that_reaches_the_result():
     x = np.array([-1.0, 5.0, 0.0], np.float32)  # log: NaN at 0 (sliced away), -inf at 2 (returned)
     origin = find_nan_origin(sliced_log, x)
+    assert origin is not None
     assert_at(origin, sliced_log, "SLICED-LOG")
     assert (origin.index, origin.kind) == ((2,), "division by zero")
     assert origin.operands[0].value == 0.0
@@ -120,6 +126,7 @@ def test_check_message_names_the_origin_that_reaches_the_output():
                        max_examples=60)
     origin = next(o for o in result.nan_origins if o.variant == "original")
     _, line = line_of(masked_exp, "LOG")
+    assert origin.location is not None
     assert (origin.primitive, origin.location.rsplit(":", 1)[1]) == ("log", str(line))
     assert "in log at " in result.message
 
@@ -132,6 +139,7 @@ def out_of_bounds(x):
 def test_a_gather_fill_value_is_born_at_the_gather():
     # index 7 is out of bounds: the NaN is the gather's fill value; log(-1) at 0 is never read
     origin = find_nan_origin(out_of_bounds, np.array([-1.0, 2.0], np.float32))
+    assert origin is not None
     assert_at(origin, out_of_bounds, "OOB-GATHER")
     assert (origin.primitive, origin.index) == ("gather", (1,))
     every = {o.primitive: o for o in find_nan_origin(out_of_bounds, np.array([-1.0, 2.0], np.float32),

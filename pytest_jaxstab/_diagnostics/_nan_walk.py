@@ -239,20 +239,21 @@ class Walker:
                 out_t.append(None)
                 continue
             elementwise = name in ELEMENTWISE and all(np.shape(v) in ((), a.shape) for v in vals)
-            moved = None
             if elementwise:
                 inherited, fresh = self._elementwise(name, vals, tnts, a.shape, bad)
-            elif name in _MOVES:
-                if moves is None:
-                    moves = self._move(eqn, vals, tnts, [np.shape(o) for o in outs])
-                moved = moves[k]
-            if moved is not None:
-                inherited = np.where(bad, moved, _FINITE).astype(np.int32)
-                fresh = bad & (moved == _FINITE)
-            elif not elementwise and name in _AXIS_REDUCTIONS and len(vals) == 1:
-                inherited, fresh = self._reduce(eqn, vals[0], tnts[0], a.shape, bad)
-            elif not elementwise:
-                inherited, fresh = self._whole(vals, tnts, a.shape, bad)
+            else:
+                moved = None
+                if name in _MOVES:
+                    if moves is None:
+                        moves = self._move(eqn, vals, tnts, [np.shape(o) for o in outs])
+                    moved = moves[k]
+                if moved is not None:
+                    inherited = np.where(bad, moved, _FINITE).astype(np.int32)
+                    fresh = bad & (moved == _FINITE)
+                elif name in _AXIS_REDUCTIONS and len(vals) == 1:
+                    inherited, fresh = self._reduce(eqn, vals[0], tnts[0], a.shape, bad)
+                else:
+                    inherited, fresh = self._whole(vals, tnts, a.shape, bad)
             if fresh.any():
                 inherited = self._union(inherited, self._fresh_ids(eqn, ctx, vals, a, fresh, elementwise))
             out_t.append(inherited)

@@ -175,9 +175,11 @@ def _scatter(ctx: Any, eqn: Any, operand: np.ndarray, indices: np.ndarray, updat
     for d in range(operand.ndim):
         full_window.append(1 if d in inserted or d in op_batch else next(it))
     out = np.array(operand, copy=True)
-    if combine is not None and out.dtype == object:
+    if combine is None:
+        fn = None
+    elif out.dtype == object:
         fn = ufunc(combine)
-    elif combine is not None:
+    else:
         fn = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}[combine]
     for b in np.ndindex(*idx.shape[:-1]):
         vec = idx[b]
@@ -195,7 +197,7 @@ def _scatter(ctx: Any, eqn: Any, operand: np.ndarray, indices: np.ndarray, updat
             source[pos] = bi
         window = upd[(*source, Ellipsis)].reshape(full_window)
         region = tuple(slice(s, s + n) for s, n in zip(start, full_window))
-        out[region] = window if combine is None else fn(out[region], window)
+        out[region] = window if fn is None else fn(out[region], window)
     return out
 
 
