@@ -55,7 +55,7 @@ CASES = {
                    (1e-8, 1.0), [_log_uniform(1e-8, 1.0, 60, rng)]),
     # Inputs close together (the strategies draw such pairs); the same-argument form cos(x+e) - cos(x)
     # is left out: at tiny x and e the current oracle certifies 0 for a result near 1e-180 (deep
-    # cancellation, DESIGN.md section 4), which would judge the correct rewrite wrong.
+    # cancellation, docs/architecture.md, "The oracle"), which would judge the correct rewrite wrong.
     "sum-to-product": (lambda x, y: jnp.cos(x) - jnp.cos(y), lambda x, y: mpmath.cos(x) - mpmath.cos(y),
                        (1.0, 1.5),
                        [_xs := rng.uniform(1.0, 1.4, 60), _xs + _log_uniform(1e-15, 1e-3, 60, rng)]),

@@ -2,8 +2,8 @@
 
 A :class:`Samples` holds scalar points (one array per input), the exact results of the ORIGINAL program
 at them (``oracles.evaluate``, correctly rounded to the dtype) and which points count: those where the
-oracle is certain and the exact result is real (DESIGN.md section 3). A candidate's error at each point is
-``oracles.error_bits`` of its float result; points that do not count are NaN.
+oracle is certain and the exact result is real (docs/architecture.md, "The error metric"). A candidate's
+error at each point is ``oracles.error_bits`` of its float result; points that do not count are NaN.
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ class Samples:
         bits = np.full(self.exact.shape, np.nan)
         approx, exact = vals[self.valid], self.exact[self.valid]
         got = oracles.error_bits(approx, exact)
-        # XLA flushes subnormal results to zero (DESIGN.md section 3): that is the platform, not the code.
+        # XLA flushes subnormal results to zero (docs/architecture.md, "The error metric"): that is the
+        # platform, not the code.
         tiny = float(dtype_info(self.dtype).tiny)
         flushed = (np.abs(approx.astype(np.float64)) < tiny) & (np.abs(exact.astype(np.float64)) < tiny)
         bits[self.valid] = np.where(flushed, 0.0, got)
