@@ -7,6 +7,8 @@ prints both), the small terms lost. References: mpmath at 256 bits.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax.numpy as jnp
 import mpmath
 import numpy as np
@@ -16,7 +18,7 @@ from pytest_jaxstab.oracles import error_bits
 from pytest_jaxstab.oracles._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import STABILITY, STABILITY_FAST
 
-MP = mpmath.mp.clone()
+MP: Any = mpmath.mp.clone()  # a private context: the precision set here stays here
 MP.prec = 256
 HEADLINE = np.array([1e-20] + [-20.0] * 15, np.float32)
 

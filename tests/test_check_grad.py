@@ -53,6 +53,7 @@ def test_gradient_of_norm_with_zero_vector_witness():
     r = jst.check(f, shapes=[(3,)], dtype="float32", max_examples=30, grad=True, seed=1,
                   witnesses=[zero])
     g = r.gradient
+    assert g is not None
     assert g.discarded >= 1
     assert g.original.verdict == "fail"
     assert g.rewritten.verdict == "pass" and g.rewritten.max_error_bits <= 8
@@ -74,6 +75,7 @@ def test_float64_gradient_of_a_bond_potential():
     r = jst.check(f, shapes=[(4,)], dtype="float64", domain=(1e-300, 700.0), max_examples=30,
                   grad=True, seed=2)
     g = r.gradient
+    assert g is not None
     assert g.original.verdict == "fail"
     assert g.rewritten.verdict == "pass" and g.rewritten.max_error_bits <= 8
     with jax.enable_x64(True):
@@ -87,7 +89,7 @@ def test_gradient_figures_survive_json():
     r = jst.check(_guarded, shapes=[(4,)], dtype="float32", domain=(1e-3, 1e4), max_examples=10,
                   grad=True, seed=3)
     back = CaseResult.from_json(json.loads(json.dumps(r.to_json())))
-    assert back.gradient is not None
+    assert back.gradient is not None and r.gradient is not None
     assert back.gradient.to_json() == r.gradient.to_json()
     plain = jst.check(_guarded, shapes=[(4,)], dtype="float32", domain=(1e-3, 1e4), max_examples=5,
                       seed=3)

@@ -24,7 +24,7 @@ import pytest_jaxstab as jst
 from pytest_jaxstab.oracles import error_bits
 from pytest_jaxstab.oracles._rounding import round_to_dtype
 
-MP = mpmath.mp.clone()
+MP: Any = mpmath.mp.clone()  # a private context: the precision set here stays here
 MP.prec = 300
 F32, F64 = np.float32, np.float64
 VALUE_BITS = 4.0  # module docstring
