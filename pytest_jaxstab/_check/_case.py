@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, given, settings, target
+from hypothesis import HealthCheck, Phase, given, reject, settings, target
 from hypothesis import seed as hseed
 from hypothesis.errors import FailedHealthCheck
 
@@ -44,6 +44,8 @@ from ._trace import ArgumentError, normalize_shapes, positional, trace_case, x64
 __all__ = ["ArgumentError", "StageTimes", "build_strategy", "check", "resolve_rules"]
 
 _TARGET_LABEL = "jaxstab error bits"
+# Repeated inputs rejected in a row at most, before one is accepted (and evaluated from the cache).
+_MAX_REPEATS = 4
 
 
 class _Abort(BaseException):
@@ -267,8 +269,20 @@ class _Runner:
         """``max_examples`` Hypothesis draws; every one counts; targets the judged variant's error."""
         judged = self.acc.judged
         inner_time = [0.0]
+        seen: set[bytes] = set()
+        repeats = [0]
 
         def jaxstab_case(args: tuple[np.ndarray, ...]) -> None:
+            # An input already explored (as the flushed arrays the variants see) is rejected, so that
+            # Hypothesis draws another in its place and the examples are distinct inputs. Bounded: at
+            # most _MAX_REPEATS in a row (a domain of a few floats has few distinct inputs), which also
+            # keeps Hypothesis's filter_too_much health check quiet.
+            key = self.evaluator.key(args)
+            if key in seen and repeats[0] < _MAX_REPEATS:
+                repeats[0] += 1
+                reject()
+            repeats[0] = 0
+            seen.add(key)
             t0 = time.perf_counter()
             try:
                 ex = self.evaluator(args)
