@@ -270,18 +270,25 @@ class _Runner:
         judged = self.acc.judged
         inner_time = [0.0]
         seen: set[bytes] = set()
-        repeats = [0]
+        decided: dict[tuple[Any, ...], bool] = {}
+        streak: dict[bytes, int] = {}
 
         def jaxstab_case(args: tuple[np.ndarray, ...]) -> None:
             # An input already explored (as the flushed arrays the variants see) is rejected, so that
-            # Hypothesis draws another in its place and the examples are distinct inputs. Bounded: at
-            # most _MAX_REPEATS in a row (a domain of a few floats has few distinct inputs), which also
-            # keeps Hypothesis's filter_too_much health check quiet.
+            # Hypothesis draws another in its place and the examples are distinct inputs. The decision is
+            # kept per choice sequence (Hypothesis may replay one and wants the same outcome), and after
+            # _MAX_REPEATS rejections of one input the next is accepted (a domain of a few floats has
+            # few distinct inputs; this also keeps the filter_too_much health check quiet).
             key = self.evaluator.key(args)
-            if key in seen and repeats[0] < _MAX_REPEATS:
-                repeats[0] += 1
-                reject()
-            repeats[0] = 0
+            choices = _current_choices()
+            if choices is not None:
+                accepted = decided.get(choices)
+                if accepted is None:
+                    accepted = key not in seen or streak.get(key, 0) >= _MAX_REPEATS
+                    streak[key] = 0 if accepted else streak.get(key, 0) + 1
+                    decided[choices] = accepted
+                if not accepted:
+                    reject()
             seen.add(key)
             t0 = time.perf_counter()
             try:
@@ -347,6 +354,17 @@ def _without_local_constants() -> Iterator[None]:
     finally:
         provider._local_constants = original  # type: ignore[assignment]
         cache.clear()
+
+
+def _current_choices() -> tuple[Any, ...] | None:
+    """The choice sequence of the running Hypothesis example, or None where this Hypothesis does not
+    say (private API, used defensively: without it repeated inputs are simply evaluated once)."""
+    try:
+        from hypothesis.control import current_build_context
+
+        return tuple(current_build_context().data.choices)
+    except Exception:  # pragma: no cover - other Hypothesis versions
+        return None
 
 
 def _score(ex: SampleResult, variant: str) -> float:
