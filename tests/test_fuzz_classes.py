@@ -29,7 +29,7 @@ DTYPES = ["float16", "bfloat16", "float32", "float64"]
 @contextlib.contextmanager
 def observed() -> Iterator[list[tuple[str, np.ndarray]]]:
     seen: list[tuple[str, np.ndarray]] = []
-    observer = lambda name, values: seen.append((name, np.array(values, copy=True)))  # noqa: E731
+    observer = lambda name, values: seen.append((name, np.array(values, copy=True)))
     _arrays.DRAW_OBSERVERS.append(observer)
     try:
         yield seen

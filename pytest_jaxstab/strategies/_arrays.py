@@ -94,13 +94,19 @@ def _arrays(draw: st.DrawFn, plan: _ArrayPlan) -> np.ndarray:
 def arrays(
     dtype: Any, shape: int | Sequence[int], *, domain: DomainLike | Domain = None
 ) -> st.SearchStrategy[np.ndarray]:
-    """Hypothesis strategy for numpy arrays of a float dtype, element draws as `floats` plus trouble shapes.
+    """Hypothesis strategy for numpy arrays of a float dtype: the shapes users' data and numerics take.
 
-    Each draw is one of: independent elements (as `floats`; the pattern shrinking prefers), all elements
-    equal, all within a few ulps of one large value (cancellation), one huge element among values near 1,
-    magnitudes evenly spanning the domain's binades from smallest to largest, or alternating signs (when
-    the domain has both). Elements outside the domain's predicate are redrawn as `floats` draws, so every
-    element lies in `domain`. Arrays with more than 64 elements repeat a drawn block of 64 cyclically.
+    Each draw is one class (every class appears in a run of a couple of hundred examples): independent
+    elements (bit patterns uniform over the domain, specials one in four; the class shrinking prefers),
+    a per-element spread over the binades (uniform, evenly spanning, or alternating signs), an offset at
+    any binade plus relative noise from 2^-1 down to 2^-(significand + 10), constant arrays, values
+    uniform in linear scale, one dominant element with the rest 8 to 60 binades below it (in magnitude
+    or in exp-space, as logsumexp sees it) or one huge value among values near 1, near-ties around the
+    maximum or values a few ulps apart, and (when the domain has both signs) sign-cancelling pairs and
+    sums. Every element lies in `domain` and is a finite value of the dtype; elements the predicate
+    rejects are redrawn as `floats` draws. Arrays with more than 64 elements repeat a drawn block of 64
+    cyclically. Failing examples shrink towards the float where a failure starts (per element, or the
+    offset of a clustered class).
 
     Args:
         dtype: "float16", "bfloat16", "float32", "float64" or an equivalent numpy/jax dtype.
@@ -147,72 +153,14 @@ def arguments(
 ) -> st.SearchStrategy[tuple[np.ndarray, ...]]:
     """Hypothesis strategy for the array arguments of one function, drawn together as a tuple.
 
-    Each argument is drawn as by `arrays`, or, half the time when an earlier argument's shape broadcasts
-    with its own, derived from that argument: equal (x, x), negated (x, -x), one ulp up or down
-    (x, nextafter(x)), plus the dtype's tiny (x, x + tiny), or 4 ulps up. Broadcasting pairs element
-    with element (shapes (3, 4) and (4,) relate row 0 of the first with the second). Derived elements that
-    leave the argument's domain are redrawn, so every argument stays inside its domain. At most 128
-    elements are drawn one by one over all arguments (64 per argument); larger arguments repeat their
-    drawn block cyclically, as in `arrays`.
-
-    Args:
-        dtype: "float16", "bfloat16", "float32", "float64" or an equivalent numpy/jax dtype.
-        shapes: one shape per argument (an int or a tuple; `()` gives a 0-d array).
-        domain: one domain for all arguments (anything `floats` accepts), a sequence with one per
-            argument, or a dict from argument position to domain (missing positions are unconstrained).
-            A pair of numbers is always one `(lo, hi)` for every argument.
-            For preconditions relating several arguments, filter the tuple: `arguments(...).filter(...)`.
-
-    Returns:
-        A strategy of tuples of numpy arrays, one per shape.
-
-    Raises:
-        ValueError: for an unsupported dtype, a bad shape, an empty domain, or domains that do not
-            match the number of shapes.
-
-    Example:
-        >>> import numpy as np
-        >>> from hypothesis import given
-        >>> @given(arguments("float32", [(8,), (8,)], domain=[(-1, 1), Domain(0, 10, open_lo=True)]))
-        ... def test_div(args):
-        ...     x, y = args
-        ...     assert np.all(np.isfinite(x / y))
-    """
-    normalized = [_normalize_shape(shape) for shape in shapes]
-    domains = per_argument_domains(domain, len(normalized))
-    budget = min(MAX_DRAWN, max(4, MAX_DRAWN_TOTAL // max(1, len(normalized))))
-    plans = [_ArrayPlan(Sampler(dtype, dom), shape, budget) for dom, shape in zip(domains, normalized)]
-@st.composite
-def _arguments(draw: st.DrawFn, plans: list[_ArrayPlan]) -> tuple[np.ndarray, ...]:
-    drawn: list[np.ndarray] = []
-    for plan in plans:
-        sources = [p for p in (project(x, plan.shape) for x in drawn if x.size) if p is not None]
-        derived = derive(plan, draw, sources) if plan.size else None
-        if derived is None:
-            drawn.append(plan.draw(draw))
-            continue
-        name, values = derived
-        for observer in DRAW_OBSERVERS:
-            observer(name, values)
-        drawn.append(plan.repair(draw, values.reshape(plan.shape).copy()))
-    return tuple(drawn)
-
-
-def arguments(
-    dtype: Any,
-    shapes: Sequence[int | Sequence[int]],
-    *,
-    domain: DomainLike | Domain | Sequence[DomainLike | Domain] | dict[int, DomainLike | Domain] = None,
-) -> st.SearchStrategy[tuple[np.ndarray, ...]]:
-    """Hypothesis strategy for the array arguments of one function, drawn together as a tuple.
-
-    Each argument is drawn as by `arrays`, or, half the time when an earlier argument's shape broadcasts
-    with its own, derived from that argument: equal (x, x), negated (x, -x), one ulp up or down
-    (x, nextafter(x)), plus the dtype's tiny (x, x + tiny), or 4 ulps up. Broadcasting pairs element
-    with element (shapes (3, 4) and (4,) relate row 0 of the first with the second). Derived elements that
-    leave the argument's domain are redrawn, so every argument stays inside its domain. At most 128
-    elements are drawn one by one over all arguments (64 per argument); larger arguments repeat their
-    drawn block cyclically, as in `arrays`.
+    Each argument is drawn as by `arrays`, or, about three times in four when an earlier argument's shape
+    broadcasts with its own, derived from that argument: equal (x, x), negated (x, -x), a few ulps away
+    (x, nextafter(x)), plus the dtype's tiny, x (1 + noise) and -x (1 + noise) with relative noise
+    from 2^-1 down to 2^-(significand + 10), or x scaled by 2^-k or 2^k, k from 8 to 60 (x >> y, x << y).
+    Broadcasting pairs element with element (shapes (3, 4) and (4,) relate row 0 of the first with the
+    second). Derived values are clamped to the argument's own domain, and those its predicate rejects
+    are redrawn, so every argument stays inside its domain. At most 128 elements are drawn over all
+    arguments (64 per argument); larger arguments repeat their drawn block cyclically, as in `arrays`.
 
     Args:
         dtype: "float16", "bfloat16", "float32", "float64" or an equivalent numpy/jax dtype.

@@ -263,8 +263,8 @@ def _special_ordinals(sampler: Sampler) -> np.ndarray:
 def independent(plan: _ArrayPlan, draw: st.DrawFn) -> np.ndarray:
     """Every element on its own, Herbie-style: its bit pattern uniform over the domain's magnitudes (so
     binades uniformly, subnormals included), one in four a special value. Each element is recorded as a
-    `shrinkable` code (positive magnitudes first, then negative ones), so a failure shrinks, element by
-    element, to the float where it starts."""
+    code (positive magnitudes first, then negative ones) that shrinks as a `shrinkable` value does, so a
+    failure shrinks, element by element, to the float where it starts."""
     sampler, n = plan.sampler, plan.drawn
     sides = sampler.sides
     spans = [side.last - side.first + 1 for side in sides]
@@ -283,7 +283,13 @@ def independent(plan: _ArrayPlan, draw: st.DrawFn) -> np.ndarray:
         else:
             s = pick >> 63 if len(sides) == 2 else 0
             code = s * spans[0] + int(words[i]) % spans[s]
-        codes.append(shrinkable(draw, 0, total - 1, code))
+        codes.append(code)
+    # One choice per element: Hypothesis's own (one array in _WIDE, the shrunk form), or the code above
+    # recorded as a single-valued choice that the wide form replays (see `shrinkable`).
+    if index(draw, _WIDE) == 0:
+        codes = [int(draw(st.integers(0, total - 1))) for _ in range(n)]
+    else:
+        codes = [fixed(draw, code) for code in codes]
     out = []
     for code in codes:
         s = 0 if code < spans[0] else 1
@@ -453,7 +459,8 @@ def cancelling(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     words = _words(rng, n)
     spread_binades = (words >> np.uint64(61)).astype(np.int64)  # 0..7 binades below the offset
     mantissa = (words % np.uint64(1 << info.mantissa_bits)).astype(np.int64)
-    magnitude = np.maximum(abs(base) - (spread_binades << info.mantissa_bits) + mantissa * (spread_binades > 0), 0)
+    below = (spread_binades << info.mantissa_bits) - mantissa * (spread_binades > 0)
+    magnitude = np.maximum(abs(base) - below, 0)
     if mode == 0:
         ordinals = magnitude.copy()
         half = n // 2
