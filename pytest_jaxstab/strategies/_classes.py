@@ -28,7 +28,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from .._dtypes import from_ordinal, to_ordinal
-from ._floats import Sampler, Side, fixed, index
+from ._floats import Sampler, Side, index
 
 if TYPE_CHECKING:
     from ._arrays import _ArrayPlan
@@ -198,6 +198,17 @@ def _window(sampler: Sampler, side: Side, which: str) -> tuple[int, int]:
         return max(first, last - _SCALE_BINADES + 1), last
     lo, hi = max(one + _SCALE_RANGE[0], first), min(one + _SCALE_RANGE[1], last)
     return (lo, hi) if lo <= hi else (first, last)
+
+
+def fixed(draw: st.DrawFn, value: int) -> int:
+    """Records `value` as a single-valued choice, as `_floats.fixed` does, without building (and caching)
+    an `st.integers(value, value)` per value, which cost more than the rest of a bulk draw: inside a
+    composite strategy `draw` is the example's own method, whose `draw_integer` records the same choice.
+    Private Hypothesis API, used defensively."""
+    draw_integer = getattr(getattr(draw, "__self__", None), "draw_integer", None)
+    if draw_integer is not None:
+        return int(draw_integer(min_value=value, max_value=value))
+    return int(draw(st.integers(value, value)))
 
 
 def shrinkable(draw: st.DrawFn, lo: int, hi: int, value: int) -> int:

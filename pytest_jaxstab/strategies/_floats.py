@@ -57,15 +57,7 @@ def index(draw: st.DrawFn, n: int) -> int:
 
 
 def fixed(draw: st.DrawFn, value: int) -> int:
-    """Records `value` as a single-valued choice; replayed into `index` or `integers` it gives `value`.
-
-    Inside a composite strategy `draw` is the example's `draw` method: its `draw_integer` records the
-    same choice as `st.integers(value, value)` without building (and caching) a strategy per value,
-    which cost more than the rest of a bulk array draw. Private Hypothesis API, used defensively.
-    """
-    draw_integer = getattr(getattr(draw, "__self__", None), "draw_integer", None)
-    if draw_integer is not None:
-        return int(draw_integer(min_value=value, max_value=value))
+    """Records `value` as a single-valued choice; replayed into `index` or `integers` it gives `value`."""
     return draw(st.integers(value, value))
 
 
