@@ -6,7 +6,8 @@ adds the shapes users' data takes (clusters around an offset, one dominant term,
 pairs, constants); `arguments` draws the arguments of one function together, related as x ~= y,
 x >> y, x ~= -y, the same array twice or broadcast partners. All shrink towards small, simple
 magnitudes and towards the float where a failure starts. `Domain` states an input domain;
-`target_error` steers Hypothesis towards the worst error. `dtype_info` gives the facts about each dtype the rest of the package uses.
+`target_error` steers Hypothesis towards the worst error. `dtype_info` gives the facts about each
+dtype the rest of the package uses.
 """
 
 from .._dtypes import FLOAT_DTYPE_NAMES as FLOAT_DTYPE_NAMES
