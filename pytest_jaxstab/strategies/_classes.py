@@ -401,7 +401,7 @@ def dominant(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     exp-space (below it by 8 to 60 times ln 2, as logsumexp and softmax see them, the dominant value near
     zero half the time); or one huge element among values near 1."""
     sampler, n, info = plan.sampler, plan.drawn, plan.sampler.info
-    mode = header.below(3)
+    mode = (0, 1, 1, 2)[header.below(4)]  # exp-space twice as often: softmax and logsumexp are everywhere
     where = header.below(n)
     if mode == 2:
         top = offset(draw, header, sampler, "large")
@@ -494,7 +494,7 @@ CLASSES: tuple[tuple[str, Callable[[Any, st.DrawFn, Header], np.ndarray], int, b
     ("offset_noise", offset_noise, 1, False, 2),
     ("constant", constant, 2, False, 2),
     ("linear", linear, 1, False, 2),
-    ("dominant", dominant, 2, False, 3),
+    ("dominant", dominant, 2, False, 4),
     ("near_ties", near_ties, 2, False, 2),
     ("cancelling", cancelling, 2, True, 2),
 )
