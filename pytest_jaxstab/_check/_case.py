@@ -44,8 +44,10 @@ from ._trace import ArgumentError, normalize_shapes, positional, trace_case, x64
 __all__ = ["ArgumentError", "StageTimes", "build_strategy", "check", "resolve_rules"]
 
 _TARGET_LABEL = "jaxstab error bits"
-# Repeated inputs rejected in a row at most, before one is accepted (and evaluated from the cache).
+# Rejections of one repeated input at most before it is accepted (and evaluated from the cache): few
+# during Hypothesis's health check (the first examples), more afterwards.
 _MAX_REPEATS = 4
+_MAX_REPEATS_LATER = 32
 
 
 class _Abort(BaseException):
@@ -277,14 +279,16 @@ class _Runner:
             # An input already explored (as the flushed arrays the variants see) is rejected, so that
             # Hypothesis draws another in its place and the examples are distinct inputs. The decision is
             # kept per choice sequence (Hypothesis may replay one and wants the same outcome), and after
-            # _MAX_REPEATS rejections of one input the next is accepted (a domain of a few floats has
-            # few distinct inputs; this also keeps the filter_too_much health check quiet).
+            # a few rejections of one input the next is accepted (a domain of a few floats has few
+            # distinct inputs; this also keeps the filter_too_much health check quiet).
             key = self.evaluator.key(args)
             choices = _current_choices()
             if choices is not None:
                 accepted = decided.get(choices)
                 if accepted is None:
-                    accepted = key not in seen or streak.get(key, 0) >= _MAX_REPEATS
+                    # Hypothesis's health check counts rejections among the first examples only.
+                    limit = _MAX_REPEATS if len(seen) < 10 else _MAX_REPEATS_LATER
+                    accepted = key not in seen or streak.get(key, 0) >= limit
                     streak[key] = 0 if accepted else streak.get(key, 0) + 1
                     decided[choices] = accepted
                 if not accepted:
