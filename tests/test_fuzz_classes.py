@@ -175,6 +175,7 @@ def _inside(x: np.ndarray, domain: Domain | None) -> bool:
 
 def _forced(plan: _ArrayPlan, name: str) -> _ArrayPlan:
     plan.slots = [slot for slot in plan.slots if slot[0] == name]
+    assert plan.slots, name
     return plan
 
 

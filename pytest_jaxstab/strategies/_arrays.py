@@ -52,18 +52,21 @@ class _ArrayPlan:
         # Class 0 draws element by element (the form shrinking prefers); the bulk classes follow, each
         # taking `weight` slots of the class choice.
         self.class_names = ["independent"]
-        self.slots: list[tuple[str, Any]] = [("independent", None)]
-        for name, fn, least, both_signs, weight in CLASSES:
+        self.slots: list[tuple[str, Any, int]] = [("independent", None, 0)]
+        for name, fn, least, both_signs, weight, header_bytes in CLASSES:
             if self.drawn >= least and (len(sampler.sides) == 2 or not both_signs):
                 self.class_names.append(name)
-                self.slots += [(name, fn)] * weight
+                self.slots += [(name, fn, header_bytes)] * weight
         self.elements = sampler.strategy()
 
     def draw(self, draw: st.DrawFn) -> np.ndarray:
         if self.size == 0:
             return np.zeros(self.shape, dtype=self.sampler.info.dtype)
-        name, pattern = self.slots[index(draw, len(self.slots))]
-        ordinals = independent(self, draw) if pattern is None else pattern(self, draw, Header(draw))
+        name, pattern, header_bytes = self.slots[index(draw, len(self.slots))]
+        if pattern is None:
+            ordinals = independent(self, draw)
+        else:
+            ordinals = pattern(self, draw, Header(draw, header_bytes))
         drawn = from_ordinal(clamp(self, ordinals), self.sampler.info.name)
         for observer in DRAW_OBSERVERS:
             observer(name, drawn)

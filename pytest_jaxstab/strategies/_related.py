@@ -101,5 +101,5 @@ def derive(plan: _ArrayPlan, draw: st.DrawFn, sources: list[np.ndarray]) -> tupl
     source = source.astype(info.dtype)
     finite = np.isfinite(source)
     ords = to_ordinal(np.where(finite, source, 0), info.dtype).astype(np.int64)
-    derived = from_ordinal(clamp(plan, RELATIONS[name](plan, Header(draw, 16), ords)), info.name)
+    derived = from_ordinal(clamp(plan, RELATIONS[name](plan, Header(draw, 12), ords)), info.name)
     return name, np.where(finite, derived, source).astype(info.dtype)
