@@ -212,11 +212,12 @@ def test_shrinking_reaches_exact_thresholds_and_zero() -> None:
     below = find(floats("float32"), lambda x: x < -3.5, settings=_settings(200))
     assert below == np.nextafter(np.float32(-3.5), np.float32(-np.inf))
     assert find(floats("float16"), lambda x: True, settings=_settings(50)) == 0
-    # Arrays: which class fails first depends on the draws; every element shrinks on its own, the ones
-    # that do not matter to zero. (Per-class exactness: tests/test_fuzz_classes.py.)
+    # Arrays: the failing element shrinks to the threshold; the others to zero or, in a clustered class
+    # (offset plus noise, constant), to the same offset. (Per class: tests/test_fuzz_classes.py.)
+    threshold = float(np.nextafter(np.float32(1000), np.float32(np.inf)))
     shrunk = find(arrays("float32", (4,)), lambda a: bool(np.any(a > 1000)), settings=_settings(200))
-    assert sorted(shrunk.tolist())[:3] == [0, 0, 0]
-    assert shrunk.max() > 1000
+    assert float(shrunk.max()) == threshold
+    assert set(shrunk.tolist()) <= {0.0, threshold}
 
 
 # --- arrays -------------------------------------------------------------------------------------------
