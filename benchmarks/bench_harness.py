@@ -7,6 +7,10 @@ and for warm ones: seconds, examples per second, and the share of time per stage
 
     PYTHONPATH=. python benchmarks/bench_harness.py [--examples N] [--repeat R]
 
+Then, for the fuzzer (issue 15), a 200-example check of several cases (a 16-element logsumexp, a
+batch-norm statistic, a three-argument model, a four-argument cancellation): the share of draws that
+were distinct inputs (goal >= 90%) and the share of the check's time spent drawing (goal <= 30%).
+
 Stages: trace/rewrite (trace once, apply the rules, jit setup), draw (Hypothesis: generating inputs,
 targeting, its bookkeeping), jitted runs (both variants), oracle (exact results), metrics (error bits,
 figures), shrink (smallest failing input), diagnostics (NaN origins), local error (the bits each line
@@ -20,6 +24,7 @@ import argparse
 import statistics
 import time
 
+import jax
 import jax.numpy as jnp
 
 from pytest_jaxstab._check import StageTimes, check
@@ -52,10 +57,54 @@ def describe(label: str, prof: StageTimes) -> str:
             f"    {shares}, other {100 * (total - accounted) / total:.0f}%")
 
 
+def _batch_norm(x):
+    mean = jnp.mean(x, axis=0)
+    return mean, jnp.maximum(0.0, jnp.mean(x**2, axis=0) - mean**2)
+
+
+def _softplus_model(x, w, b):
+    return jnp.sum(jnp.log(1.0 + jnp.exp(x * w + b)))
+
+
+def _determinant(a, b, c, d):
+    return a * b - c * d
+
+
+FUZZ_CASES = (
+    ("logsumexp (16,)", logsumexp, [(16,)], (-1e4, 1e4)),
+    ("jax.nn.logsumexp (16,)", jax.nn.logsumexp, [(16,)], None),
+    ("batch-norm stats (8, 4)", _batch_norm, [(8, 4)], (-1e3, 1e3)),
+    ("softplus model 3 x (16,)", _softplus_model, [(16,)] * 3, [(0, 1e3), (0, 1), (0, 1)]),
+    ("a*b - c*d 4 x (16,)", _determinant, [(16,)] * 4, (-1e3, 1e3)),
+)
+
+
+def fuzz_figures(examples: int, seeds: int) -> None:
+    """Distinct-input share and draw share of a check, per case, over seeds 0..seeds-1 (one run)."""
+    print(f"fuzzer: {examples}-example float32 checks, seeds 0..{seeds - 1} (goals: distinct >= 90%, "
+          "draw <= 30% of the check's time)")
+    worst_distinct, worst_draw = 1.0, 0.0
+    for label, fn, shapes, domain in FUZZ_CASES:
+        distinct, draw = [], []
+        for seed in range(seeds):
+            prof = StageTimes()
+            check(fn, shapes=shapes, dtype="float32", domain=domain, max_examples=examples, seed=seed,
+                  name=f"bench_harness::{label}", profile=prof)
+            # Distinct inputs over draws: figures count each input once; the shrunk one is not drawn.
+            distinct.append(min(prof["examples"], prof["draws"]) / prof["draws"])
+            draw.append(prof.get("draw", 0.0) / prof["total"])
+        worst_distinct, worst_draw = min(worst_distinct, *distinct), max(worst_draw, *draw)
+        print(f"    {label:26s} distinct {100 * min(distinct):5.1f}% (min)  "
+              f"draw {100 * statistics.median(draw):4.1f}% of the time (median; max {100 * max(draw):.1f}%)")
+    print(f"    distinct >= 90%: {'met' if worst_distinct >= 0.9 else 'NOT met'}; "
+          f"draw <= 30% (worst case): {'met' if worst_draw <= 0.3 else 'NOT met'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per case for the fuzzer figures")
     args = parser.parse_args()
     t0 = time.perf_counter()
     cold = run_once(args.examples, seed=0)
@@ -68,6 +117,7 @@ def main() -> None:
     goal = "met" if statistics.median(totals) <= 3.0 else "NOT met"
     print(f"goal <= 3 s per check: {goal} (warm runs: {', '.join(f'{t:.2f}' for t in totals)} s)")
     local_error_split(args.examples, args.repeat)
+    fuzz_figures(args.examples, args.seeds)
 
 
 # --- local error: its share on an accuracy-only failure (issue 17) -------------------------------------

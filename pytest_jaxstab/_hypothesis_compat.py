@@ -9,9 +9,10 @@ degrades to "no change" on a Hypothesis without the internal it needs. Tested on
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
-__all__ = ["without_local_constants"]
+__all__ = ["current_choices", "record_fixed_integer", "without_local_constants"]
 
 
 @contextlib.contextmanager
@@ -41,3 +42,25 @@ def without_local_constants() -> Iterator[None]:
     finally:
         provider._local_constants = original  # type: ignore[assignment]
         cache.clear()
+
+
+def current_choices() -> tuple[Any, ...] | None:
+    """The choice sequence of the running Hypothesis example, or None where this Hypothesis does not
+    say (then a check evaluates a repeated input again instead of rejecting it)."""
+    try:
+        from hypothesis.control import current_build_context
+
+        return tuple(current_build_context().data.choices)
+    except Exception:  # pragma: no cover - other Hypothesis versions
+        return None
+
+
+def record_fixed_integer(draw: Callable[..., Any], value: int) -> int | None:
+    """Records ``value`` as a single-valued integer choice through the example's own ``draw_integer``
+    (inside a composite strategy ``draw`` is a bound method of the example's data), without building a
+    strategy per value. None where this Hypothesis has no such method: the caller draws
+    ``st.integers(value, value)`` instead, which records the same choice, only slower."""
+    draw_integer = getattr(getattr(draw, "__self__", None), "draw_integer", None)
+    if draw_integer is None:
+        return None
+    return int(draw_integer(min_value=value, max_value=value))

@@ -212,8 +212,12 @@ def test_shrinking_reaches_exact_thresholds_and_zero() -> None:
     below = find(floats("float32"), lambda x: x < -3.5, settings=_settings(200))
     assert below == np.nextafter(np.float32(-3.5), np.float32(-np.inf))
     assert find(floats("float16"), lambda x: True, settings=_settings(50)) == 0
+    # Arrays: the failing element shrinks to the threshold; the others to zero or, in a clustered class
+    # (offset plus noise, constant), to the same offset. (Per class: tests/test_fuzz_classes.py.)
+    threshold = float(np.nextafter(np.float32(1000), np.float32(np.inf)))
     shrunk = find(arrays("float32", (4,)), lambda a: bool(np.any(a > 1000)), settings=_settings(200))
-    assert sorted(shrunk.tolist()) == [0, 0, 0, float(np.nextafter(np.float32(1000), np.float32(np.inf)))]
+    assert float(shrunk.max()) == threshold
+    assert set(shrunk.tolist()) <= {0.0, threshold}
 
 
 # --- arrays -------------------------------------------------------------------------------------------
@@ -284,8 +288,9 @@ def test_arguments_draw_related_pairs() -> None:
     assert all(x.shape == (4,) and y.shape == (4,) and x.dtype == y.dtype == np.float32 for x, y in draws)
     assert any(np.array_equal(x, y) and np.any(x != 0) for x, y in draws)
     assert any(np.array_equal(y, -x) and np.any(x != 0) for x, y in draws)
-    assert any(np.array_equal(y, np.nextafter(x, up)) for x, y in draws)
-    assert any(np.array_equal(y, np.nextafter(x, -up)) for x, y in draws)
+    with np.errstate(over="ignore"):
+        assert any(np.array_equal(y, np.nextafter(x, up)) for x, y in draws)
+        assert any(np.array_equal(y, np.nextafter(x, -up)) for x, y in draws)
     # Broadcast-compatible shapes relate element with element: y against the first row of x.
     draws = collect(arguments("float32", [(3, 4), (4,), ()]), 300)
     assert all(x.shape == (3, 4) and y.shape == (4,) and z.shape == () for x, y, z in draws)

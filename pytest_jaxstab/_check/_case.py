@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings, target
+from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings, target
 from hypothesis import seed as hseed
 from hypothesis.errors import FailedHealthCheck, Unsatisfiable
 
@@ -35,6 +35,7 @@ from .._diagnostics._timing import time_backends
 from .._dtypes import dtype_info, from_ordinal, resolve_dtype, to_ordinal
 from .._errors import JaxstabError, UnsupportedPrimitive
 from .._files import short_path
+from .._hypothesis_compat import current_choices
 from .._hypothesis_compat import without_local_constants as _without_local_constants
 from .._primitives import CALLS
 from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord, Witness
@@ -54,6 +55,10 @@ __all__ = ["ORACLE_BUDGET", "TIME_BUDGET", "ArgumentError", "StageTimes", "build
            "oracle_cost", "resolve_rules"]
 
 _TARGET_LABEL = "jaxstab error bits"
+# Rejections of one repeated input at most before it is accepted (and evaluated from the cache): few
+# during Hypothesis's health check (the first examples), more afterwards.
+_MAX_REPEATS = 4
+_MAX_REPEATS_LATER = 32
 
 #: Default largest estimated oracle cost of one case, in scalar operations (``oracle_cost`` times the
 #: number of examples). The exact oracle takes of the order of 10-30 µs per scalar operation, so this
@@ -473,10 +478,31 @@ class _Runner:
         """``max_examples`` Hypothesis draws; every one counts; targets the judged variant's error."""
         judged = self.acc.judged
         inner_time = [0.0]
+        seen: set[bytes] = set()
+        decided: dict[tuple[Any, ...], bool] = {}
+        streak: dict[bytes, int] = {}
 
         started = time.perf_counter()
 
         def jaxstab_case(args: tuple[np.ndarray, ...]) -> None:
+            # An input already explored (as the flushed arrays the variants see) is rejected, so that
+            # Hypothesis draws another in its place and the examples are distinct inputs. The decision is
+            # kept per choice sequence (Hypothesis may replay one and wants the same outcome), and after
+            # a few rejections of one input the next is accepted (a domain of a few floats has few
+            # distinct inputs; this also keeps the filter_too_much health check quiet).
+            key = self.evaluator.key(args)
+            choices = current_choices()
+            if choices is not None:
+                accepted = decided.get(choices)
+                if accepted is None:
+                    # Hypothesis's health check counts rejections among the first examples only.
+                    limit = _MAX_REPEATS if len(seen) < 10 else _MAX_REPEATS_LATER
+                    accepted = key not in seen or streak.get(key, 0) >= limit
+                    streak[key] = 0 if accepted else streak.get(key, 0) + 1
+                    decided[choices] = accepted
+                if not accepted:
+                    reject()
+            seen.add(key)
             t0 = time.perf_counter()
             if self.time_budget is not None and t0 - started > self.time_budget:
                 raise _Abort(_OutOfTime(t0 - started))

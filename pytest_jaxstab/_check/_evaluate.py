@@ -118,6 +118,10 @@ class Evaluator:
         self._cache[key] = example
         return example
 
+    def key(self, args: Sequence[np.ndarray]) -> bytes:
+        """What identifies an input: its arrays as the variants see them (subnormals flushed)."""
+        return _args_key(tuple(self._flush(np.asarray(a)) for a in args))
+
     def _evaluate_new(self, args: tuple[np.ndarray, ...]) -> SampleResult:
         t0 = time.perf_counter()
         outputs = {}

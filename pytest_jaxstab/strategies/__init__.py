@@ -2,10 +2,12 @@
 
 `floats` draws scalars of float16, bfloat16, float32 or float64 uniformly over the binades inside a
 domain (as Herbie samples bit patterns), and with extra weight the values where numerics break; `arrays`
-adds whole-array shapes of trouble; `arguments` draws the arguments of one function together, with
-related pairs such as (x, x) and (x, nextafter(x)). All shrink towards small, simple magnitudes and end
-at the float where a failure starts. `Domain` states an input domain; `target_error` steers Hypothesis
-towards the worst error. `dtype_info` gives the facts about each dtype the rest of the package uses.
+adds the shapes users' data takes (clusters around an offset, one dominant term, near-ties, cancelling
+pairs, constants); `arguments` draws the arguments of one function together, related as x ~= y,
+x >> y, x ~= -y, the same array twice or broadcast partners. All shrink towards small, simple
+magnitudes and towards the float where a failure starts. `Domain` states an input domain;
+`target_error` steers Hypothesis towards the worst error. `dtype_info` gives the facts about each
+dtype the rest of the package uses.
 """
 
 from .._dtypes import FLOAT_DTYPE_NAMES as FLOAT_DTYPE_NAMES

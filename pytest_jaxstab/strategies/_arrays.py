@@ -10,9 +10,11 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from .._dtypes import DtypeInfo, from_ordinal, to_ordinal
+from .._dtypes import from_ordinal
+from ._classes import CLASSES, Header, clamp, independent
 from ._domain import Domain, DomainLike, per_argument_domains
-from ._floats import Sampler, Side, index
+from ._floats import Sampler, index
+from ._related import derive, project
 
 __all__ = ["arguments", "arrays"]
 
@@ -22,8 +24,9 @@ MAX_DRAWN = 64
 # Elements drawn one by one at most over all the arguments of `arguments`: Hypothesis gives up on examples
 # that need more than 8 KiB of choices, and one float64 element takes about 30 bytes.
 MAX_DRAWN_TOTAL = 128
-# Largest ulp distance of the "all near one large value" pattern.
-_NEAR_ULPS = 8
+#: Callables `observer(class_name, values)` told of every array class or argument relation drawn (the
+#: statistics hook of the tests and of `benchmarks/bench_harness.py`); empty in normal use.
+DRAW_OBSERVERS: list[Callable[[str, np.ndarray], None]] = []
 
 
 def _normalize_shape(shape: Any) -> tuple[int, ...]:
@@ -39,85 +42,47 @@ def _normalize_shape(shape: Any) -> tuple[int, ...]:
 
 
 class _ArrayPlan:
-    """One dtype, domain and shape: which trouble patterns apply and the binades they draw from."""
+    """One dtype, domain and shape: the classes of arrays that apply, and how each is drawn."""
 
     def __init__(self, sampler: Sampler, shape: tuple[int, ...], max_drawn: int = MAX_DRAWN) -> None:
         self.sampler = sampler
         self.shape = shape
         self.size = math.prod(shape)
         self.drawn = min(self.size, max_drawn)
-        patterns: list[Callable[[st.DrawFn], list[Any]]] = [self._independent]
-        if self.drawn >= 2:
-            patterns += [self._all_equal, self._near_large, self._one_huge, self._spanning]
-            if len(sampler.sides) == 2:
-                patterns.append(self._alternating)
-        self.patterns = patterns
+        # Class 0 draws element by element (the form shrinking prefers); the bulk classes follow, each
+        # taking `weight` slots of the class choice.
+        self.class_names = ["independent"]
+        self.slots: list[tuple[str, Any, int]] = [("independent", None, 0)]
+        for name, fn, least, both_signs, weight, header_bytes in CLASSES:
+            if self.drawn >= least and (len(sampler.sides) == 2 or not both_signs):
+                self.class_names.append(name)
+                self.slots += [(name, fn, header_bytes)] * weight
         self.elements = sampler.strategy()
-
-    @staticmethod
-    def _large(side: Side) -> tuple[int, int]:
-        """The side's top sixteenth of binades."""
-        return max(0, side.count - max(1, side.count // 16)), side.count - 1
-
-    def _small(self, side: Side) -> tuple[int, int]:
-        """The side's binades nearest magnitude 1, a sixteenth of them."""
-        one = int(to_ordinal(1.0, self.sampler.info.dtype))
-        centre = min(max(side.index_of(one), 0), side.count - 1)
-        half = max(1, side.count // 32)
-        return max(0, centre - half), min(side.count - 1, centre + half)
-
-    def _independent(self, draw: st.DrawFn) -> list[Any]:
-        return [draw(self.elements) for _ in range(self.drawn)]
-
-    def _all_equal(self, draw: st.DrawFn) -> list[Any]:
-        return [draw(self.elements)] * self.drawn
-
-    def _near_large(self, draw: st.DrawFn) -> list[Any]:
-        # Cancellation: every element within a few ulps of one large value of the domain.
-        side = self.sampler.draw_side(draw)
-        base = int(to_ordinal(self.sampler.draw_in(draw, side, *self._large(side)), self.sampler.info.dtype))
-        lo, hi = self.sampler.resolved.lo_ord, self.sampler.resolved.hi_ord
-        offsets = [index(draw, 2 * _NEAR_ULPS + 1) for _ in range(self.drawn)]
-        # 0, 1, 2, 3, ... -> 0, +1, -1, +2, ...: shrinking moves towards the base value.
-        ordinals = [min(max(base + (k + 1) // 2 * (1 if k % 2 else -1), lo), hi) for k in offsets]
-        return list(from_ordinal(np.asarray(ordinals, dtype=np.int64), self.sampler.info.dtype))
-
-    def _one_huge(self, draw: st.DrawFn) -> list[Any]:
-        sampler = self.sampler
-        values = []
-        for _ in range(self.drawn):
-            side = sampler.draw_side(draw)
-            values.append(sampler.draw_in(draw, side, *self._small(side)))
-        side = sampler.draw_side(draw)
-        values[index(draw, self.drawn)] = sampler.draw_in(draw, side, *self._large(side))
-        return values
-
-    def _spanning(self, draw: st.DrawFn) -> list[Any]:
-        # Magnitudes from the domain's smallest binade to its largest, evenly spaced, in a drawn order.
-        values = []
-        for i in range(self.drawn):
-            side = self.sampler.draw_side(draw)
-            binade = round(i * (side.count - 1) / (self.drawn - 1))
-            values.append(self.sampler.draw_in(draw, side, binade, binade))
-        order = draw(st.permutations(range(self.drawn)))
-        return [values[i] for i in order]
-
-    def _alternating(self, draw: st.DrawFn) -> list[Any]:
-        sides = self.sampler.sides
-        return [self.sampler.draw_in(draw, sides[i % 2]) for i in range(self.drawn)]
 
     def draw(self, draw: st.DrawFn) -> np.ndarray:
         if self.size == 0:
             return np.zeros(self.shape, dtype=self.sampler.info.dtype)
-        pattern = self.patterns[index(draw, len(self.patterns))]
-        block = np.asarray(pattern(draw), dtype=self.sampler.info.dtype)
-        return self.repair(draw, np.resize(block, self.size).reshape(self.shape))
+        name, pattern, header_bytes = self.slots[index(draw, len(self.slots))]
+        if pattern is None:
+            ordinals = independent(self, draw)
+        else:
+            ordinals = pattern(self, draw, Header(draw, header_bytes))
+        drawn = from_ordinal(clamp(self, ordinals), self.sampler.info.name)
+        for observer in DRAW_OBSERVERS:
+            observer(name, drawn)
+        return self.repair(draw, np.resize(drawn, self.size).reshape(self.shape))
 
     def repair(self, draw: st.DrawFn, array: np.ndarray) -> np.ndarray:
-        """Replaces the elements outside the domain (interval or predicate) with fresh element draws."""
+        """Replaces the elements outside the domain (interval or predicate) with fresh element draws.
+
+        Every class clamps to the domain's interval already; the interval is checked again only when
+        the domain holds non-finite values (whose ordinals the classes do not produce)."""
         flat = array.reshape(-1)
-        bad = ~self.sampler.resolved.contains(flat)
-        if self.sampler.domain.where is not None:
+        resolved, where = self.sampler.resolved, self.sampler.domain.where
+        if where is None and not (resolved.nan or resolved.pos_inf or resolved.neg_inf):
+            return array
+        bad = ~resolved.contains(flat)
+        if where is not None:
             bad |= ~np.fromiter((self.sampler.accepts(v) for v in flat), dtype=bool, count=flat.size)
         for position in np.flatnonzero(bad):
             flat[position] = draw(self.elements)
@@ -132,13 +97,19 @@ def _arrays(draw: st.DrawFn, plan: _ArrayPlan) -> np.ndarray:
 def arrays(
     dtype: Any, shape: int | Sequence[int], *, domain: DomainLike | Domain = None
 ) -> st.SearchStrategy[np.ndarray]:
-    """Hypothesis strategy for numpy arrays of a float dtype, element draws as `floats` plus trouble shapes.
+    """Hypothesis strategy for numpy arrays of a float dtype: the shapes users' data and numerics take.
 
-    Each draw is one of: independent elements (as `floats`; the pattern shrinking prefers), all elements
-    equal, all within a few ulps of one large value (cancellation), one huge element among values near 1,
-    magnitudes evenly spanning the domain's binades from smallest to largest, or alternating signs (when
-    the domain has both). Elements outside the domain's predicate are redrawn as `floats` draws, so every
-    element lies in `domain`. Arrays with more than 64 elements repeat a drawn block of 64 cyclically.
+    Each draw is one class (every class appears in a run of a couple of hundred examples): independent
+    elements (bit patterns uniform over the domain, specials one in four; the class shrinking prefers),
+    a per-element spread over the binades (uniform, evenly spanning, or alternating signs), an offset at
+    any binade plus relative noise from 2^-1 down to 2^-(significand + 10), constant arrays, values
+    uniform in linear scale, one dominant element with the rest 8 to 60 binades below it (in magnitude
+    or in exp-space, as logsumexp sees it) or one huge value among values near 1, near-ties around the
+    maximum or values a few ulps apart, and (when the domain has both signs) sign-cancelling pairs and
+    sums. Every element lies in `domain` and is a finite value of the dtype; elements the predicate
+    rejects are redrawn as `floats` draws. Arrays with more than 64 elements repeat a drawn block of 64
+    cyclically. Failing examples shrink towards the float where a failure starts (per element, or the
+    offset of a clustered class).
 
     Args:
         dtype: "float16", "bfloat16", "float32", "float64" or an equivalent numpy/jax dtype.
@@ -161,51 +132,19 @@ def arrays(
     return _arrays(_ArrayPlan(Sampler(dtype, domain), _normalize_shape(shape)))
 
 
-def _project(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
-    """An array of `shape` whose elements broadcast against `x`'s equal `x`'s, or None if incompatible."""
-    try:
-        common = np.broadcast_shapes(x.shape, shape)
-    except ValueError:
-        return None
-    full = np.broadcast_to(x, common)
-    extra = len(common) - len(shape)
-    selector = (0,) * extra + tuple(
-        slice(None) if want == have else slice(0, 1) for want, have in zip(shape, common[extra:])
-    )
-    return np.array(full[selector], copy=True).reshape(shape)
-
-
-def _ulps_away(x: np.ndarray, steps: int) -> np.ndarray:
-    finite = np.isfinite(x)
-    moved = from_ordinal(to_ordinal(np.where(finite, x, 0), x.dtype) + steps, x.dtype)
-    return np.where(finite, moved, x)
-
-
-# How argument j may be derived from an earlier argument x: (x, x), (x, -x), (x, nextafter(x)), ...
-_RELATIONS: tuple[Callable[[np.ndarray, DtypeInfo], np.ndarray], ...] = (
-    lambda x, info: x,
-    lambda x, info: -x,
-    lambda x, info: _ulps_away(x, 1),
-    lambda x, info: _ulps_away(x, -1),
-    lambda x, info: x + info.tiny,
-    lambda x, info: _ulps_away(x, 4),
-)
-
-
 @st.composite
 def _arguments(draw: st.DrawFn, plans: list[_ArrayPlan]) -> tuple[np.ndarray, ...]:
     drawn: list[np.ndarray] = []
     for plan in plans:
-        sources = [p for p in (_project(x, plan.shape) for x in drawn if x.size) if p is not None]
-        # Half the time derive from an earlier argument; shrinking prefers drawing independently.
-        if not (sources and plan.size and draw(st.booleans())):
+        sources = [p for p in (project(x, plan.shape) for x in drawn if x.size) if p is not None]
+        derived = derive(plan, draw, sources) if plan.size else None
+        if derived is None:
             drawn.append(plan.draw(draw))
             continue
-        source = sources[index(draw, len(sources))]
-        relation = _RELATIONS[index(draw, len(_RELATIONS))]
-        with np.errstate(all="ignore"):
-            derived = np.asarray(relation(source, plan.sampler.info), dtype=plan.sampler.info.dtype)
-        drawn.append(plan.repair(draw, derived.reshape(plan.shape).copy()))
+        name, values = derived
+        for observer in DRAW_OBSERVERS:
+            observer(name, values)
+        drawn.append(plan.repair(draw, values.reshape(plan.shape).copy()))
     return tuple(drawn)
 
 
@@ -217,13 +156,14 @@ def arguments(
 ) -> st.SearchStrategy[tuple[np.ndarray, ...]]:
     """Hypothesis strategy for the array arguments of one function, drawn together as a tuple.
 
-    Each argument is drawn as by `arrays`, or, half the time when an earlier argument's shape broadcasts
-    with its own, derived from that argument: equal (x, x), negated (x, -x), one ulp up or down
-    (x, nextafter(x)), plus the dtype's tiny (x, x + tiny), or 4 ulps up. Broadcasting pairs element
-    with element (shapes (3, 4) and (4,) relate row 0 of the first with the second). Derived elements that
-    leave the argument's domain are redrawn, so every argument stays inside its domain. At most 128
-    elements are drawn one by one over all arguments (64 per argument); larger arguments repeat their
-    drawn block cyclically, as in `arrays`.
+    Each argument is drawn as by `arrays`, or, about three times in four when an earlier argument's shape
+    broadcasts with its own, derived from that argument: equal (x, x), negated (x, -x), a few ulps away
+    (x, nextafter(x)), plus the dtype's tiny, x (1 + noise) and -x (1 + noise) with relative noise
+    from 2^-1 down to 2^-(significand + 10), or x scaled by 2^-k or 2^k, k from 8 to 60 (x >> y, x << y).
+    Broadcasting pairs element with element (shapes (3, 4) and (4,) relate row 0 of the first with the
+    second). Derived values are clamped to the argument's own domain, and those its predicate rejects
+    are redrawn, so every argument stays inside its domain. At most 128 elements are drawn over all
+    arguments (64 per argument); larger arguments repeat their drawn block cyclically, as in `arrays`.
 
     Args:
         dtype: "float16", "bfloat16", "float32", "float64" or an equivalent numpy/jax dtype.

@@ -1,0 +1,105 @@
+"""Related arguments: argument j drawn from an earlier one, as functions of several arguments meet them.
+
+x ~= y (relative noise 2^-1 down to 2^-(significand + 10)), x ~= -y, x >> y and x << y (8 to 60 binades
+apart), the same array twice, its negation, a few ulps away, and broadcast partners (a (4,) argument
+related to row 0 of an earlier (3, 4) one). Every relation is ordinal arithmetic clamped to the derived
+argument's own domain, so it never leaves that domain's interval nor the dtype's finite range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+from hypothesis import strategies as st
+
+from .._dtypes import from_ordinal, to_ordinal
+from ._classes import Header, clamp, far_binades, noise_level, noise_ordinals, values_to_ordinals
+from ._floats import index
+
+if TYPE_CHECKING:
+    from ._arrays import _ArrayPlan
+
+__all__ = ["RELATIONS", "derive", "project"]
+
+# Slots of the relation choice: "independent" two, "approx" two, the others one each: about one
+# argument in four is drawn on its own (the form shrinking prefers, slot 0), the rest derived.
+_INDEPENDENT_SLOTS = 2
+
+
+def project(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """An array of `shape` whose elements broadcast against `x`'s equal `x`'s, or None if incompatible."""
+    try:
+        common = np.broadcast_shapes(x.shape, shape)
+    except ValueError:
+        return None
+    full = np.broadcast_to(x, common)
+    extra = len(common) - len(shape)
+    selector = (0,) * extra + tuple(
+        slice(None) if want == have else slice(0, 1) for want, have in zip(shape, common[extra:])
+    )
+    return np.array(full[selector], copy=True).reshape(shape)
+
+
+def _same(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
+    return ords
+
+
+def _negated(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
+    return -ords
+
+
+def _ulps(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
+    """One ulp up or down (nextafter), four up or down, or plus the dtype's smallest normal."""
+    step = header.below(5)
+    if step == 4:
+        values = from_ordinal(ords, plan.sampler.info.dtype).astype(np.float64)
+        return values_to_ordinals(plan, values + float(plan.sampler.info.tiny))
+    return ords + (1, -1, 4, -4)[step]
+
+
+def _approx(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
+    """x (1 + noise), the noise's level from 2^-1 down to 2^-(significand + 10)."""
+    info = plan.sampler.info
+    level = noise_level(header, info.significand_bits)
+    return ords + noise_ordinals(header.rng(), ords.size, level, info.mantissa_bits).reshape(ords.shape)
+
+
+def _approx_negated(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
+    return -_approx(plan, header, ords)
+
+
+def _scaled(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
+    """x * 2^-k (x >> y) or x * 2^k (x << y), k from 8 to 60 binades; magnitudes stop at 0 and at max."""
+    up = header.below(2) == 1
+    shift = far_binades(header) << plan.sampler.info.mantissa_bits
+    magnitude = np.clip(np.abs(ords) + (shift if up else -shift), 0, plan.sampler.info.max_ordinal)
+    return np.sign(ords) * magnitude
+
+
+#: name -> how argument j is derived from an earlier argument's ordinals (projected to j's shape).
+RELATIONS: dict[str, Callable[[_ArrayPlan, Header, np.ndarray], np.ndarray]] = {
+    "same": _same,
+    "negated": _negated,
+    "ulps": _ulps,
+    "approx": _approx,
+    "approx_negated": _approx_negated,
+    "scaled": _scaled,
+}
+_SLOTS: tuple[str | None, ...] = (None,) * _INDEPENDENT_SLOTS + ("approx",) + tuple(RELATIONS)
+
+
+def derive(plan: _ArrayPlan, draw: st.DrawFn, sources: list[np.ndarray]) -> tuple[str, np.ndarray] | None:
+    """Argument values derived from one of `sources` (already projected to the plan's shape), and the
+    relation's name; None when the argument is to be drawn on its own."""
+    name = _SLOTS[index(draw, len(_SLOTS))] if sources else None
+    if name is None:
+        return None
+    source = sources[index(draw, len(sources))]
+    info = plan.sampler.info
+    source = source.astype(info.dtype)
+    finite = np.isfinite(source)
+    ords = to_ordinal(np.where(finite, source, 0), info.dtype).astype(np.int64)
+    derived = from_ordinal(clamp(plan, RELATIONS[name](plan, Header(draw, 12), ords)), info.name)
+    return name, np.where(finite, derived, source).astype(info.dtype)
