@@ -42,6 +42,7 @@ from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord,
 from ..rewrites import STABILITY, rewrite_jaxpr
 from ..rewrites._rule import resolve
 from ..strategies import arguments
+from ..strategies._arrays import DRAW_SECONDS
 from ..strategies._domain import per_argument_domains
 from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes
 from ._gradient import derivative_case, with_gradient
@@ -519,6 +520,7 @@ class _Runner:
         if self.seed is not None:
             test = hseed(self.seed)(test)
         t0 = time.perf_counter()
+        strategy_seconds = DRAW_SECONDS[0]
         try:
             with _without_local_constants() if self.seed is not None else contextlib.nullcontext():
                 test()
@@ -529,6 +531,7 @@ class _Runner:
         except (FailedHealthCheck, Unsatisfiable) as exc:
             raise self._no_inputs(exc) from None
         self.prof.add("draw", time.perf_counter() - t0 - inner_time[0])
+        self.prof.add("draw_strategy", DRAW_SECONDS[0] - strategy_seconds)
 
     def _no_inputs(self, exc: Exception) -> JaxstabError:
         """Hypothesis found too few inputs: when a domain predicate rejects them, advice the user can act

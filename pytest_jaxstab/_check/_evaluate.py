@@ -36,7 +36,13 @@ _MAX_POINTS = 1000
 class StageTimes(dict[str, float]):
     """Seconds spent per stage of a check (``trace``, ``draw``, ``run``, ``oracle``, ``metrics``,
     ``minimise``, ``diagnostics``, ``timing``, ``total``), plus counts: ``draws`` (Hypothesis examples)
-    and ``examples`` (distinct inputs counted in the figures); filled when passed to ``check``."""
+    and ``examples`` (distinct inputs counted in the figures); filled when passed to ``check``.
+
+    ``draw`` is the whole Hypothesis run less the time spent evaluating accepted inputs: the argument
+    strategy, Hypothesis's engine (generating, mutating and hill-climbing choice sequences for
+    ``target``, per-example setup) and the inputs rejected as repeats. ``draw_strategy``, a part of
+    ``draw``, is the time inside the argument strategy alone (its code and Hypothesis recording its
+    choices), counted in every thread: exact when one check runs at a time."""
 
     def add(self, stage: str, seconds: float) -> None:
         self[stage] = self.get(stage, 0.0) + seconds

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,6 +28,10 @@ MAX_DRAWN_TOTAL = 128
 #: Callables `observer(class_name, values)` told of every array class or argument relation drawn (the
 #: statistics hook of the tests and of `benchmarks/bench_harness.py`); empty in normal use.
 DRAW_OBSERVERS: list[Callable[[str, np.ndarray], None]] = []
+#: Seconds spent inside `arguments` draws since import (this module's code plus Hypothesis recording the
+#: choices it makes), summed over every thread: `jst.check` reads it around its exploration to split
+#: its `draw` stage into the strategy's share and Hypothesis's engine's.
+DRAW_SECONDS = [0.0]
 
 
 def _normalize_shape(shape: Any) -> tuple[int, ...]:
@@ -134,6 +139,14 @@ def arrays(
 
 @st.composite
 def _arguments(draw: st.DrawFn, plans: list[_ArrayPlan]) -> tuple[np.ndarray, ...]:
+    started = time.perf_counter()
+    try:
+        return _draw_arguments(draw, plans)
+    finally:
+        DRAW_SECONDS[0] += time.perf_counter() - started
+
+
+def _draw_arguments(draw: st.DrawFn, plans: list[_ArrayPlan]) -> tuple[np.ndarray, ...]:
     drawn: list[np.ndarray] = []
     for plan in plans:
         sources = [p for p in (project(x, plan.shape) for x in drawn if x.size) if p is not None]
