@@ -20,6 +20,7 @@ import inspect
 import linecache
 import os
 import traceback
+from collections.abc import Iterator
 
 __all__ = [
     "ArgumentError",
@@ -30,6 +31,7 @@ __all__ = [
     "TraceError",
     "UnsupportedPrimitive",
     "trace_error",
+    "tracing",
 ]
 
 
@@ -166,3 +168,19 @@ def trace_error(fn: object, exc: BaseException) -> TraceError:
                                      if any(c.__name__ == k for c in type(exc).__mro__)), _GENERIC_HINT)
     return TraceError(f"JAX cannot trace {function_name(fn)}{where}: {kind}: {_first_paragraph(exc)}\n"
                       f"Hint: {hint}.")
+
+
+@contextlib.contextmanager
+def tracing(fn: object) -> Iterator[None]:
+    """Turns an error raised while JAX traces ``fn`` into a :class:`TraceError` naming the user's line
+    (every entry point that traces a user function uses it); our own errors and others pass through."""
+    try:
+        yield
+    except JaxstabError:
+        raise
+    except (TypeError, ValueError, IndexError, NotImplementedError) as exc:
+        raise trace_error(fn, exc) from exc
+    except Exception as exc:  # JAX's tracer errors have no common public base class
+        if type(exc).__module__.startswith("jax"):
+            raise trace_error(fn, exc) from exc
+        raise

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from . import _compat
-from ._errors import ArgumentError, JaxstabError, function_name, trace_error
+from ._errors import ArgumentError, function_name, tracing
 from .rewrites._engine import Explanation, rewrite_jaxpr
 from .rewrites._rule import Rule, resolve
 
@@ -26,16 +26,8 @@ def _default_rules() -> tuple[Rule, ...]:
 
 
 def _trace(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
-    try:
+    with tracing(fn):
         return _compat.trace(fn, *args, **kwargs)
-    except JaxstabError:
-        raise
-    except (TypeError, ValueError, IndexError, NotImplementedError) as exc:
-        raise trace_error(fn, exc) from exc
-    except Exception as exc:  # JAX's tracer errors have no common public base class
-        if type(exc).__module__.startswith("jax"):
-            raise trace_error(fn, exc) from exc
-        raise
 
 
 def _not_arrays(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> ArgumentError:

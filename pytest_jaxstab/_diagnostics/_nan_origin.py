@@ -55,9 +55,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import _compat as C
+from .._errors import tracing
 from ._nan_records import NanOrigin, OperandSummary
 from ._nan_walk import Ctx, Walker, every_finite
-from ._timing import tracing
 
 __all__ = ["NanOrigin", "OperandSummary", "find_nan_origin"]
 

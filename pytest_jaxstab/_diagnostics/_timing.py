@@ -15,16 +15,15 @@ so a record never claims a device that did not run the code.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 
-from .._errors import JaxstabError, trace_error
+from .._errors import tracing
 
 __all__ = ["BackendTiming", "time_backends"]
 
@@ -162,22 +161,6 @@ def _compile_for(device: Any, fn: Callable[..., Any], args: Sequence[Any]) -> tu
         lowered = jax.jit(fn).lower(*placed)
     compiled = lowered.compile()
     return (lambda: compiled(*placed)), compiled
-
-
-@contextlib.contextmanager
-def tracing(fn: Callable[..., Any]) -> Iterator[None]:
-    """Turns an error raised while JAX traces ``fn`` into a :class:`TraceError` naming the user's line
-    (as ``jst.check`` and ``jst.stabilize`` do); our own errors and others pass through."""
-    try:
-        yield
-    except JaxstabError:
-        raise
-    except (TypeError, ValueError, IndexError, NotImplementedError) as exc:
-        raise trace_error(fn, exc) from exc
-    except Exception as exc:  # JAX's tracer errors have no common public base class
-        if type(exc).__module__.startswith("jax"):
-            raise trace_error(fn, exc) from exc
-        raise
 
 
 # ------------------------------------------------------------------------------------------ helpers
