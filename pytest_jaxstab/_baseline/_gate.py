@@ -139,13 +139,18 @@ class CaseComparison:
 
     `status`: "regressed" (fails the run), "known" (still above tolerance or overflowing, not worse),
     "improved", "unchanged", or "new" (no comparable baseline entry). `message` names the case, the
-    figures and how they moved.
+    figures and how they moved. With a gradient (``grad=True``) the gradient's figures are compared
+    under the same margins and the message says what the gradient did; the case regresses when its
+    value or its gradient does.
     """
 
     nodeid: str
     status: Status
     message: str
     variant: str = "original"
+    #: The gradient's own decision (a case checked with ``grad=True``), None otherwise. The case's
+    #: `status` is "regressed" when either regressed; a gradient "new" to the baseline never fails.
+    gradient: Status | None = None
 
 
 @dataclasses.dataclass
@@ -203,7 +208,9 @@ def compare(
     A case regresses when its judged variant (`CaseResult.judged`) has more overflows or a larger max
     error than its baseline entry, beyond the margins of `checks` (figures not in `checks` use
     :data:`DEFAULT_MARGINS`: any growth fails). A case that is still unstable but not worse is "known":
-    reported, not failed.
+    reported, not failed. A case checked with ``grad=True`` has its gradient's figures compared the
+    same way, under the same margins: the case regresses when its value or its gradient does, and the
+    message names the gradient. A gradient the baseline has no figures of is new, which never fails.
 
     Args:
         cases: this run's results.
@@ -246,31 +253,58 @@ def _figures(stats: VariantStats) -> str:
     return f"max error {stats.max_error_bits:.2f} bits, {stats.overflows} overflows"
 
 
+#: How a case's decision is made of its value's and its gradient's: the first of these that either has.
+_PRECEDENCE: tuple[Status, ...] = ("regressed", "improved", "known", "unchanged")
+_GRADIENT = "gradient (jax.grad)"
+
+
 def _compare_case(case: CaseResult, entry: BaselineEntry | None,
                   checks: list[RegressionMargin]) -> CaseComparison:
     variant = case.judged
     label = f"{case.nodeid} ({variant} function)"
     if entry is None:
         return CaseComparison(case.nodeid, "new", f"{label}: not in the baseline yet ("
-                              f"{_figures(case.judged_stats)}); add it with --jaxstab-save-baseline", variant)
+                              f"{_figures(case.judged_stats)}); add it with --jaxstab-save-baseline", variant,
+                              gradient="new" if case.gradient is not None else None)
     if entry.dtype != case.dtype:
         return CaseComparison(case.nodeid, "new", f"{label}: dtype changed {entry.dtype} -> {case.dtype}, "
                               "so the baseline entry does not apply; update it with --jaxstab-save-baseline",
-                              variant)
-    old, new = entry.stats(variant), case.judged_stats
+                              variant, gradient="new" if case.gradient is not None else None)
+    status, text = _compare_stats(entry.stats(variant), case.judged_stats, checks)
+    if case.gradient is None:
+        return CaseComparison(case.nodeid, status, f"{label}: {text}", variant)
+    grad = case.gradient
+    if entry.gradient is None:
+        # Checked with grad=True since the baseline was saved (or saved by an older pytest-jaxstab):
+        # the gradient is new, which is not a regression; its figures are named so it can be saved.
+        grad_status: Status = "new"
+        grad_text = (f"not in the baseline yet ({_figures(grad.judged_stats)}); add it with "
+                     "--jaxstab-save-baseline")
+    else:
+        grad_status, grad_text = _compare_stats(entry.gradient.stats(grad.judged), grad.judged_stats, checks)
+    if grad_status == "regressed" and status != "regressed":  # the reason first
+        message = f"{label}: {_GRADIENT}: {grad_text}; the value: {text}"
+    else:
+        message = f"{label}: {text}; {_GRADIENT}: {grad_text}"
+    combined: Status = next(s for s in _PRECEDENCE if s in (status, grad_status))
+    return CaseComparison(case.nodeid, combined, message, variant, gradient=grad_status)
+
+
+def _compare_stats(old: VariantStats, new: VariantStats,
+                   checks: list[RegressionMargin]) -> tuple[Status, str]:
+    """The decision on one set of figures (the value's or the gradient's) and why, without the label."""
     problems = [p for p in (c.problem(old, new) for c in checks) if p is not None]
     if problems:
-        return CaseComparison(case.nodeid, "regressed", f"{label}: " + "; ".join(problems), variant)
+        return "regressed", "; ".join(problems)
     moved = f"{_figures(old)} -> {_figures(new)}"
     better = (new.max_error_bits < old.max_error_bits - _EPS or new.overflows < old.overflows)
     unstable = new.verdict == "fail" or new.overflows > 0
     if better:
         note = "; still above tolerance" if unstable else ""
-        return CaseComparison(case.nodeid, "improved", f"{label}: improved, {moved}{note}", variant)
+        return "improved", f"improved, {moved}{note}"
     if unstable:
-        return CaseComparison(case.nodeid, "known", f"{label}: known instability, not worse than the "
-                              f"baseline ({moved})", variant)
-    return CaseComparison(case.nodeid, "unchanged", f"{label}: within the baseline ({moved})", variant)
+        return "known", f"known instability, not worse than the baseline ({moved})"
+    return "unchanged", f"within the baseline ({moved})"
 
 
 # --- terminal summary -----------------------------------------------------------------------------
@@ -313,6 +347,9 @@ def format_baseline_summary(comparison: Comparison) -> str:
     by_status: dict[str, list[CaseComparison]] = {}
     for case in comparison.cases:
         by_status.setdefault(case.status, []).append(case)
+    for case in comparison.cases:  # a case within its baseline whose gradient is new: listed as new
+        if case.gradient == "new" and case.status == "unchanged":
+            by_status.setdefault("new", []).append(case)
     for status, title in _SECTIONS:
         entries = by_status.get(status, [])
         if entries:

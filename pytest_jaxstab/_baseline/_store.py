@@ -4,7 +4,11 @@ File format (version 1, default path `.jaxstab/baseline.json`)::
 
     {"version": 1, "jaxstab_version": "0.1.0",
      "cases": {nodeid: {"dtype", "samples", "original": VariantStats, "rewritten": VariantStats,
-                        "witnesses": [Witness.to_json(), ...]}}}
+                        "witnesses": [Witness.to_json(), ...],
+                        "gradient": {"dtype", "samples", "original", "rewritten", "witnesses"}}}}
+
+``"gradient"`` is optional (a case checked with ``grad=True``): the same figures and witnesses for the
+gradient of both variants. Files written before it existed load unchanged, so the version stays 1.
 
 Witness inputs are stored exactly, as the hex of each float's bits (`_results.encode_array`). The file is
 validated on load (a bad file is a :class:`BaselineError`, never silently replaced) and written atomically.
@@ -59,18 +63,22 @@ class BaselineEntry:
     original: VariantStats
     rewritten: VariantStats
     witnesses: list[Witness]
+    # The gradient's figures and witnesses (a case checked with grad=True), or None.
+    gradient: BaselineEntry | None = None
 
     @classmethod
     def from_case(cls, case: CaseResult) -> BaselineEntry:
+        gradient = cls.from_case(case.gradient) if case.gradient is not None else None
         return cls(case.dtype, case.samples, dataclasses.replace(case.original),
-                   dataclasses.replace(case.rewritten), list(case.witnesses))
+                   dataclasses.replace(case.rewritten), list(case.witnesses), gradient)
 
     def stats(self, variant: str) -> VariantStats:
         return self.rewritten if variant == "rewritten" else self.original
 
     def to_json(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "samples": self.samples, "original": self.original.to_json(),
-                "rewritten": self.rewritten.to_json(), "witnesses": [w.to_json() for w in self.witnesses]}
+                "rewritten": self.rewritten.to_json(), "witnesses": [w.to_json() for w in self.witnesses],
+                **({"gradient": self.gradient.to_json()} if self.gradient is not None else {})}
 
 
 @dataclasses.dataclass
@@ -180,22 +188,25 @@ def _get(d: Any, key: str, kind: str, where: str = "") -> Any:
     return value
 
 
-def _entry_from_json(raw: Any) -> BaselineEntry:
-    dtype = _get(raw, "dtype", "str")
-    samples = _get(raw, "samples", "count")
+def _entry_from_json(raw: Any, where: str = "", *, nested: bool = False) -> BaselineEntry:
+    dtype = _get(raw, "dtype", "str", where)
+    samples = _get(raw, "samples", "count", where)
     stats = {}
     for variant in ("original", "rewritten"):
-        d = _get(raw, variant, "dict")
-        where = f".{variant}"
-        _get(d, "max_error_bits", "bits", where)
-        _get(d, "mean_error_bits", "bits", where)
-        _get(d, "overflows", "count", where)
-        if _get(d, "verdict", "str", where) not in ("pass", "fail"):
-            raise _Invalid(f"{where}.verdict", f"expected 'pass' or 'fail', got {d['verdict']!r}")
+        d = _get(raw, variant, "dict", where)
+        where_v = f"{where}.{variant}"
+        _get(d, "max_error_bits", "bits", where_v)
+        _get(d, "mean_error_bits", "bits", where_v)
+        _get(d, "overflows", "count", where_v)
+        if _get(d, "verdict", "str", where_v) not in ("pass", "fail"):
+            raise _Invalid(f"{where_v}.verdict", f"expected 'pass' or 'fail', got {d['verdict']!r}")
         stats[variant] = VariantStats.from_json(d)
-    witnesses = [_witness_from_json(w, f".witnesses[{i}]")
-                 for i, w in enumerate(_get(raw, "witnesses", "list"))]
-    return BaselineEntry(dtype, samples, stats["original"], stats["rewritten"], witnesses)
+    witnesses = [_witness_from_json(w, f"{where}.witnesses[{i}]")
+                 for i, w in enumerate(_get(raw, "witnesses", "list", where))]
+    gradient = None
+    if not nested and raw.get("gradient") is not None:  # optional: cases checked with grad=True
+        gradient = _entry_from_json(_get(raw, "gradient", "dict", where), f"{where}.gradient", nested=True)
+    return BaselineEntry(dtype, samples, stats["original"], stats["rewritten"], witnesses, gradient)
 
 
 def _witness_from_json(raw: Any, where: str) -> Witness:

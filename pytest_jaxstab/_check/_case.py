@@ -107,6 +107,7 @@ def check(
     time_budget: float | None = TIME_BUDGET,
     grad: bool = False,
     derivative: bool = False,
+    gradient_witnesses: Sequence[Witness] = (),
 ) -> CaseResult:
     """Fuzz ``fn`` for numerical stability: both the function as written and its rewritten form.
 
@@ -145,6 +146,8 @@ def check(
             both variants against the exact derivative of the function as written; the figures are
             in ``result.gradient`` (a ``CaseResult``), and the case fails when either fails.
         derivative: check the gradient only (what ``grad=True`` runs for ``result.gradient``).
+        gradient_witnesses: with ``grad=True``, inputs to re-check first in the gradient's check only
+            (a baseline's gradient witnesses), before ``witnesses``.
 
     Returns:
         A :class:`CaseResult`: figures of both variants, verdicts, ``outcome`` ("passed"/"failed" for
@@ -172,7 +175,7 @@ def check(
             shapes=shapes, dtype=dtype, domain=domain, max_examples=max_examples, seed=seed, rules=rules,
             tolerance_bits=tolerance_bits, apply=apply, atol=atol, timing=timing, name=name,
             witnesses=witnesses, derandomize=derandomize, profile=profile, oracle_budget=oracle_budget,
-            time_budget=time_budget))
+            time_budget=time_budget), gradient_witnesses=gradient_witnesses)
     prof = profile if profile is not None else StageTimes()
     start = time.perf_counter()
     names, shape_list, by_keyword = normalize_shapes(shapes)

@@ -13,7 +13,7 @@ scored against the oracle, NaN/Inf origins found in the backward pass, figures a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -61,14 +61,19 @@ def derivative_case(traced: TracedCase, rewritten: Any) -> tuple[TracedCase, Any
     return grad_case, grad_rewritten
 
 
-def with_gradient(check: Callable[..., Any], fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+def with_gradient(check: Callable[..., Any], fn: Callable[..., Any], kwargs: dict[str, Any], *,
+                  gradient_witnesses: Sequence[Any] = ()) -> Any:
     """``check(fn, **kwargs)`` for the values, then for the gradients (``result.gradient``).
+
+    The gradient's check re-checks ``gradient_witnesses`` (a baseline's worst inputs of the gradient)
+    first, then the values' witnesses; the values' check never sees the gradient's.
 
     The case fails when either fails; the message then says which (the gradient's names the
     backward-pass origin of a NaN/Inf, as a value's does).
     """
     result = check(fn, **kwargs)
-    grad_kwargs = dict(kwargs, name=f"{result.nodeid}[grad]", derivative=True)  # same witnesses: inputs
+    grad_kwargs = dict(kwargs, name=f"{result.nodeid}[grad]", derivative=True,  # witnesses are inputs
+                       witnesses=[*gradient_witnesses, *kwargs.get("witnesses", ())])
     gradient = check(fn, **grad_kwargs)
     gradient.nodeid = result.nodeid
     result.gradient = gradient

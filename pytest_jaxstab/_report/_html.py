@@ -40,7 +40,8 @@ pre, code { background: #f6f6f6; } pre { padding: .5em; white-space: pre-wrap; }
 
 
 def write_html(path: str | os.PathLike[str], cases: Sequence[CaseResult], *, jax_version: str,
-               backends: Sequence[str], gate: Mapping[str, str] | None = None) -> None:
+               backends: Sequence[str], gate: Mapping[str, str] | None = None,
+               gradient_gate: Mapping[str, str] | None = None) -> None:
     """Writes the HTML report: one self-contained file (inline CSS and SVG), written atomically.
 
     Per case: the error figures of both variants, the rewrites that fired, the NaN/Inf origins (primitive,
@@ -55,6 +56,10 @@ def write_html(path: str | os.PathLike[str], cases: Sequence[CaseResult], *, jax
         gate: when the run compared with a baseline, the gate's decision per case nodeid ("known",
             "regressed", "new", "improved", "unchanged"). Shown beside the stability verdict, never
             merged with it: a known instability is unstable and does not fail the run.
+        gradient_gate: the gate's decision on the gradient of each ``grad=True`` case, when compared.
+
+    A case checked with ``grad=True`` also shows its gradient's figures beside the value's (both
+    variants, verdict, gate decision) and the gradient's NaN/Inf origins, lines of the backward pass.
 
     Raises:
         ImportError: matplotlib is not installed; the message says `pip install 'pytest-jaxstab[html]'`.
@@ -90,7 +95,7 @@ def write_html(path: str | os.PathLike[str], cases: Sequence[CaseResult], *, jax
         f"{_e(', '.join(backends) or '-')} &middot; pytest-jaxstab {_e(__version__)}</p>",
         _summary_table(cases, gate),
     ]
-    parts.extend(_case_section(i, case, gate) for i, case in enumerate(cases))
+    parts.extend(_case_section(i, case, gate, gradient_gate) for i, case in enumerate(cases))
     parts.append("</body></html>\n")
     write_text_atomic(path, "\n".join(parts))
 
@@ -154,10 +159,19 @@ def _summary_table(cases: Sequence[CaseResult], gate: Mapping[str, str] | None) 
             _decision(case, gate), str(case.samples), str(case.discarded), str(case.uncertain),
             _bits(case.original.max_error_bits), str(case.original.overflows),
             _bits(case.rewritten.max_error_bits), str(case.rewritten.overflows),
+            *_gradient_cells(case),
         ])
     return _table(["case", "dtype", "stability verdict", "baseline gate", "samples", "discarded", "uncertain",
-                   "original max bits", "original overflows", "rewritten max bits", "rewritten overflows"],
-                  rows, numeric=(4, 5, 6, 7, 8, 9, 10))
+                   "original max bits", "original overflows", "rewritten max bits", "rewritten overflows",
+                   "gradient (judged) max bits", "gradient (judged) overflows"],
+                  rows, numeric=(4, 5, 6, 7, 8, 9, 10, 11, 12))
+
+
+def _gradient_cells(case: CaseResult) -> list[str]:
+    if case.gradient is None:
+        return ['<span class="note">-</span>'] * 2
+    stats = case.gradient.judged_stats
+    return [_bits(stats.max_error_bits), str(stats.overflows)]
 
 
 def _stats_row(name: str, stats: VariantStats, judged: bool) -> list[str]:
@@ -166,7 +180,8 @@ def _stats_row(name: str, stats: VariantStats, judged: bool) -> list[str]:
             _e(stats.verdict)]
 
 
-def _case_section(index: int, case: CaseResult, gate: Mapping[str, str] | None = None) -> str:
+def _case_section(index: int, case: CaseResult, gate: Mapping[str, str] | None = None,
+                  gradient_gate: Mapping[str, str] | None = None) -> str:
     out = [f'<section id="case-{index}">', f"<h2>{_e(case.nodeid)}</h2>",
            f"<p>stability verdict: {_verdict(case)} &middot; baseline gate: {_decision(case, gate)}"
            f" &middot; dtype {_e(case.dtype)}"
@@ -178,6 +193,8 @@ def _case_section(index: int, case: CaseResult, gate: Mapping[str, str] | None =
          _stats_row("rewritten", case.rewritten, case.judged == "rewritten")],
         numeric=(1, 2, 3),
     ))
+    if case.gradient is not None:
+        out.extend(_gradient_section(case.gradient, gradient_gate))
     if case.message:
         out.append(f"<pre>{_e(case.message)}</pre>")
     out.append("<h3>Error against input magnitude</h3>")
@@ -214,6 +231,29 @@ def _case_section(index: int, case: CaseResult, gate: Mapping[str, str] | None =
                           [_witness_row(w) for w in case.witnesses], numeric=(1,)))
     out.append("</section>")
     return "\n".join(out)
+
+
+def _gradient_section(grad: CaseResult, gradient_gate: Mapping[str, str] | None) -> list[str]:
+    """The gradient's figures (``grad=True``) beside the value's, and where its NaN/Inf were born."""
+    decision = '<span class="note">not compared</span>'
+    if gradient_gate is not None:
+        decision = f'<span class="note">{_e(gradient_gate.get(grad.nodeid, "-"))}</span>'
+    out = ["<h3>Gradient (jax.grad; a VJP with ones for non-scalar outputs)</h3>",
+           f"<p>stability verdict: {_verdict(grad)} &middot; baseline gate: {decision}"
+           f" &middot; {grad.samples} samples ({grad.discarded} outside the domain, {grad.uncertain} "
+           "uncertain) &middot; judged against the exact derivative of the function as written</p>",
+           _table(["variant", "max error (bits)", "mean error (bits)", "overflows", "verdict"],
+                  [_stats_row("original", grad.original, grad.judged != "rewritten"),
+                   _stats_row("rewritten", grad.rewritten, grad.judged == "rewritten")],
+                  numeric=(1, 2, 3))]
+    if grad.nan_origins:
+        out.append("<p>NaN/Inf origins in the backward pass:</p>")
+        out.append(_table(
+            ["variant", "primitive", "location", "kind", "line"],
+            [[_e(n.variant), f"<code>{_e(n.primitive)}</code>", f"<code>{_e(n.location or '?')}</code>",
+              _e(n.kind), f"<code>{_e(n.line_text)}</code>"] for n in grad.nan_origins],
+        ))
+    return out
 
 
 def _local_error_section(case: CaseResult) -> list[str]:

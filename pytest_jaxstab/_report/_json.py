@@ -32,7 +32,8 @@ _VARIANTS = ("original", "rewritten")
 
 
 def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Sequence[str],
-                 gate: Mapping[str, str] | None = None) -> dict[str, Any]:
+                 gate: Mapping[str, str] | None = None,
+                 gradient_gate: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Builds the JSON report of a session: schema version 1 of docs/architecture.md ("The pytest surface").
 
     Each case's `outcome` is its stability verdict ("passed"/"failed": the judged variant within the
@@ -47,6 +48,10 @@ def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Seq
         jax_version: `jax.__version__` of the run.
         backends: the JAX backends present (`"cpu"`, `"gpu"`, ...), the ones timings refer to.
         gate: the gate's decision per case nodeid, when the run compared with a baseline.
+        gradient_gate: the gate's decision on the gradient of each ``grad=True`` case, when compared.
+
+    A case checked with ``grad=True`` has the extra key `"gradient"`: the same figures for its gradient
+    (a case object without its own `"gradient"`), with its own `"gate"`.
 
     Returns:
         `{"version": 1, "jax_version", "backends", "cases": [CaseResult.to_json() + {"gate"}, ...]}`,
@@ -64,13 +69,21 @@ def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Seq
         "version": REPORT_VERSION,
         "jax_version": str(jax_version),
         "backends": [str(b) for b in backends],
-        "cases": [{**case.to_json(), "gate": None if gate is None else gate.get(case.nodeid)}
-                  for case in cases],
+        "cases": [_case_json(case, gate, gradient_gate) for case in cases],
         # extra keys (allowed by the schema): which pytest-jaxstab wrote the file; the gate's counts.
         "jaxstab_version": __version__,
         "gate": None if gate is None else {d: sum(1 for c in cases if gate.get(c.nodeid) == d)
                                            for d in GATE_DECISIONS},
     }
+
+
+def _case_json(case: CaseResult, gate: Mapping[str, str] | None,
+               gradient_gate: Mapping[str, str] | None) -> dict[str, Any]:
+    d = {**case.to_json(), "gate": None if gate is None else gate.get(case.nodeid)}
+    if "gradient" in d:
+        d["gradient"] = {**d["gradient"],
+                         "gate": None if gradient_gate is None else gradient_gate.get(case.nodeid)}
+    return d
 
 
 def write_json(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
@@ -136,7 +149,7 @@ def validate_report(d: Any) -> None:
         _validate_case(case, f"cases[{i}]")
 
 
-def _validate_case(case: Any, where: str) -> None:
+def _validate_case(case: Any, where: str, *, nested: bool = False) -> None:
     _require_mapping(case, where)
     _require_str(_key(case, "nodeid", where), f"{where}.nodeid")
     _require_str(_key(case, "dtype", where), f"{where}.dtype")
@@ -171,6 +184,10 @@ def _validate_case(case: Any, where: str) -> None:
         for figure in ("original_s", "rewritten_s", "ratio"):
             _require_number(_key(record, figure, at), f"{at}.{figure}")
     _validate_local_error(case, where)
+    if case.get("gradient") is not None:  # extra key: the gradient's figures (grad=True)
+        if nested:
+            _fail(f"{where}.gradient", "a gradient's figures have no gradient of their own")
+        _validate_case(case["gradient"], f"{where}.gradient", nested=True)
 
 
 def _validate_local_error(case: Any, where: str) -> None:

@@ -24,10 +24,12 @@ _VERDICT_W = 8
 _GATE_W = 9
 _COUNTS_W = 9  # "disc/unc": inputs outside the real domain / undecided
 _FIG_TITLES = (("max", 5), ("mean", 5), ("ovf", 5))
+_GRAD_LABEL = "  ∇ grad"  # the case cell of a gradient's row, under its case
 
 
 def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
-                 gate: Mapping[str, str] | None = None) -> str:
+                 gate: Mapping[str, str] | None = None,
+                 gradient_gate: Mapping[str, str] | None = None) -> str:
     """Formats the "jaxstab" terminal table: one row per case, fixed-width columns.
 
     Columns: case (nodeid without its directories), dtype, samples, discarded (inputs outside the real
@@ -37,12 +39,14 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
     that fired, where the judged variant's first NaN/Inf was born (`primitive @ file:line`), where the
     function as written loses the most bits (`primitive @ file:line`, from `jst.local_error`), and, for
     each backend in `backends` only, the jitted time ratio rewritten/original (`cpu 0.98x`). Long cells
-    are cut with an ellipsis.
+    are cut with an ellipsis. A case checked with ``grad=True`` has a second row, ``  ∇ grad``, with the
+    same columns for its gradient (its NaN origin is a line of the backward pass).
 
     Args:
         cases: the results to show, in order.
         backends: the backends to give a timing column, e.g. `["cpu", "gpu"]`; none: no time column.
         gate: the gate's decision per case nodeid, when the run compared with a baseline.
+        gradient_gate: the gate's decision on the gradient per case nodeid (shown in the ``∇`` rows).
 
     Returns:
         The table as lines joined by newlines (no trailing newline), header first, a legend last.
@@ -73,22 +77,11 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
     header = sep.join(titles).rstrip()
     lines = [group, header, "-" * len(header)]
     for case in cases:
-        cells = [
-            _left(_short_nodeid(case.nodeid, _CASE_W), _CASE_W),
-            _left(case.dtype, 8),
-            _right(str(case.samples), 7),
-            _right(f"{case.discarded}/{case.uncertain}", _COUNTS_W),
-            _figures(case.original),
-            _figures(case.rewritten),
-            _left("unstable" if case.outcome == "failed" else "stable", _VERDICT_W),
-        ]
-        if gate is not None:
-            cells.append(_left(gate.get(case.nodeid, "-"), _GATE_W))
-        cells += [_left(_rules(case), _RULES_W), _left(_nan_origin(case), _NAN_W),
-                  _left(_bits_lost_at(case), _LOST_W)]
-        if time_cells:
-            cells.append(" ".join(_left(_timing(case, b), w) for b, w in time_cells))
-        lines.append(sep.join(cells).rstrip())
+        lines.append(sep.join(_row(case, gate, time_cells)).rstrip())
+        if case.gradient is not None:
+            # The gradient's own gate decision, under the case's (a gate column without one: "-").
+            grad_gate = None if gate is None else (gradient_gate or {})
+            lines.append(sep.join(_row(case.gradient, grad_gate, [], gradient_of=case)).rstrip())
     lines[2] = "-" * max(len(line) for line in lines[1:])
     lines.append("disc/unc: inputs outside the function's real domain / the exact oracle could not decide "
                  "(neither is judged)")
@@ -103,7 +96,35 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
                  "on its own (jst.local_error)")
     if time_cells:
         lines.append("time: jitted time of the rewritten function / the original one, per backend")
+    if any(case.gradient is not None for case in cases):
+        lines.append(f"{_GRAD_LABEL.strip()}: the gradient (jax.grad, a VJP with ones for non-scalar "
+                     "outputs) of the case above, judged against the exact derivative; NaN origin: its "
+                     "backward-pass line")
     return "\n".join(lines)
+
+
+def _row(case: CaseResult, gate: Mapping[str, str] | None, time_cells: Sequence[tuple[str, int]],
+         gradient_of: CaseResult | None = None) -> list[str]:
+    """One row's cells: a case, or (``gradient_of`` its case) the gradient's row under it."""
+    if gradient_of is None:
+        name, rules = _short_nodeid(case.nodeid, _CASE_W), _rules(case)
+    else:
+        name, rules = _GRAD_LABEL, ""
+    cells = [
+        _left(name, _CASE_W),
+        _left(case.dtype if gradient_of is None else "", 8),
+        _right(str(case.samples), 7),
+        _right(f"{case.discarded}/{case.uncertain}", _COUNTS_W),
+        _figures(case.original),
+        _figures(case.rewritten),
+        _left("unstable" if case.outcome == "failed" else "stable", _VERDICT_W),
+    ]
+    if gate is not None:
+        cells.append(_left(gate.get(case.nodeid, "-"), _GATE_W))
+    cells += [_left(rules, _RULES_W), _left(_nan_origin(case), _NAN_W), _left(_bits_lost_at(case), _LOST_W)]
+    if time_cells:
+        cells.append(" ".join(_left(_timing(case, b), w) for b, w in time_cells))
+    return cells
 
 
 def _fit(text: str, width: int) -> str:

@@ -75,6 +75,7 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
                        tolerance_bits=tolerance_bits, apply=apply, atol=atol,
                        timing=opts.timing if timing is None else timing, name=nodeid,
                        witnesses=session.witnesses(nodeid), derandomize=opts.derandomize,
+                       gradient_witnesses=session.gradient_witnesses(nodeid) if grad else (),
                        oracle_budget=None if budget == math.inf else budget, grad=grad)
     except JaxstabError as exc:
         # Bad arguments, an untraceable function, a primitive the oracle cannot evaluate exactly: the

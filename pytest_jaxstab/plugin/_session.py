@@ -81,6 +81,13 @@ class JaxstabSession:
         entry = self.baseline.entries.get(nodeid)
         return list(entry.witnesses) if entry is not None else []
 
+    def gradient_witnesses(self, nodeid: str) -> list[Any]:
+        """The baseline's worst inputs of a ``grad=True`` case's gradient (comparison runs only)."""
+        if self.baseline is None:
+            return []
+        entry = self.baseline.entries.get(nodeid)
+        return list(entry.gradient.witnesses) if entry is not None and entry.gradient is not None else []
+
     def compare_case(self, case: Any) -> Any:
         """How one case compares with the baseline, or None when not comparing."""
         if self.baseline is None:
@@ -224,12 +231,13 @@ class JaxstabSession:
                 from .._report import build_report, write_json
 
                 write_json(target.path, build_report(cases, jax_version=jax_version, backends=backends,
-                                                     gate=self.decisions()))
+                                                     gate=self.decisions(),
+                                                     gradient_gate=self.gradient_decisions()))
             else:
                 from .._report import write_html
 
                 write_html(target.path, cases, jax_version=jax_version, backends=backends,
-                           gate=self.decisions())
+                           gate=self.decisions(), gradient_gate=self.gradient_decisions())
             self.notes.append(f"{target.kind} report written: {_shown(target.path)}")
 
     def decisions(self) -> dict[str, str] | None:
@@ -237,6 +245,12 @@ class JaxstabSession:
         if self.comparison is None:
             return None
         return {c.nodeid: c.status for c in self.comparison.cases}
+
+    def gradient_decisions(self) -> dict[str, str] | None:
+        """The gate's decision on each ``grad=True`` case's gradient, or None when not comparing."""
+        if self.comparison is None:
+            return None
+        return {c.nodeid: c.gradient for c in self.comparison.cases if c.gradient is not None}
 
     def summary(self, terminal: Any) -> None:
         """The "jaxstab" section of the terminal summary."""
@@ -252,7 +266,8 @@ class JaxstabSession:
             cases = self.sorted_cases()
             # Timing columns only for the backends cases were timed on (none without --jaxstab-timing).
             timed = sorted({t.backend for case in cases for t in case.timing})
-            terminal.write_line(format_table(cases, timed, gate=self.decisions()))
+            terminal.write_line(format_table(cases, timed, gate=self.decisions(),
+                                             gradient_gate=self.gradient_decisions()))
         if self.comparison is not None:
             from .._baseline import format_baseline_summary
 
