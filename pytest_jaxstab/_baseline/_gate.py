@@ -149,7 +149,8 @@ class CaseComparison:
     message: str
     variant: str = "original"
     #: The gradient's own decision (a case checked with ``grad=True``), None otherwise. The case's
-    #: `status` is "regressed" when either regressed; a gradient "new" to the baseline never fails.
+    #: `status` is "regressed" when either regressed; a gradient "new" to the baseline is judged
+    #: by its own verdict (as a case new to the baseline is), not by the gate.
     gradient: Status | None = None
 
 
@@ -210,7 +211,8 @@ def compare(
     :data:`DEFAULT_MARGINS`: any growth fails). A case that is still unstable but not worse is "known":
     reported, not failed. A case checked with ``grad=True`` has its gradient's figures compared the
     same way, under the same margins: the case regresses when its value or its gradient does, and the
-    message names the gradient. A gradient the baseline has no figures of is new, which never fails.
+    message names the gradient. A gradient the baseline has no figures of is new: the gate does
+    not fail it, and the test judges it by its verdict, as it judges a new case.
 
     Args:
         cases: this run's results.

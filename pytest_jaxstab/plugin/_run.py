@@ -119,6 +119,11 @@ def _judge(session: JaxstabSession, result: Any) -> str | None:
     if comparison.status == "regressed":
         detail = f"\n\n{result.message}" if result.message else ""
         return f"regressed against the jaxstab baseline: {comparison.message}{detail}"
+    gradient = result.gradient
+    if comparison.gradient == "new" and gradient is not None and gradient.outcome == "failed":
+        # judged by its verdict, as a case new to the baseline is (the baseline predates grad=True)
+        return (f"the gradient is not in the jaxstab baseline (saved before grad=True) and fails:\n\n"
+                f"{gradient.message}")
     return None  # "known", "improved", "unchanged": reported in the session summary, not failed.
 
 
