@@ -6,7 +6,9 @@ search can judge per element on scalar samples. ``jst.local_error`` (``_diagnost
 runs on the user's function at the drawn points; the worst (user line, primitive) that maps to an
 operator inside a region picks the region (the one judged) and, inside it, the sub-term rooted at that
 operator (the one saturated: a smaller e-graph, and the lines that lose nothing are left as written).
-When no line loses :data:`NARROW_BITS` or more, the largest region is searched whole.
+Lines losing at least half as many bits as the worst count too: the sub-term searched is the smallest
+holding all of them. When no line loses :data:`NARROW_BITS` or more, the largest region is searched
+whole.
 
 Not searched: the part of a program above its reductions (``jnp.sum(e) / n``: the division by the count
 is kept as written), and regions that read a reduction's result.
@@ -35,6 +37,8 @@ NARROW_BITS = 4.0
 _LOCAL_POINTS = 64
 _MAX_BATCHES = 4
 _OPAQUE = frozenset({"lt", "le", "where"})
+_PRIMITIVE = {"sum_all": "reduce_sum", "prod_all": "reduce_prod", "max_all": "reduce_max",
+              "min_all": "reduce_min"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +63,7 @@ class Focus:
 def regions(term: Term) -> list[Term]:
     """The largest sub-terms of ``term`` without a reduction that read an input, left to right."""
     if not any(t[0] in REDUCTIONS for t in subterms(term)):
-        return [term] if variables(term) else []
+        return [term] if variables(term) and size(term) > 0 else []
     out: list[Term] = []
     for child in term[1:]:
         out.extend(regions(child))
@@ -74,22 +78,33 @@ def localize(whole: Term, sites: Sites, closed: Any, batches: Sequence[Sequence[
     """
     regs = regions(whole)
     if not regs:
-        raise Unsupported("the program has no elementwise sub-expression of its inputs to search")
+        used = sorted({_PRIMITIVE[t[0]] for t in subterms(whole) if t[0] in REDUCTIONS})
+        raise Unsupported("the program has no elementwise sub-expression of its inputs to search"
+                          + (f" (its operations read the result of {', '.join(used)})" if used else ""))
     default = Focus(max(regs, key=size), max(regs, key=size), None)
     try:
         lines = analyse(closed, batches).lines
     except JaxstabError:  # the oracle cannot evaluate some operation: no localisation, search whole
         return default
-    for line in lines:
-        if not line.max_bits >= NARROW_BITS:
-            break
-        for term in sites.get((line.location, line.primitive), []):
-            if term[0] not in OPS or term[0] in _OPAQUE:
+    serious = [x for x in lines if x.max_bits >= max(NARROW_BITS, lines[0].max_bits / 2)] if lines else []
+    for line in serious:
+        for region in regs:
+            inside = subterms(region)
+            if not _matches(sites, line, inside):
                 continue
-            for region in regs:
-                if term in subterms(region):
-                    return Focus(region, term, line)
+            # Every serious line inside this region (the worst's), each line by all its operations of
+            # that primitive (the local error is per line: ``1 / (x - 1) - 1 / (x + 1)`` has two subs):
+            # the smallest sub-term holding them all is searched. Several lines lose bits together in
+            # ``sqrt(x * x + 1) - x`` (the square overflows, the difference cancels): the fix needs both.
+            found = [t for other in serious for t in _matches(sites, other, inside)]
+            common = [t for t in inside if all(f in subterms(t) for f in found)]
+            return Focus(region, min(common, key=size), line)
     return default
+
+
+def _matches(sites: Sites, line: LineError, inside: list[Term]) -> list[Term]:
+    return [t for t in sites.get((line.location, line.primitive), [])
+            if t[0] in OPS and t[0] not in _OPAQUE and t in inside]
 
 
 def batches_for(points: Sequence[np.ndarray], shapes: Sequence[tuple[int, ...]]
