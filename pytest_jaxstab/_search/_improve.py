@@ -190,7 +190,8 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
 
     t = time.perf_counter()
     if len(names) == 1:  # a fraction of a second: not subject to the time limit
-        for term in series_candidates(original):
+        for series in series_candidates(sub):  # of the localized sub-term: the rest stays as written
+            term = replace(original, sub, series)
             finalists.append(term)
             kinds[term] = "series"
     times["series"] = time.perf_counter() - t
