@@ -10,6 +10,7 @@ than 6 bits mean (so the case is one where localisation matters).
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +23,7 @@ from pytest_jaxstab import oracles
 from pytest_jaxstab._check._trace import x64_scope
 from pytest_jaxstab._search._localize import regions
 
-LIMITS = dict(max_examples=64, time_limit=300.0, node_limit=3000, iter_limit=6, seed=1)
+LIMITS: dict[str, Any] = dict(max_examples=64, time_limit=300.0, node_limit=3000, iter_limit=6, seed=1)
 ACCURATE_BITS = 2.0  # the bar for "improved"
 INACCURATE_BITS = 6.0  # the original must lose clearly more than rounding noise
 
