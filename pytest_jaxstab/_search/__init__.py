@@ -1,9 +1,10 @@
 """Search for a more accurate program when the rewrite catalogue has none (``jst.improve``).
 
 Modules, left to right: ``_expr`` (the term language and its one operator table), ``_lower`` (jaxpr to
-term), ``_rules`` (the identities), ``_egraph`` (egglog saturation), ``_extract`` (candidates out of the
-e-graph), ``_judge`` (samples and the oracle), ``_regimes`` (``where`` by input range), ``_source``
-(printing), ``_result`` (``Improvement``), ``_improve`` (the pipeline).
+term), ``_localize`` (the sub-term to search, by local error), ``_rules`` (the identities), ``_egraph``
+(egglog saturation), ``_extract`` (candidates out of the e-graph), ``_judge`` (samples and the oracle),
+``_regimes`` (``where`` by input range), ``_source`` (printing), ``_result`` (``Improvement``),
+``_improve`` (the pipeline).
 """
 
 from ._improve import improve as improve

@@ -18,8 +18,8 @@ from typing import Any
 import jax.numpy as jnp
 import mpmath
 
-__all__ = ["OPS", "Op", "Term", "const", "cost", "evaluate_jax", "evaluate_mp", "is_const", "size",
-           "subterms", "variables"]
+__all__ = ["OPS", "REDUCTIONS", "Op", "Term", "const", "cost", "evaluate_jax", "evaluate_mp", "is_const",
+           "op", "replace", "size", "subterms", "variables"]
 
 Term = tuple[Any, ...]
 
@@ -49,6 +49,10 @@ def _mp_logaddexp(a: Any, b: Any) -> Any:
 
 def _mp_where(c: Any, a: Any, b: Any) -> Any:
     return a if c else b
+
+
+def _no_mp(*_: Any) -> Any:
+    raise TypeError("a whole-array reduction has no scalar (mpmath) semantics")
 
 
 def _op(name: str, arity: int, jax_fn: Callable[..., Any], mp_fn: Callable[..., Any], cost: float,
@@ -94,6 +98,30 @@ OPS: dict[str, Op] = {o.name: o for o in (
 )}
 
 
+#: Whole-array reductions (every axis): they appear only in the program around a searched region (the
+#: search, the e-graph and the samples see elementwise regions, never these). No mpmath semantics.
+REDUCTIONS: dict[str, Op] = {o.name: o for o in (
+    _op("sum_all", 1, jnp.sum, _no_mp, 1, "jnp.sum({0})"),
+    _op("prod_all", 1, jnp.prod, _no_mp, 1, "jnp.prod({0})"),
+    _op("max_all", 1, jnp.max, _no_mp, 1, "jnp.max({0})"),
+    _op("min_all", 1, jnp.min, _no_mp, 1, "jnp.min({0})"),
+)}
+
+
+def op(kind: str) -> Op:
+    """The operator named ``kind``: an elementwise one of :data:`OPS` or a reduction of :data:`REDUCTIONS`."""
+    return OPS[kind] if kind in OPS else REDUCTIONS[kind]
+
+
+def replace(term: Term, old: Term, new: Term) -> Term:
+    """``term`` with every occurrence of the sub-term ``old`` replaced by ``new``."""
+    if term == old:
+        return new
+    if term[0] in ("var", "const"):
+        return term
+    return (term[0], *(replace(c, old, new) for c in term[1:]))
+
+
 def is_const(term: Term, value: float | None = None) -> bool:
     """Whether ``term`` is a constant (equal to ``value`` when given)."""
     return term[0] == "const" and (value is None or term[1] == value)
@@ -115,7 +143,7 @@ def size(term: Term) -> int:
 
 def cost(term: Term) -> float:
     """The op-cost model's cost of ``term``: the sum of its operators' costs (see the module doc)."""
-    return float(sum(OPS[t[0]].cost for t in subterms(term) if t[0] not in ("var", "const")))
+    return float(sum(op(t[0]).cost for t in subterms(term) if t[0] not in ("var", "const")))
 
 
 def variables(term: Term) -> set[int]:
@@ -136,7 +164,7 @@ def evaluate_jax(term: Term, args: Sequence[Any], dtype: Any) -> Any:
         elif t[0] == "const":
             out = jnp.asarray(t[1], dtype)
         else:
-            out = OPS[t[0]].jax(*(go(c) for c in t[1:]))
+            out = op(t[0]).jax(*(go(c) for c in t[1:]))
         memo[t] = out
         return out
 

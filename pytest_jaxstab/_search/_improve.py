@@ -1,13 +1,17 @@
 """``jst.improve``: search for a more accurate program, judged by the exact oracle (Herbie for jaxprs).
 
-Pipeline: trace the function and take its elementwise float expression (the whole output expression:
-localisation by local error is not wired in yet) → equality saturation with egglog over the identities
+Pipeline: trace the function and lower it to a term (elementwise operators and whole-array reductions)
+→ localize (``_localize``): ``jst.local_error`` at drawn points picks the elementwise region around the
+worst line and, inside it, the sub-expression rooted at the worst operation → equality saturation of
+that sub-expression with egglog over the identities
 of ``_rules`` → candidates extracted from the e-graph by an accuracy-guided beam search, each judged on
-fuzzed samples against the oracle's exact values of the ORIGINAL program → regime inference (up to three
+fuzzed samples (the region with the sub-expression replaced) against the oracle's exact values of the
+ORIGINAL region → regime inference (up to three
 candidates joined by ``jnp.where``) → the winner re-checked on fresh samples. A candidate is offered only
 if it was derived from identities (or joins such candidates), its mean error is lower, its max error is
 not higher, and at no sample is it more than ``_WORSE_BITS`` worse than the original; otherwise the
-result says that nothing better was found.
+result says that nothing better was found. The winner is spliced back into the whole program (the
+lines that lose nothing, and the reductions around the region, stay as written).
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from .._check._trace import normalize_shapes, positional, trace_case, x64_scope
 from .._dtypes import resolve_dtype
 from .._errors import ArgumentError, JaxstabError, function_name
 from ._egraph import SaturationError, saturate
-from ._expr import Term, cost, evaluate_jax, subterms
+from ._expr import Term, cost, evaluate_jax, replace, subterms
 from ._extract import Extractor
 from ._judge import Samples, draw, jax_function
-from ._lower import Unsupported, lower
+from ._localize import Focus, batches_for, localize
+from ._lower import Unsupported, lower_program
 from ._regimes import infer
 from ._result import Candidate, Improvement
 from ._series import series_candidates
@@ -126,19 +131,27 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
     fname = getattr(fn, "__name__", "improved")
     fname = "improved" if fname == "<lambda>" else f"{fname}_improved"
     try:
-        original = lower(case.closed)
+        whole, sites = lower_program(case.closed)
     except Unsupported as exc:
         return Improvement(fn, "", False, f"not searched: {exc}")
-    times["localize"] = time.perf_counter() - t0
 
     def result(status: str, **kw: Any) -> Improvement:
-        return Improvement(fn, function_source(original, params, fname), False, status, times=times, **kw)
+        return Improvement(fn, function_source(whole, params, fname), False, status, times=times, **kw)
+
+    try:
+        points = draw(dt, len(names), domain, n, seed)
+    except (ValueError, TypeError) as exc:
+        raise ArgumentError(f"domain={domain!r}: {exc}") from None
+    try:
+        focus = _localize(fn, names, by_keyword, dt, shapes, whole, sites, points)
+    except Unsupported as exc:
+        return result(f"not searched: {exc}")
+    original, sub = focus.region, focus.sub
+    times["localize"] = time.perf_counter() - t0
 
     t = time.perf_counter()
     try:
-        samples = Samples.build(original, dt, draw(dt, len(names), domain, n, seed))
-    except (ValueError, TypeError) as exc:
-        raise ArgumentError(f"domain={domain!r}: {exc}") from None
+        samples = Samples.build(original, dt, points)
     except JaxstabError as exc:
         return result(f"not searched: the oracle cannot judge {function_name(fn)}: {exc}")
     if samples.count == 0:
@@ -149,7 +162,7 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
     t = time.perf_counter()
     deadline = t0 + time_limit
     try:
-        data, stats = saturate(original, node_limit=node_limit, iter_limit=iter_limit,
+        data, stats = saturate(sub, node_limit=node_limit, iter_limit=iter_limit,
                                time_limit=max(0.5, time_limit * 0.4))
     except SaturationError as exc:
         return result(f"nothing better found: {exc}", original=orig, best=orig, frontier=[orig],
@@ -158,9 +171,10 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
 
     t = time.perf_counter()
     ex = Extractor(data)
-    scores = ex.candidates(original, lambda u: _mean(samples.eager_errors(u)), beam=4, rounds=4,
-                           per_class=12, max_cost=max(4 * cost(original), cost(original) + 60),
-                           deadline=deadline)
+    found = ex.candidates(sub, lambda u: _mean(samples.eager_errors(replace(original, sub, u))), beam=4,
+                          rounds=4, per_class=12, max_cost=max(4 * cost(sub), cost(sub) + 60),
+                          deadline=deadline)
+    scores = {replace(original, sub, u): v for u, v in found.items()}
     times["extract"] = time.perf_counter() - t
     hit_limit = time.perf_counter() > deadline
 
@@ -176,7 +190,8 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
 
     t = time.perf_counter()
     if len(names) == 1:  # a fraction of a second: not subject to the time limit
-        for term in series_candidates(original):
+        for series in series_candidates(sub):  # of the localized sub-term: the rest stays as written
+            term = replace(original, sub, series)
             finalists.append(term)
             kinds[term] = "series"
     times["series"] = time.perf_counter() - t
@@ -198,7 +213,7 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
     safe = [c for c, errs in measured if c.term != original and _safe(errs, orig_errs)]
     frontier = _pareto([orig, *safe])
     why = f" (saturation: {stats.iterations} iterations, {stats.nodes} e-nodes, stopped: {stats.stopped}" + (
-        "; time limit hit" if hit_limit else "") + ")"
+        "; time limit hit" if hit_limit else "") + focus.describe() + ")"
     if not safe:
         return result("nothing better found" + why, original=orig, best=orig, frontier=frontier,
                       samples=samples.count)
@@ -218,11 +233,20 @@ def _improve(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, 
     if best is None:
         return result("nothing better found: the candidates did not hold up on fresh samples" + why,
                       original=orig, best=orig, frontier=frontier, samples=samples.count)
-    return Improvement(_callable(fn, best.term, dt, names, by_keyword),
-                       function_source(best.term, params, fname),
+    program = replace(whole, original, best.term)
+    return Improvement(_callable(fn, program, dt, names, by_keyword),
+                       function_source(program, params, fname),
                        True, f"improved: mean {orig.mean_bits:.2f} -> {best.mean_bits:.2f} bits, max "
                        f"{orig.max_bits:.2f} -> {best.max_bits:.2f} bits" + why, original=orig, best=best,
                        frontier=frontier, recheck=recheck, samples=samples.count, times=times)
+
+
+def _localize(fn: Callable[..., Any], names: list[str], by_keyword: bool, dt: np.dtype[Any],
+              shapes: list[tuple[int, ...]], whole: Term, sites: Any, points: list[np.ndarray]) -> Focus:
+    """The region and sub-expression to search: by local error at the drawn ``points``."""
+    loc_shapes, batches = batches_for(points, shapes)
+    closed = trace_case(positional(fn, names, by_keyword), dt, loc_shapes).closed if batches else None
+    return localize(whole, sites, closed, [[b for b in batch] for batch in batches])
 
 
 def _quantize(bits: float) -> float:

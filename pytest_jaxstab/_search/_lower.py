@@ -5,6 +5,11 @@ elementwise operation the term language has (``_expr.OPS``), a broadcast or same
 (identities elementwise), or a call (``jit``, ``custom_jvp``/``custom_vjp`` primal bodies) whose body
 qualifies; the one float output must depend on the inputs only through these. Anything else is named
 in :class:`Unsupported`, which ``improve`` turns into a result that says so.
+
+:func:`lower_program` also takes whole-array reductions (``jnp.sum``/``prod``/``max``/``min`` over every
+axis, so ``jnp.mean`` too) as the operators of ``_expr.REDUCTIONS``: the program around the elementwise
+regions the search improves, and records where (user line, primitive) each operator was written, so
+that the local error's worst line can be found in the term.
 """
 
 from __future__ import annotations
@@ -17,7 +22,10 @@ import numpy as np
 from .. import _compat
 from ._expr import Term, const
 
-__all__ = ["Unsupported", "lower"]
+#: Where each operator node was written: (user ``file:line`` or None, primitive name) -> its terms.
+Sites = dict[tuple[str | None, str], list[Term]]
+
+__all__ = ["Sites", "Unsupported", "lower", "lower_program"]
 
 _DIRECT = {
     "add": "add", "add_any": "add", "sub": "sub", "mul": "mul", "div": "div", "neg": "neg", "abs": "abs",
@@ -28,6 +36,8 @@ _DIRECT = {
 }
 _IDENTITY = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "copy", "copy_p",
              "optimization_barrier", "stop_gradient"}
+_REDUCE = {"reduce_sum": "sum_all", "reduce_prod": "prod_all", "reduce_max": "max_all",
+           "reduce_min": "min_all"}
 _CALLS = {"jit", "closed_call", "core_call", "remat", "remat2", "checkpoint", "custom_jvp_call",
           "custom_vjp_call", "custom_vjp_call_jaxpr"}
 
@@ -42,11 +52,25 @@ def lower(closed: Any) -> Term:
     Raises:
         Unsupported: naming the first primitive (or output structure) the search cannot take.
     """
+    return _lower(closed, None)
+
+
+def lower_program(closed: Any) -> tuple[Term, Sites]:
+    """Like :func:`lower`, also taking whole-array reductions; with where each node was written.
+
+    Raises:
+        Unsupported: naming the first primitive (or output structure) the search cannot take.
+    """
+    sites: Sites = {}
+    return _lower(closed, sites), sites
+
+
+def _lower(closed: Any, sites: Sites | None) -> Term:
     outs = _compat.outvars(closed)
     if len(outs) != 1:
         raise Unsupported(f"the function has {len(outs)} outputs; the search improves one float output")
     _, consts = _compat.parts(closed)
-    (term,) = _run(closed, [("var", i) for i in range(len(_compat.invars(closed)))], consts)
+    (term,) = _run(closed, [("var", i) for i in range(len(_compat.invars(closed)))], consts, sites, None)
     if term[0] in ("lt", "le"):
         raise Unsupported("the function returns a comparison, not a float")
     return term
@@ -67,7 +91,8 @@ def _read(env: dict[Any, Term], atom: Any) -> Term:
     return env[atom]
 
 
-def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any]) -> list[Term]:
+def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any], sites: Sites | None,
+         outer: str | None) -> list[Term]:
     env: dict[Any, Term] = {}
     for v, t in zip(_compat.invars(closed), inputs):
         env[v] = t
@@ -76,14 +101,20 @@ def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any]) -> list[Ter
     for eqn in _compat.eqns(closed):
         name = _compat.primitive_name(eqn)
         args = [_read(env, a) for a in eqn.invars]
-        outs = _equation(eqn, name, args)
+        where = _compat.location(eqn) or outer
+        outs = _equation(eqn, name, args, sites, where)
+        if sites is not None and name not in _CALLS:
+            for term in outs:
+                if term[0] not in ("var", "const"):
+                    sites.setdefault((where, name), []).append(term)
         for var, term in zip(eqn.outvars, outs):
             if not _compat.is_dropvar(var):
                 env[var] = term
     return [_read(env, v) for v in _compat.outvars(closed)]
 
 
-def _equation(eqn: Any, name: str, args: list[Term]) -> list[Term]:
+def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where: str | None,
+              ) -> list[Term]:
     if name in _DIRECT:
         return [(_DIRECT[name], *args)]
     if name in _IDENTITY:
@@ -115,7 +146,13 @@ def _equation(eqn: Any, name: str, args: list[Term]) -> list[Term]:
         else:
             body = _compat.subjaxprs(eqn)[0][1]
         _, consts = _compat.parts(body)
-        return _run(body, args, consts)
+        return _run(body, args, consts, sites, where)
+    if name in _REDUCE and sites is not None:
+        rank = len(getattr(_compat.aval(eqn.invars[0]), "shape", ()))
+        if sorted(int(a) for a in eqn.params.get("axes", ())) != list(range(rank)):
+            raise Unsupported(f"{name} over some axes only ({_where(eqn)}); the search takes reductions "
+                              "over every axis (jnp.sum(e), jnp.mean(e))")
+        return [(_REDUCE[name], args[0])]
     raise Unsupported(f"the primitive {name!r} ({_where(eqn)}) is not an elementwise operation the search "
                       f"knows")
 

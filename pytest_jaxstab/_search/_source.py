@@ -5,7 +5,7 @@ from __future__ import annotations
 import keyword
 from collections.abc import Sequence
 
-from ._expr import OPS, Term
+from ._expr import Term, op
 
 __all__ = ["expression", "function_source"]
 
@@ -31,15 +31,15 @@ def expression(term: Term, names: Sequence[str]) -> str:
             # x - (-1.0) is x + 1.0 bit for bit (IEEE negation is exact): print the familiar one.
             t = ("sub" if kind == "add" else "add", t[1], ("const", -t[2][1]))
             kind = t[0]
-        op = OPS[kind]
-        if op.infix:
+        spec = op(kind)
+        if spec.infix:
             mine = _PRECEDENCE[kind]
             # A right operand of - and / needs parentheses at equal precedence.
-            text = op.source.format(go(t[1], mine, False), go(t[2], mine + (kind in ("sub", "div")), True))
+            text = spec.source.format(go(t[1], mine, False), go(t[2], mine + (kind in ("sub", "div")), True))
             return f"({text})" if mine < parent or (right and mine == parent and parent) else text
         if kind == "neg":
             return f"-{go(t[1], 3, False)}"
-        return op.source.format(*(go(c, 0, False) for c in t[1:]))
+        return spec.source.format(*(go(c, 0, False) for c in t[1:]))
 
     return go(term, 0, False)
 

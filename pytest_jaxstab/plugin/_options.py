@@ -27,6 +27,7 @@ __all__ = [
     "REPORT_OPTION",
     "SAVE_BASELINE_OPTION",
     "SEED_OPTION",
+    "SEARCH_OPTION",
     "TIMING_OPTION",
     "Options",
     "ReportTarget",
@@ -44,6 +45,7 @@ TIMING_OPTION = "--jaxstab-timing"
 PRUNE_OPTION = "--jaxstab-prune-baseline"
 ORACLE_BUDGET_OPTION = "--jaxstab-oracle-budget"
 NO_TIMING_OPTION = "--no-jaxstab-timing"
+SEARCH_OPTION = "--jaxstab-search"
 
 DEFAULT_BASELINE = ".jaxstab/baseline.json"
 # argparse's value for a bare `--jaxstab-compare` / `--jaxstab-save-baseline` (no PATH given).
@@ -57,6 +59,8 @@ _INI = {
     "jaxstab_compare": "compare with the baseline on every run: true, or a PATH",
     "jaxstab_compare_fail": "regression margins, e.g. bits:2 or bits:2,overflows:0",
     "jaxstab_timing": "time both variants of every case on every JAX backend (true/false)",
+    "jaxstab_search": "propose jst.improve's program in the failure of every case the catalogue does not "
+                      "fix, as the marker's search=True does (true/false)",
     "jaxstab_oracle_budget": "largest estimated oracle cost of one case (elements x examples x equations); "
                              "default 5e7, none: no limit",
     "jaxstab_baseline": f"the baseline file used when no PATH is given (default {DEFAULT_BASELINE})",
@@ -101,6 +105,10 @@ def add_options(parser: pytest.Parser) -> None:
                     help="time both jitted variants of each case on every backend present.")
     group.addoption(NO_TIMING_OPTION, action="store_false", dest="jaxstab_timing",
                     help="do not time (overrides the jaxstab_timing ini key).")
+    group.addoption(SEARCH_OPTION, action="store_true", default=None, dest="jaxstab_search",
+                    help="for every case (marked test or jaxstab.check) that fails and that the catalogue "
+                         "does not fix, search for a more accurate program (jst.improve, time-limited) "
+                         "and propose it in the failure message, as the marker's search=True does.")
     for name, help_ in _INI.items():
         parser.addini(name, help_, type="string", default="")
 
@@ -125,6 +133,7 @@ class Options:
     compare_fail: str | None = None
     timing: bool = False
     prune: bool = False
+    search: bool = False
     oracle_budget: float | None = None  # None: jst.check's default; math.inf: no limit
 
     @property
@@ -244,6 +253,13 @@ def resolve_options(config: pytest.Config) -> Options:
             value = _ini(config, "jaxstab_timing")
             raise pytest.UsageError(f"jaxstab_timing={value!r}: expected true or false")
         timing = flag
+    search = config.getoption("jaxstab_search")
+    if search is None:
+        flag = _truthy(_ini(config, "jaxstab_search"))
+        if flag is None:
+            value = _ini(config, "jaxstab_search")
+            raise pytest.UsageError(f"jaxstab_search={value!r}: expected true or false")
+        search = flag
     compare_fail = config.getoption("jaxstab_compare_fail") or _ini(config, "jaxstab_compare_fail") or None
     if compare_fail is not None:
         from .._baseline import parse_compare_fail
@@ -273,6 +289,7 @@ def resolve_options(config: pytest.Config) -> Options:
         compare_fail=compare_fail,
         timing=bool(timing),
         prune=prune,
+        search=bool(search),
         oracle_budget=_oracle_budget(config),
     )
 
@@ -347,6 +364,8 @@ def describe(options: Options) -> str | None:
         parts.append("prune-baseline")
     if options.timing:
         parts.append("timing")
+    if options.search:
+        parts.append("search")
     return f"jaxstab: {', '.join(parts)}" if parts else None
 
 

@@ -36,6 +36,11 @@ COMPLETE_KEY: pytest.StashKey[bool] = pytest.StashKey()
 PENDING_KEY: pytest.StashKey[list[str]] = pytest.StashKey()
 
 
+#: Seconds of saturation and candidate search per proposal (``jst.improve``'s ``time_limit``): a failing
+#: suite with the search on stays within a few seconds per failing case.
+SEARCH_TIME_LIMIT = 10.0
+
+
 def _session(item: pytest.Item) -> JaxstabSession:
     return item.config.stash[SESSION_KEY]
 
@@ -83,7 +88,7 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
         problem = f"{nodeid}: {type(exc).__name__}: {exc}"
     if problem is not None:  # outside the except block: no "during handling..." chain in the report
         pytest.fail(problem, pytrace=False)
-    if search and result.outcome == "failed" and result.rewritten.verdict != "pass":
+    if (search or opts.search) and result.outcome == "failed" and result.rewritten.verdict != "pass":
         result.message += _proposal(fn, shapes, dtype, domain, opts.seed)
     item.stash.setdefault(CASES_KEY, []).append(result)
     failure = _judge(session, result)
@@ -100,7 +105,7 @@ def _proposal(fn: Callable[..., Any], shapes: Any, dtype: Any, domain: Any, seed
     from .._search import improve
 
     try:
-        imp = improve(fn, shapes=shapes, dtype=dtype, domain=domain, seed=seed)
+        imp = improve(fn, shapes=shapes, dtype=dtype, domain=domain, seed=seed, time_limit=SEARCH_TIME_LIMIT)
     except JaxstabError as exc:
         return f"\n\njst.improve could not search: {exc}"
     if not imp.improved:
