@@ -19,6 +19,7 @@ from mpmath import libmp
 
 from .._dtypes import dtype_info
 from ._common import NEG_INF, POS_INF
+from ._rounding import shift_nearest_even
 
 __all__ = ["ball_to_mpf", "round_balls", "round_ball_to_format", "to_arb_array"]
 
@@ -83,18 +84,7 @@ def _round_int(n: int, e: int, p: int, emin: int, emax: int) -> tuple[int, int, 
         return sign, emax + 1, 0  # checked before any shift: huge exponents cost nothing
     if top < emin:
         top = emin
-    shift = (top - p + 1) - e
-    if shift <= 0:
-        m = man << -shift
-    elif shift > bc:
-        m = 0  # below half a quantum, and not equal to it
-    else:
-        m = man >> shift
-        rest = man - (m << shift)
-        half = 1 << (shift - 1)
-        if rest > half or (rest == half and m & 1):
-            m += 1
-    return sign, top, m
+    return sign, top, shift_nearest_even(man, bc, (top - p + 1) - e)
 
 
 def round_balls(values: np.ndarray, dtype: Any) -> tuple[np.ndarray, np.ndarray]:

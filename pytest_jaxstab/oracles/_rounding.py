@@ -58,6 +58,24 @@ def _raw(value: Any) -> tuple | None:
     raise TypeError(f"cannot round a {type(value).__name__} to a float dtype: {value!r}")
 
 
+def shift_nearest_even(man: int, bc: int, shift: int) -> int:
+    """``man * 2**-shift`` rounded to an integer, nearest with ties to even (``bc``: ``man``'s bit length).
+
+    ``shift`` counts the bits of ``man`` below the target quantum; a negative one scales up exactly.
+    The one rounding step shared by the float rounding here and the ball rounding of ``_balls``.
+    """
+    if shift <= 0:
+        return man << -shift
+    if shift > bc:
+        return 0  # below 2**(bc - 1) quanta <= half a quantum, and not equal to it: rounds to zero
+    m = man >> shift
+    rest = man - (m << shift)
+    half = 1 << (shift - 1)
+    if rest > half or (rest == half and m & 1):
+        m += 1
+    return m
+
+
 def _round_all(raws: Any, fmt: DtypeInfo) -> list[int]:
     """The bit patterns of raw mpf tuples correctly rounded (nearest, ties to even) into ``fmt``.
 
@@ -89,17 +107,7 @@ def _round_all(raws: Any, fmt: DtypeInfo) -> list[int]:
             continue
         if top < emin:
             top = emin  # gradual underflow: below the normal range the grid stays at the subnormal quantum
-        shift = (top - p + 1) - exp  # bits of `man` below the quantum 2**(top - p + 1)
-        if shift <= 0:
-            m = man << -shift
-        elif shift > bc:
-            m = 0  # value < 2**(bc - 1) quanta <= half a quantum, and not equal to it: rounds to zero
-        else:
-            m = man >> shift
-            rest = man - (m << shift)
-            half = 1 << (shift - 1)
-            if rest > half or (rest == half and m & 1):
-                m += 1
+        m = shift_nearest_even(man, bc, (top - p + 1) - exp)
         # Positive bit patterns are monotone in the value: (top - emin) << (p - 1) plus the significand
         # counts the implicit bit for normals, and a carry out of the significand (to 2**p, or 2**(p-1)
         # for the largest subnormal) lands exactly on the next binade's pattern, up to Inf itself.
