@@ -23,5 +23,6 @@ def test_search_proposes_the_improved_program_in_the_failure(pytester, run_jaxst
     out = result.stdout.str()
     assert "jst.improve proposes (improved: mean" in out
     assert "def test_cancels_improved(x):" in out
-    # Only the marked case searches.
-    assert out.count("jst.improve") == 1
+    # Only the marked case searches (counted in the failure sections: with CI set, pytest repeats
+    # whole messages in the short summary).
+    assert out.split("short test summary info")[0].count("jst.improve") == 1
