@@ -7,14 +7,24 @@ file with `make demo-baseline` and commit it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import jax
 import pytest
 
 from tests.conftest import PLUGIN_ARGS
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
 BASELINE = EXAMPLES / ".jaxstab" / "baseline.json"
+
+
+def _on_the_saving_stack() -> bool:
+    """`make demo-baseline` saves the file with the newest stack (.venv); `make test-compat` runs the
+    oldest supported JAX, named in the Makefile."""
+    compat = re.search(r"^JAX_COMPAT_VERSION \?= (\S+)", (ROOT / "Makefile").read_text(), re.M)
+    return compat is None or jax.__version__ != compat.group(1)
 
 
 def test_committed_example_baseline_is_current(pytester):
@@ -25,6 +35,12 @@ def test_committed_example_baseline_is_current(pytester):
     assert summary, result.stdout.str()
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     # Nothing moved: a stale file shows up as improved, regressed, new or stale cases.
-    assert " 0 regressed," in summary[0] and " 0 improved," in summary[0], (
-        f"{summary[0]}\nexamples/.jaxstab/baseline.json is stale: run `make demo-baseline` and commit it")
-    assert " 0 new, 0 stale " in summary[0], summary[0]
+    stale_hint = (f"{summary[0]}\nexamples/.jaxstab/baseline.json is stale: run `make demo-baseline` "
+                  "and commit it")
+    assert " 0 regressed," in summary[0], stale_hint
+    assert " 0 new, 0 stale " in summary[0], stale_hint
+    # On the oldest JAX, XLA's exp/log may differ in the last ulp from the saving stack's, so an input
+    # on an overflow boundary can flip and an overflow count move ("improved", seen: 18 -> 17 in
+    # gaussian_nll): there, only regressions, new and stale entries say the file is stale.
+    if _on_the_saving_stack():
+        assert " 0 improved," in summary[0], stale_hint
