@@ -242,24 +242,23 @@ def _int_setting(config: pytest.Config, name: str, option: str, *, minimum: int)
     return None
 
 
+def _bool_setting(config: pytest.Config, name: str) -> bool:
+    """A true/false setting: the command line (``dest`` ``name``) wins, else the ini key ``name``."""
+    value = config.getoption(name)
+    if value is not None:
+        return bool(value)
+    flag = _truthy(_ini(config, name))
+    if flag is None:
+        raise pytest.UsageError(f"{name}={_ini(config, name)!r}: expected true or false")
+    return flag
+
+
 def resolve_options(config: pytest.Config) -> Options:
     """Reads and validates the options; a bad value is a ``pytest.UsageError`` naming the option."""
     examples = _int_setting(config, "jaxstab_examples", EXAMPLES_OPTION, minimum=1)
     seed = _int_setting(config, "jaxstab_seed", SEED_OPTION, minimum=0)
-    timing = config.getoption("jaxstab_timing")
-    if timing is None:
-        flag = _truthy(_ini(config, "jaxstab_timing"))
-        if flag is None:
-            value = _ini(config, "jaxstab_timing")
-            raise pytest.UsageError(f"jaxstab_timing={value!r}: expected true or false")
-        timing = flag
-    search = config.getoption("jaxstab_search")
-    if search is None:
-        flag = _truthy(_ini(config, "jaxstab_search"))
-        if flag is None:
-            value = _ini(config, "jaxstab_search")
-            raise pytest.UsageError(f"jaxstab_search={value!r}: expected true or false")
-        search = flag
+    timing = _bool_setting(config, "jaxstab_timing")
+    search = _bool_setting(config, "jaxstab_search")
     compare_fail = config.getoption("jaxstab_compare_fail") or _ini(config, "jaxstab_compare_fail") or None
     if compare_fail is not None:
         from .._baseline import parse_compare_fail
