@@ -148,6 +148,7 @@ def _make_info(name: str) -> DtypeInfo:
 
 
 _INFOS: dict[str, DtypeInfo] = {name: _make_info(name) for name in FLOAT_DTYPE_NAMES}
+_INFO_BY_KEY: dict[Any, DtypeInfo] = dict(_INFOS)
 
 
 def dtype_info(dtype: Any) -> DtypeInfo:
@@ -160,7 +161,14 @@ def dtype_info(dtype: Any) -> DtypeInfo:
         >>> dtype_info("float32").mantissa_bits
         23
     """
-    return _INFOS[resolve_dtype(dtype).name]
+    try:  # the common forms (a name, a numpy dtype) without `resolve_dtype`: hot in the strategies
+        return _INFO_BY_KEY[dtype]
+    except (KeyError, TypeError):
+        pass
+    info = _INFOS[resolve_dtype(dtype).name]
+    if isinstance(dtype, np.dtype):
+        _INFO_BY_KEY[dtype] = info
+    return info
 
 
 def to_ordinal(values: npt.ArrayLike, dtype: Any = None) -> np.ndarray:
@@ -197,7 +205,9 @@ def from_ordinal(ordinals: npt.ArrayLike, dtype: Any) -> np.ndarray:
     """
     info = dtype_info(dtype)
     limit = info.max_ordinal + 1
-    ords = np.clip(np.asarray(ordinals, dtype=np.int64), -limit, limit)
-    magnitude = np.abs(ords).astype(info.uint_dtype)
-    sign = np.where(ords < 0, np.asarray(info.sign_mask, dtype=info.uint_dtype), info.uint_dtype.type(0))
-    return np.asarray(magnitude | sign, dtype=info.uint_dtype).view(info.dtype)
+    ords = np.minimum(np.maximum(np.asarray(ordinals, dtype=np.int64), -limit), limit)  # np.clip is slower
+    negative = ords < 0
+    bits = np.asarray(np.abs(ords).astype(info.uint_dtype))
+    if negative.any():
+        bits |= negative.astype(info.uint_dtype) << info.uint_dtype.type(info.bits - 1)
+    return bits.view(info.dtype)

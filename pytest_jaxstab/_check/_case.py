@@ -5,16 +5,15 @@ on each -> error bits -> figures, witnesses, NaN origins, local error, timing ->
 with a verdict.
 
 Order of inputs: a baseline's witnesses, then failures stored in Hypothesis's example database by
-earlier runs, then ``max_examples`` Hypothesis draws, ``hypothesis.target`` steering towards the judged
-variant's worst error. The exploration never fails a Hypothesis test, so every input counts in the
-figures; when the judged variant failed, its simplest failing input is shrunk (``_shrink``) and
-stored in the database (``_replay``), so the next run re-checks it first.
+earlier runs, then ``max_examples`` drawn inputs (``_explore``: Hypothesis examples with their siblings,
+``hypothesis.target`` steering towards the judged variant's worst error). The exploration never fails a
+Hypothesis test, so every input counts in the figures; when the judged variant failed, its simplest
+failing input is shrunk (``_shrink``) and stored in the database (``_replay``), so the next run
+re-checks it first.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import math
 import time
 import warnings
@@ -22,9 +21,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings, target
-from hypothesis import seed as hseed
-from hypothesis.errors import FailedHealthCheck, Unsatisfiable
 
 # Everything a check uses is imported here, before any input is drawn: Hypothesis mixes constants of
 # the loaded local modules into its draws, so a module imported midway would change later draws
@@ -33,33 +29,24 @@ from .. import _compat
 from .._diagnostics._nan_origin import find_nan_origin
 from .._diagnostics._timing import time_backends
 from .._dtypes import dtype_info, from_ordinal, resolve_dtype, to_ordinal
-from .._errors import JaxstabError, UnsupportedPrimitive
+from .._errors import UnsupportedPrimitive
 from .._files import short_path
-from .._hypothesis_compat import current_choices
-from .._hypothesis_compat import without_local_constants as _without_local_constants
 from .._primitives import CALLS
 from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord, Witness
 from ..rewrites import STABILITY, rewrite_jaxpr
 from ..rewrites._rule import resolve
-from ..strategies import arguments
-from ..strategies._arrays import DRAW_SECONDS
 from ..strategies._domain import per_argument_domains
+from ..strategies._scenario import scenarios
 from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes
+from ._explore import Runner, fits
 from ._gradient import derivative_case, with_gradient
 from ._localize import local_error_records
 from ._message import CheckWarning, failure_message, nothing_judged
-from ._replay import FailureStore
 from ._shrink import Shrinker
 from ._trace import ArgumentError, normalize_shapes, positional, trace_case, x64_scope
 
 __all__ = ["ORACLE_BUDGET", "TIME_BUDGET", "ArgumentError", "StageTimes", "build_strategy", "check",
            "oracle_cost", "resolve_rules"]
-
-_TARGET_LABEL = "jaxstab error bits"
-# Rejections of one repeated input at most before it is accepted (and evaluated from the cache): few
-# during Hypothesis's health check (the first examples), more afterwards.
-_MAX_REPEATS = 4
-_MAX_REPEATS_LATER = 32
 
 #: Default largest estimated oracle cost of one case, in scalar operations (``oracle_cost`` times the
 #: number of examples). The exact oracle takes of the order of 10-30 µs per scalar operation, so this
@@ -68,22 +55,6 @@ ORACLE_BUDGET = 1e7
 #: Default wall-clock budget of one case's drawing, in seconds: past it no new input is drawn, and the
 #: case is judged on what was drawn (a CheckWarning says how many).
 TIME_BUDGET = 300.0
-
-
-class _OutOfTime(Exception):
-    """The case's time budget ran out: stop drawing (carried out of Hypothesis by :class:`_Abort`)."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(seconds)
-        self.seconds = seconds
-
-
-class _Abort(BaseException):
-    """Carries an error of ours out of Hypothesis without it being treated (and shrunk) as a failure."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(error)
-        self.error = error
 
 
 def check(
@@ -218,11 +189,11 @@ def check(
         acc = _JudgedCount(float(tolerance_bits), judged)
         skipped = 0
         for w in witnesses:  # re-checked first: a baseline's known worst inputs
-            if _fits(w.args, dt, shape_list, domains):
+            if fits(w.args, dt, shape_list, domains):
                 acc.add(evaluator(w.args), drawn=False)
             else:
                 skipped += 1
-        runner = _Runner(strategy, evaluator, acc, case_id, max_examples, seed, derandomize, prof,
+        runner = Runner(strategy, evaluator, acc, case_id, max_examples, seed, derandomize, prof,
                          time_budget, domain)
         skipped_stored = runner.replay(dt, shape_list, domains)
         _warn_skipped(case_id, skipped, skipped_stored)
@@ -285,9 +256,10 @@ def _validate(*, max_examples: Any, tolerance_bits: Any, atol: Any, seed: Any) -
 
 
 def build_strategy(dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], domain: Any) -> Any:
-    """``jst.strategies.arguments`` for the case; a bad ``domain`` is an :class:`ArgumentError`."""
+    """The case's scenarios (``jst.strategies.arguments`` draws, with siblings); a bad ``domain`` is an
+    :class:`ArgumentError`."""
     try:
-        return arguments(dtype, shapes, domain=domain)
+        return scenarios(dtype, shapes, domain=domain)
     except (ValueError, TypeError) as exc:
         raise ArgumentError(f"domain={domain!r}: {exc}") from None
 
@@ -320,23 +292,6 @@ class _JudgedCount(Accumulator):
         if new:
             self.judged_elements += ex.judged_elements
         return new
-
-
-def _fits(args: Sequence[np.ndarray], dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]],
-          domains: Sequence[Any]) -> bool:
-    """Whether a stored input (a witness, a database entry) is still an input of the case: a test whose
-    shapes, dtype or domain changed since it was stored no longer takes it."""
-    if len(args) != len(shapes):
-        return False
-    for a, s, dom in zip(args, shapes, domains):
-        a = np.asarray(a)
-        if a.dtype != dtype or tuple(a.shape) != s:
-            return False
-        if not bool(np.all(dom.contains(a))):
-            return False
-        if dom.where is not None and not all(dom.accepts(v) for v in a.reshape(-1)):
-            return False
-    return True
 
 
 def _warn_skipped(case_id: str, witnesses: int, stored: int) -> None:
@@ -425,152 +380,6 @@ def _refuse_complex(closed: Any) -> None:
     if found:
         name, where = next((f for f in found if f[0] != "convert_element_type"), found[0])
         raise UnsupportedPrimitive(name, where, "it makes complex values; the exact oracle is real-valued")
-
-
-class _Runner:
-    """The Hypothesis exploration of one case, the replay of stored failures and the shrinking."""
-
-    def __init__(self, strategy: Any, evaluator: Evaluator, acc: Accumulator, case_id: str,
-                 max_examples: int, seed: int | None, derandomize: bool, prof: StageTimes,
-                 time_budget: float | None = None, domain: Any = None) -> None:
-        self.strategy = strategy
-        self.time_budget = time_budget
-        self.domain = domain
-        self.stopped_after: float | None = None  # seconds, when the time budget stopped the drawing
-        self.evaluator = evaluator
-        self.acc = acc
-        self.prof = prof
-        self.max_examples = int(max_examples)
-        self.case_id = case_id
-        profile = settings()  # the active profile's settings
-        fixed = derandomize or seed is not None or profile.derandomize
-        # A fixed run draws from a stream that depends on the case only (not on this file's source, as
-        # Hypothesis's derandomize would), so committed baselines stay comparable across our releases.
-        self.seed: int | None = None
-        if fixed:
-            material = f"{case_id}\0{seed if seed is not None else 'derandomize'}".encode()
-            self.seed = int.from_bytes(hashlib.sha256(material).digest()[:8], "big")
-        self.store = FailureStore(None if fixed else profile.database, case_id)
-        self._replayed: list[tuple[bytes, SampleResult]] = []
-
-    def _settings(self) -> Any:
-        suppressed = [h for h in ("too_slow", "data_too_large", "large_base_example", "differing_executors",
-                                  "function_scoped_fixture", "nested_given") if hasattr(HealthCheck, h)]
-        # No database for the exploration itself: it never fails, and the Pareto front Hypothesis would
-        # keep there for targeted runs costs more than the draws. Failures are stored by FailureStore.
-        return settings(parent=settings.default, max_examples=self.max_examples, deadline=None,
-                        database=None, derandomize=False,
-                        phases=(Phase.explicit, Phase.generate, Phase.target),
-                        suppress_health_check=[getattr(HealthCheck, h) for h in suppressed],
-                        print_blob=False, verbosity=Verbosity.quiet)
-
-    def replay(self, dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], domains: Sequence[Any]) -> int:
-        """Re-checks the failures stored by earlier runs (before any fuzzing); returns how many were
-        skipped, and dropped from the database, because they no longer fit the case."""
-        skipped = 0
-        for raw, args in self.store.load():
-            if _fits(args, dtype, shapes, domains):
-                ex = self.evaluator(args)
-                self.acc.add(ex, drawn=False)
-                self._replayed.append((raw, ex))
-            else:
-                skipped += 1
-                self.store.forget(raw)
-        return skipped
-
-    def explore(self) -> None:
-        """``max_examples`` Hypothesis draws; every one counts; targets the judged variant's error."""
-        judged = self.acc.judged
-        inner_time = [0.0]
-        seen: set[bytes] = set()
-        decided: dict[tuple[Any, ...], bool] = {}
-        streak: dict[bytes, int] = {}
-
-        started = time.perf_counter()
-
-        def jaxstab_case(args: tuple[np.ndarray, ...]) -> None:
-            # An input already explored (as the flushed arrays the variants see) is rejected, so that
-            # Hypothesis draws another in its place and the examples are distinct inputs. The decision is
-            # kept per choice sequence (Hypothesis may replay one and wants the same outcome), and after
-            # a few rejections of one input the next is accepted (a domain of a few floats has few
-            # distinct inputs; this also keeps the filter_too_much health check quiet).
-            key = self.evaluator.key(args)
-            choices = current_choices()
-            if choices is not None:
-                accepted = decided.get(choices)
-                if accepted is None:
-                    # Hypothesis's health check counts rejections among the first examples only.
-                    limit = _MAX_REPEATS if len(seen) < 10 else _MAX_REPEATS_LATER
-                    accepted = key not in seen or streak.get(key, 0) >= limit
-                    streak[key] = 0 if accepted else streak.get(key, 0) + 1
-                    decided[choices] = accepted
-                if not accepted:
-                    reject()
-            seen.add(key)
-            t0 = time.perf_counter()
-            if self.time_budget is not None and t0 - started > self.time_budget:
-                raise _Abort(_OutOfTime(t0 - started))
-            try:
-                ex = self.evaluator(args)
-                self.acc.add(ex)
-            except Exception as exc:  # ours or the oracle's, not a verdict: stop at once, unshrunk
-                raise _Abort(exc) from exc
-            target(_score(ex, judged), label=_TARGET_LABEL)
-            self.prof.add("draws", 1.0)
-            inner_time[0] += time.perf_counter() - t0
-
-        test = self._settings()(given(self.strategy)(jaxstab_case))
-        if self.seed is not None:
-            test = hseed(self.seed)(test)
-        t0 = time.perf_counter()
-        strategy_seconds = DRAW_SECONDS[0]
-        try:
-            with _without_local_constants() if self.seed is not None else contextlib.nullcontext():
-                test()
-        except _Abort as abort:
-            if not isinstance(abort.error, _OutOfTime):
-                raise abort.error from None
-            self.stopped_after = abort.error.seconds
-        except (FailedHealthCheck, Unsatisfiable) as exc:
-            raise self._no_inputs(exc) from None
-        self.prof.add("draw", time.perf_counter() - t0 - inner_time[0])
-        self.prof.add("draw_strategy", DRAW_SECONDS[0] - strategy_seconds)
-
-    def _no_inputs(self, exc: Exception) -> JaxstabError:
-        """Hypothesis found too few inputs: when a domain predicate rejects them, advice the user can act
-        on rather than Hypothesis's (which is about its own health checks)."""
-        spec = self.domain
-        predicates = callable(spec) or getattr(spec, "where", None) is not None or (
-            isinstance(spec, (list, tuple, dict)) and any(
-                callable(d) or getattr(d, "where", None) is not None
-                for d in (spec.values() if isinstance(spec, dict) else spec)))
-        if predicates:
-            return ArgumentError(
-                f"{self.case_id}: the domain's predicate rejects (nearly) every drawn value, so no input "
-                f"could be drawn (domain={spec!r}). Check the predicate, and give bounds that hold the "
-                "values it accepts, e.g. domain=jst.strategies.Domain(lo, hi, where=pred): values are "
-                "drawn inside the bounds, then filtered.")
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return JaxstabError(f"Hypothesis could not draw inputs for {self.case_id}: {first}")
-
-    def minimise(self, shrinker: Shrinker) -> SampleResult | None:
-        """The simplest failing input, shrunk; stored for the next run. None when the case passes."""
-        judged, tolerance = self.acc.judged, self.acc.tolerance_bits
-        for raw, ex in self._replayed:
-            if not ex.outcomes[judged].fails(tolerance):
-                self.store.forget(raw)  # fixed since it was stored
-        start = self.acc.simplest_failing()
-        if start is None:
-            return None
-        minimal = shrinker.shrink(start)
-        self.store.save(minimal.args)
-        return minimal
-
-
-def _score(ex: SampleResult, variant: str) -> float:
-    out = ex.outcomes[variant]
-    # An overflow scores above any finite error, so targeting seeks overflows first.
-    return out.bits + (64.0 if out.overflow else 0.0)
 
 
 def _nan_origins(closed: Any, rewritten: Any, acc: Accumulator, minimal: SampleResult | None,

@@ -35,14 +35,16 @@ _MAX_POINTS = 1000
 
 class StageTimes(dict[str, float]):
     """Seconds spent per stage of a check (``trace``, ``draw``, ``run``, ``oracle``, ``metrics``,
-    ``minimise``, ``diagnostics``, ``timing``, ``total``), plus counts: ``draws`` (Hypothesis examples)
-    and ``examples`` (distinct inputs counted in the figures); filled when passed to ``check``.
+    ``minimise``, ``diagnostics``, ``timing``, ``total``), plus counts: ``draws`` (inputs drawn and
+    judged: Hypothesis examples and their siblings), ``repeats`` (drawn inputs skipped because they
+    repeated one judged before) and ``examples`` (distinct inputs counted in the figures); filled when
+    passed to ``check``.
 
-    ``draw`` is the whole Hypothesis run less the time spent evaluating accepted inputs: the argument
-    strategy, Hypothesis's engine (generating, mutating and hill-climbing choice sequences for
-    ``target``, per-example setup) and the inputs rejected as repeats. ``draw_strategy``, a part of
-    ``draw``, is the time inside the argument strategy alone (its code and Hypothesis recording its
-    choices), counted in every thread: exact when one check runs at a time."""
+    ``draw`` is the whole exploration less the time spent evaluating inputs: the strategy code (for the
+    examples and their siblings), Hypothesis's engine (generating, mutating and hill-climbing choice
+    sequences for ``target``, per-example setup) and the repeats. ``draw_strategy``, a part of ``draw``,
+    is the time inside the strategy code alone (ours, and Hypothesis recording the examples' choices),
+    counted in every thread: exact when one check runs at a time."""
 
     def add(self, stage: str, seconds: float) -> None:
         self[stage] = self.get(stage, 0.0) + seconds
@@ -115,18 +117,25 @@ class Evaluator:
         self._cache: dict[bytes, SampleResult] = {}
 
     def __call__(self, args: Sequence[np.ndarray]) -> SampleResult:
-        args = tuple(self._flush(np.asarray(a)) for a in args)
-        key = _args_key(args)
+        return self.run(*self.prepare(args))
+
+    def prepare(self, args: Sequence[np.ndarray]) -> tuple[tuple[np.ndarray, ...], bytes]:
+        """The input as the variants see it (subnormals flushed), and its `key`."""
+        flushed = tuple(self._flush(np.asarray(a)) for a in args)
+        return flushed, _args_key(flushed)
+
+    def run(self, flushed: tuple[np.ndarray, ...], key: bytes) -> SampleResult:
+        """Evaluates a `prepare`d input, once: a repeat is answered from the cache."""
         cached = self._cache.get(key)
-        if cached is not None:  # Hypothesis repeats inputs (a fifth or more): run each once
+        if cached is not None:
             return cached
-        example = self._evaluate_new(args)
+        example = self._evaluate_new(flushed)
         self._cache[key] = example
         return example
 
     def key(self, args: Sequence[np.ndarray]) -> bytes:
         """What identifies an input: its arrays as the variants see them (subnormals flushed)."""
-        return _args_key(tuple(self._flush(np.asarray(a)) for a in args))
+        return self.prepare(args)[1]
 
     def _evaluate_new(self, args: tuple[np.ndarray, ...]) -> SampleResult:
         t0 = time.perf_counter()

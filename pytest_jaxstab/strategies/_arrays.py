@@ -15,7 +15,8 @@ from .._dtypes import from_ordinal
 from ._classes import CLASSES, Header, clamp, independent
 from ._domain import Domain, DomainLike, per_argument_domains
 from ._floats import Sampler, index
-from ._related import derive, project
+from ._related import derive
+from ._source import source_of
 
 __all__ = ["arguments", "arrays"]
 
@@ -75,7 +76,9 @@ class _ArrayPlan:
         drawn = from_ordinal(clamp(self, ordinals), self.sampler.info.name)
         for observer in DRAW_OBSERVERS:
             observer(name, drawn)
-        return self.repair(draw, np.resize(drawn, self.size).reshape(self.shape))
+        if drawn.size != self.size:
+            drawn = np.resize(drawn, self.size)
+        return self.repair(draw, drawn.reshape(self.shape))
 
     def repair(self, draw: st.DrawFn, array: np.ndarray) -> np.ndarray:
         """Replaces the elements outside the domain (interval or predicate) with fresh element draws.
@@ -89,8 +92,11 @@ class _ArrayPlan:
         bad = ~resolved.contains(flat)
         if where is not None:
             bad |= ~np.fromiter((self.sampler.accepts(v) for v in flat), dtype=bool, count=flat.size)
+        source = source_of(draw)
         for position in np.flatnonzero(bad):
-            flat[position] = draw(self.elements)
+            flat[position] = draw(self.elements) if source is None else source.element(self)
+        if source is not None:
+            source.repaired()
         return flat.reshape(array.shape)
 
 
@@ -146,11 +152,16 @@ def _arguments(draw: st.DrawFn, plans: list[_ArrayPlan]) -> tuple[np.ndarray, ..
         DRAW_SECONDS[0] += time.perf_counter() - started
 
 
+def _broadcasts(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    return a == b or all(x == y or x == 1 or y == 1 for x, y in zip(reversed(a), reversed(b)))
+
+
 def _draw_arguments(draw: st.DrawFn, plans: list[_ArrayPlan]) -> tuple[np.ndarray, ...]:
     drawn: list[np.ndarray] = []
     for plan in plans:
-        sources = [p for p in (project(x, plan.shape) for x in drawn if x.size) if p is not None]
-        derived = derive(plan, draw, sources) if plan.size else None
+        # The earlier arguments this one can be derived from (their shapes broadcast with its own).
+        sources = [x for x in drawn if x.size and _broadcasts(x.shape, plan.shape)] if plan.size else []
+        derived = derive(plan, draw, sources) if sources else None
         if derived is None:
             drawn.append(plan.draw(draw))
             continue
@@ -201,8 +212,12 @@ def arguments(
         ...     x, y = args
         ...     assert np.all(np.isfinite(x / y))
     """
+    return _arguments(plans_for(dtype, shapes, domain))
+
+
+def plans_for(dtype: Any, shapes: Sequence[int | Sequence[int]], domain: Any) -> list[_ArrayPlan]:
+    """One `_ArrayPlan` per argument of `arguments` (the elements drawn one by one shared among them)."""
     normalized = [_normalize_shape(shape) for shape in shapes]
     domains = per_argument_domains(domain, len(normalized))
     budget = min(MAX_DRAWN, max(4, MAX_DRAWN_TOTAL // max(1, len(normalized))))
-    plans = [_ArrayPlan(Sampler(dtype, dom), shape, budget) for dom, shape in zip(domains, normalized)]
-    return _arguments(plans)
+    return [_ArrayPlan(Sampler(dtype, dom), shape, budget) for dom, shape in zip(domains, normalized)]

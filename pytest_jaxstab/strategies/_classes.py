@@ -20,6 +20,7 @@ offset would only give an all-zero array.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ from hypothesis import strategies as st
 from .._dtypes import from_ordinal, to_ordinal
 from .._hypothesis_compat import record_fixed_integer
 from ._floats import Sampler, Side, index
+from ._source import source_of
 
 if TYPE_CHECKING:
     from ._arrays import _ArrayPlan
@@ -58,7 +60,28 @@ def _bytes_strategy(size: int) -> st.SearchStrategy[bytes]:
 
 def draw_bytes(draw: st.DrawFn, size: int) -> bytes:
     """`size` bytes as ONE Hypothesis choice."""
-    return draw(_bytes_strategy(size)) if size > 0 else b""
+    if size <= 0:
+        return b""
+    source = source_of(draw)
+    return draw(_bytes_strategy(size)) if source is None else source.bytes(size)
+
+
+@functools.lru_cache(maxsize=1024)
+def _integers(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.integers(lo, hi)
+
+
+def integer(draw: st.DrawFn, lo: int, hi: int) -> int:
+    """An integer in [lo, hi], Hypothesis's own choice (its distribution; shrinks by binary search)."""
+    source = source_of(draw)
+    return int(draw(_integers(lo, hi))) if source is None else source.integer(lo, hi)
+
+
+def reseeder(draw: st.DrawFn) -> Callable[[int], int] | None:
+    """How a scenario's sibling re-seeds per-element randomness (`_scenario`), or None (a Hypothesis
+    draw, or a source whose draws are new already)."""
+    source = source_of(draw)
+    return source.reseed if source is not None and source.renews_elements else None
 
 
 class Header:
@@ -67,6 +90,7 @@ class Header:
     def __init__(self, draw: st.DrawFn, size: int = HEADER_BYTES) -> None:
         self.raw = draw_bytes(draw, size)
         self.pos = 0
+        self.reseed = reseeder(draw)
 
     def take(self, count: int) -> int:
         """The next `count` bytes as a big-endian integer (0 once the header is used up)."""
@@ -85,10 +109,24 @@ class Header:
     def rng(self) -> Noise | None:
         """Per-element randomness, or None (no noise) when the seed bytes are zero."""
         seed = self.take(8)
-        return Noise(seed) if seed else None
+        return self.noise(seed) if seed else None
+
+    def noise(self, seed: int) -> Noise:
+        """Per-element randomness from `seed`; a scenario's sibling re-seeds it (same scenario, new
+        elements)."""
+        return Noise(seed if self.reseed is None else self.reseed(seed))
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_S27, _S30, _S31 = np.uint64(27), np.uint64(30), np.uint64(31)
+
+
+@functools.lru_cache(maxsize=256)
+def _steps(n: int) -> np.ndarray:
+    steps = _GOLDEN * np.arange(1, n + 1, dtype=np.uint64)
+    steps.flags.writeable = False
+    return steps
 
 
 class Noise:
@@ -99,12 +137,12 @@ class Noise:
         self.state = np.uint64(seed)
 
     def words(self, n: int) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            z = self.state + _GOLDEN * np.arange(1, n + 1, dtype=np.uint64)
-            self.state = z[-1] if n else self.state
-            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-            return z ^ (z >> np.uint64(31))
+        # Array arithmetic on uint64 wraps silently (only scalar arithmetic warns), as splitmix64 wants.
+        z = _steps(n) + self.state
+        self.state = z[-1] if n else self.state
+        z = (z ^ (z >> _S30)) * _M1
+        z = (z ^ (z >> _S27)) * _M2
+        return z ^ (z >> _S31)
 
     def random(self, n: int) -> np.ndarray:
         return (self.words(n) >> np.uint64(11)).astype(np.float64) * 2.0**-53
@@ -121,7 +159,8 @@ def _words(rng: Noise | None, n: int) -> np.ndarray:
 def clamp(plan: _ArrayPlan, ordinals: np.ndarray) -> np.ndarray:
     """Ordinals clamped to the domain's interval."""
     resolved = plan.sampler.resolved
-    return np.clip(np.asarray(ordinals, dtype=np.int64), resolved.lo_ord, resolved.hi_ord)
+    # np.minimum/np.maximum: np.clip's dispatch costs more than the clamping of a short array.
+    return np.minimum(np.maximum(np.asarray(ordinals, dtype=np.int64), resolved.lo_ord), resolved.hi_ord)
 
 
 def bounds(sampler: Sampler) -> tuple[float, float]:
@@ -206,8 +245,20 @@ def fixed(draw: st.DrawFn, value: int) -> int:
     an `st.integers(value, value)` per value, which cost more than the rest of a bulk draw: inside a
     composite strategy `draw` is the example's own method, whose `draw_integer` records the same choice
     (private Hypothesis API, behind `_hypothesis_compat`)."""
+    source = source_of(draw)
+    if source is not None:
+        return source.fixed(value)
     recorded = record_fixed_integer(draw, value)
     return recorded if recorded is not None else int(draw(st.integers(value, value)))
+
+
+def wide(draw: st.DrawFn) -> bool:
+    """Whether a shrinkable value is Hypothesis's own choice this time (one in `_WIDE`): never for a
+    `Source` that does not record single-valued choices, whose shrinking is not Hypothesis's."""
+    source = source_of(draw)
+    if source is not None and not source.records_fixed:
+        return False
+    return index(draw, _WIDE) == 0
 
 
 def shrinkable(draw: st.DrawFn, lo: int, hi: int, value: int) -> int:
@@ -217,8 +268,8 @@ def shrinkable(draw: st.DrawFn, lo: int, hi: int, value: int) -> int:
     otherwise `value` is recorded as a single-valued choice, which lowering the first choice to 0
     replays as the same value of the wide form (as `floats` does with its magnitudes).
     """
-    if index(draw, _WIDE) == 0:
-        return int(draw(st.integers(lo, hi)))
+    if wide(draw):
+        return integer(draw, lo, hi)
     return fixed(draw, value)
 
 
@@ -278,46 +329,70 @@ def independent(plan: _ArrayPlan, draw: st.DrawFn) -> np.ndarray:
     sampler, n = plan.sampler, plan.drawn
     sides = sampler.sides
     spans = [side.last - side.first + 1 for side in sides]
-    total = sum(spans)
     header = Header(draw, 8)
-    rng = Noise(header.take(8) or 1)
+    seed = header.take(8) or 1
+    # One choice per element: Hypothesis's own (one array in _WIDE, the shrunk form), or the code computed
+    # here recorded as a single-valued choice that the wide form replays (see `shrinkable`).
+    # (A scenario's draws never take the wide form, `wide`: its siblings re-seed `seed` for new codes.)
+    if wide(draw):
+        codes = [integer(draw, 0, sum(spans) - 1) for _ in range(n)]
+        side_list = [int(code >= spans[0]) for code in codes]
+        within = np.asarray([code - s * spans[0] for code, s in zip(codes, side_list)], dtype=np.int64)
+        return _independent_ordinals(sides, np.asarray(side_list, dtype=np.int64), within)
+    side, within = _independent_draw(sampler, spans, header.noise(seed), n)
+    first = spans[0]
+    for s, w in zip(side.tolist(), within.tolist()):
+        fixed(draw, s * first + w)
+    return _independent_ordinals(sides, side, within)
+
+
+def _independent_draw(sampler: Sampler, spans: list[int], rng: Noise,
+                      n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per element its side (an index into `sampler.sides`) and magnitude offset within that side."""
+    sides = sampler.sides
     words, picks = rng.words(n), rng.words(n)
+    side = (picks >> np.uint64(63)).astype(np.int64) if len(sides) == 2 else np.zeros(n, dtype=np.int64)
+    within = (words % np.asarray(spans, dtype=np.uint64)[side]).astype(np.int64)
     specials = _special_ordinals(sampler)
-    codes = []
-    for i in range(n):
-        pick = int(picks[i])
-        if specials.size and pick % 4 == 0:
-            value = int(specials[(pick >> 2) % specials.size])
-            s = 1 if value < 0 and len(sides) == 2 else 0
-            code = s * spans[0] + abs(value) - sides[s].first
-        else:
-            s = pick >> 63 if len(sides) == 2 else 0
-            code = s * spans[0] + int(words[i]) % spans[s]
-        codes.append(code)
-    # One choice per element: Hypothesis's own (one array in _WIDE, the shrunk form), or the code above
-    # recorded as a single-valued choice that the wide form replays (see `shrinkable`).
-    if index(draw, _WIDE) == 0:
-        codes = [int(draw(st.integers(0, total - 1))) for _ in range(n)]
-    else:
-        codes = [fixed(draw, code) for code in codes]
-    out = []
-    for code in codes:
-        s = 0 if code < spans[0] else 1
-        magnitude = sides[s].first + code - s * spans[0]
-        out.append(-magnitude if sides[s].negative else magnitude)
-    return np.asarray(out, dtype=np.int64)
+    if specials.size:
+        special = picks % np.uint64(4) == 0
+        value = specials[((picks >> np.uint64(2)) % np.uint64(specials.size)).astype(np.int64)]
+        special_side = ((value < 0) & (len(sides) == 2)).astype(np.int64)
+        firsts = np.asarray([s.first for s in sides], dtype=np.int64)
+        side = np.where(special, special_side, side)
+        within = np.where(special, np.abs(value) - firsts[special_side], within)
+    return side, within
+
+
+def _independent_ordinals(sides: list[Side], side: np.ndarray, within: np.ndarray) -> np.ndarray:
+    firsts = np.asarray([s.first for s in sides], dtype=np.int64)
+    signs = np.asarray([-1 if s.negative else 1 for s in sides], dtype=np.int64)
+    return signs[side] * (firsts[side] + within)
+
+
+def element_bytes(draw: st.DrawFn, count: int) -> bytes:
+    """`count` bytes of per-element values as one choice; a scenario's sibling gets new ones (the same
+    class and mode, new elements), seeded by the example's."""
+    raw = draw_bytes(draw, count)
+    reseed = reseeder(draw)
+    if reseed is None or not count:
+        return raw
+    seed = int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big")
+    return Noise(reseed(seed)).words((count + 7) // 8).astype(">u8").tobytes()[:count]
 
 
 def _element_words(draw: st.DrawFn, sampler: Sampler, n: int) -> tuple[np.ndarray, int]:
     """One word per element from one bytes choice, as few bytes as the dtype's ordinals need (zero
     bytes shrink an element towards the smallest magnitude); returns the words and their bit width."""
     width = 8 if sampler.info.max_ordinal >= 1 << 32 else 4 if sampler.info.max_ordinal >= 1 << 16 else 2
-    raw = draw_bytes(draw, n * width)
+    raw = element_bytes(draw, n * width)
     return np.frombuffer(raw, dtype=f">u{width}").astype(np.uint64), 8 * width
 
 
 def _scale_words(words: np.ndarray, bits: int, span: int) -> np.ndarray:
     """floor(word * span / 2^bits) for each word: uniform over [0, span) and monotone in the word."""
+    if bits <= 32 and span <= 1 << 32:  # the product fits in 64 bits
+        return ((words * np.uint64(span)) >> np.uint64(bits)).astype(np.int64)
     return np.asarray([(int(w) * span) >> bits for w in words.tolist()], dtype=np.int64)
 
 

@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 
 from .._dtypes import DtypeInfo, dtype_info, from_ordinal, to_ordinal
 from ._domain import Domain, DomainLike, ResolvedDomain, as_domain
+from ._source import source_of
 
 __all__ = ["Sampler", "Side", "fixed", "floats", "index"]
 
@@ -53,7 +54,10 @@ def _below(n: int) -> st.SearchStrategy[int]:
 
 def index(draw: st.DrawFn, n: int) -> int:
     """A choice in [0, n) that shrinks towards 0 (no choice at all when n is 1)."""
-    return draw(_below(n)) if n > 1 else 0
+    if n <= 1:
+        return 0
+    source = source_of(draw)
+    return draw(_below(n)) if source is None else source.index(n)
 
 
 def fixed(draw: st.DrawFn, value: int) -> int:

@@ -91,15 +91,20 @@ _SLOTS: tuple[str | None, ...] = (None,) * _INDEPENDENT_SLOTS + ("approx",) + tu
 
 
 def derive(plan: _ArrayPlan, draw: st.DrawFn, sources: list[np.ndarray]) -> tuple[str, np.ndarray] | None:
-    """Argument values derived from one of `sources` (already projected to the plan's shape), and the
-    relation's name; None when the argument is to be drawn on its own."""
+    """Argument values derived from one of `sources` (earlier arguments whose shapes broadcast with the
+    plan's), and the relation's name; None when the argument is to be drawn on its own."""
     name = _SLOTS[index(draw, len(_SLOTS))] if sources else None
     if name is None:
         return None
     source = sources[index(draw, len(sources))]
+    if source.shape != plan.shape:
+        projected = project(source, plan.shape)
+        assert projected is not None  # the caller passes broadcasting sources only
+        source = projected
     info = plan.sampler.info
-    source = source.astype(info.dtype)
+    source = np.asarray(source, dtype=info.dtype)
     finite = np.isfinite(source)
-    ords = to_ordinal(np.where(finite, source, 0), info.dtype).astype(np.int64)
+    everywhere = bool(finite.all())  # the common case: no masking
+    ords = to_ordinal(source if everywhere else np.where(finite, source, 0), info.dtype)
     derived = from_ordinal(clamp(plan, RELATIONS[name](plan, Header(draw, 12), ords)), info.name)
-    return name, np.where(finite, derived, source).astype(info.dtype)
+    return name, derived if everywhere else np.where(finite, derived, source).astype(info.dtype)
