@@ -8,11 +8,14 @@ and for warm ones: seconds, examples per second, and the share of time per stage
     PYTHONPATH=. python benchmarks/bench_harness.py [--examples N] [--repeat R]
 
 Then, for the fuzzer (issue 15), a 200-example check of several cases (a 16-element logsumexp, a
-batch-norm statistic, a three-argument model, a four-argument cancellation): the share of draws that
-were distinct inputs (goal >= 90%) and the share of the check's time spent drawing (goal <= 30%), with
-the part of it spent inside the argument strategy (our code and Hypothesis recording its choices; the
-rest of the draw stage is Hypothesis's engine: generating, mutating and hill-climbing choice sequences
-for ``target``, per-example setup, and inputs rejected as repeats).
+batch-norm statistic, a three-argument model, a four-argument cancellation): the share of the inputs
+drawn (Hypothesis examples and their siblings, repeats included) that were new distinct inputs (goal
+>= 90%; the check skips repeats without judging them and draws on), and the share of the check's time
+spent drawing (goal <= 30%; per case the median over the seeds, and the largest single run, which a
+busy machine can push up), with the part of it spent inside the strategy code (ours, for examples and
+their siblings, and Hypothesis recording the examples' choices; the rest of the draw stage is
+Hypothesis's engine: generating, mutating and hill-climbing choice sequences for ``target``,
+per-example setup), and how many drawn inputs repeated one judged before.
 
 Stages: trace/rewrite (trace once, apply the rules, jit setup), draw (Hypothesis: generating inputs,
 targeting, its bookkeeping), jitted runs (both variants), oracle (exact results), metrics (error bits,
@@ -55,8 +58,10 @@ def describe(label: str, prof: StageTimes) -> str:
     shares = ", ".join(f"{name} {100 * sum(prof.get(k, 0.0) for k in keys) / total:.0f}%"
                        for name, keys in _STAGES)
     accounted = sum(prof.get(k, 0.0) for _, keys in _STAGES for k in keys)
-    return (f"{label}: {total:.2f} s, {prof.get('draws', 0.0):.0f} examples drawn ({prof['examples']:.0f} "
-            f"distinct inputs; repeats are evaluated once), {rate:.0f} examples/s\n"
+    return (f"{label}: {total:.2f} s, {prof.get('draws', 0.0):.0f} inputs drawn and judged "
+            f"({prof['examples']:.0f} distinct inputs in the figures; {prof.get('repeats', 0.0):.0f} "
+            "repeats skipped), "
+            f"{rate:.0f} inputs/s\n"
             f"    {shares}, other {100 * (total - accounted) / total:.0f}%")
 
 
@@ -88,21 +93,26 @@ def fuzz_figures(examples: int, seeds: int) -> None:
           "draw <= 30% of the check's time)")
     worst_distinct, worst_draw = 1.0, 0.0
     for label, fn, shapes, domain in FUZZ_CASES:
-        distinct, draw, strategy = [], [], []
+        distinct, draw, strategy, repeats = [], [], [], []
         for seed in range(seeds):
             prof = StageTimes()
             check(fn, shapes=shapes, dtype="float32", domain=domain, max_examples=examples, seed=seed,
                   name=f"bench_harness::{label}", profile=prof)
-            # Distinct inputs over draws: figures count each input once; the shrunk one is not drawn.
-            distinct.append(min(prof["examples"], prof["draws"]) / prof["draws"])
+            # Distinct inputs over every input drawn: the judged ones (each counted once in the figures;
+            # the shrunk one is not drawn) and the repeats the check skipped (examples and siblings).
+            produced = prof["draws"] + prof.get("repeats", 0.0)
+            distinct.append(min(prof["examples"], prof["draws"]) / produced)
             draw.append(prof.get("draw", 0.0) / prof["total"])
             strategy.append(prof.get("draw_strategy", 0.0) / prof["total"])
-        worst_distinct, worst_draw = min(worst_distinct, *distinct), max(worst_draw, *draw)
+            repeats.append(prof.get("repeats", 0.0))
+        worst_distinct = min(worst_distinct, *distinct)
+        worst_draw = max(worst_draw, statistics.median(draw))
         print(f"    {label:26s} distinct {100 * min(distinct):5.1f}% (min)  "
               f"draw {100 * statistics.median(draw):4.1f}% of the time (median; max {100 * max(draw):.1f}%; "
-              f"in the strategy {100 * statistics.median(strategy):4.1f}%, median)")
+              f"in the strategy {100 * statistics.median(strategy):4.1f}%, median; "
+              f"{statistics.median(repeats):.0f} repeats skipped, median)")
     print(f"    distinct >= 90%: {'met' if worst_distinct >= 0.9 else 'NOT met'}; "
-          f"draw <= 30% (worst case): {'met' if worst_draw <= 0.3 else 'NOT met'}")
+          f"draw <= 30% (the case with the largest median): {'met' if worst_draw <= 0.3 else 'NOT met'}")
 
 
 def main() -> None:
