@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, seed, settings
@@ -217,3 +218,35 @@ def test_a_check_judges_max_examples_distinct_inputs() -> None:
     assert result.samples == 140  # every drawn input new (repeats skipped); x * y passes: nothing shrunk
     # Drawn inputs that repeated an earlier one are few (the benchmark counts them as draws).
     assert prof.get("repeats", 0.0) <= 0.1 * 140
+
+
+@pytest.mark.parametrize("at", [0, 1, 2, 3, 4])
+def test_every_class_and_relation_appears_in_every_200_input_check(at: int) -> None:
+    with observed() as names:
+        jst.check(lambda x, y: x * y, shapes=[(8,), (8,)], dtype="float32", seed=at, max_examples=200)
+    plan = _arrays._ArrayPlan(_arrays.Sampler("float32", None), (8,))
+    assert set(plan.class_names) <= set(names), collections.Counter(names)
+    assert {"same", "negated", "ulps", "approx", "approx_negated", "scaled"} <= set(names)
+
+
+def test_target_gets_the_worst_error_of_each_example_and_its_variants(monkeypatch: Any) -> None:
+    """One `target` call per Hypothesis example, on the error label, with an overflow scoring above any
+    finite error (64 + bits): log(sum(exp(x))) overflows past 88.7 where its exact value is finite."""
+    from pytest_jaxstab._check import _explore
+
+    calls: list[tuple[float, str]] = []
+    made: list[Scenario] = []
+    monkeypatch.setattr(_explore, "target", lambda score, label: calls.append((score, label)))
+    original_init = Scenario.__init__
+
+    def init(self: Scenario, *args: Any) -> None:
+        made.append(self)
+        original_init(self, *args)
+
+    monkeypatch.setattr(Scenario, "__init__", init)
+    result = jst.check(lambda x: jnp.log(jnp.sum(jnp.exp(x))), shapes=[(4,)], dtype="float32", seed=0,
+                       max_examples=70, domain=(0.0, 200.0))
+    assert result.original.overflows > 0
+    assert 1 <= len(calls) <= len(made)  # examples Hypothesis ran to completion; at most one per draw
+    assert {label for _, label in calls} == {"jaxstab error bits"}
+    assert max(score for score, _ in calls) >= 64.0
