@@ -189,9 +189,12 @@ def to_ordinal(values: npt.ArrayLike, dtype: Any = None) -> np.ndarray:
     info = dtype_info(arr.dtype if dtype is None else dtype)
     arr = arr.astype(info.dtype, copy=False)
     raw = arr.view(info.uint_dtype)
-    magnitude = (raw & np.asarray(info.sign_mask - 1, dtype=info.uint_dtype)).astype(np.int64)
-    negative = (raw & np.asarray(info.sign_mask, dtype=info.uint_dtype)) != 0
-    return np.where(negative, -magnitude, magnitude)
+    sign = info.uint_dtype.type(info.sign_mask)
+    magnitude = np.asarray((raw & (sign - info.uint_dtype.type(1))).astype(np.int64))
+    negative = (raw & sign) != 0
+    if negative.any():
+        magnitude = np.where(negative, -magnitude, magnitude)
+    return magnitude
 
 
 def from_ordinal(ordinals: npt.ArrayLike, dtype: Any) -> np.ndarray:
