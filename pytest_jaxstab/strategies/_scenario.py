@@ -117,7 +117,7 @@ class _Replay(Source):
 
     def fixed(self, value: int) -> int:
         self._next("fixed", None)
-        return value  # the variant's own value, computed from its own randomness
+        return value  # the value the class computed from the variant's draws (new where its noise is)
 
     def element(self, plan: _ArrayPlan) -> Any:
         # The variant's own elements may be rejected where the example's were not: its redraws are its
