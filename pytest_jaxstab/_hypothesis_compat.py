@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["current_choices", "record_fixed_integer", "without_local_constants"]
+__all__ = ["record_fixed_integer", "without_local_constants"]
 
 
 @contextlib.contextmanager
@@ -42,17 +42,6 @@ def without_local_constants() -> Iterator[None]:
     finally:
         provider._local_constants = original  # type: ignore[assignment]
         cache.clear()
-
-
-def current_choices() -> tuple[Any, ...] | None:
-    """The choice sequence of the running Hypothesis example, or None where this Hypothesis does not
-    say (then a check evaluates a repeated input again instead of rejecting it)."""
-    try:
-        from hypothesis.control import current_build_context
-
-        return tuple(current_build_context().data.choices)
-    except Exception:  # pragma: no cover - other Hypothesis versions
-        return None
 
 
 def record_fixed_integer(draw: Callable[..., Any], value: int) -> int | None:

@@ -24,7 +24,7 @@ import numpy as np
 
 # Everything a check uses is imported here, before any input is drawn: Hypothesis mixes constants of
 # the loaded local modules into its draws, so a module imported midway would change later draws
-# (fixed-seed runs do without those constants altogether: see _without_local_constants).
+# (fixed-seed runs do without those constants altogether: see _explore, _without_local_constants).
 from .. import _compat
 from .._diagnostics._nan_origin import find_nan_origin
 from .._diagnostics._timing import time_backends
