@@ -74,24 +74,23 @@ def _log_slow(x: arb, r: arb) -> Ball:
     return INDET
 
 
-def _log1p_slow(x: arb, r: arb) -> Ball:
-    if _is(x, -1):
-        return NEG_INF
+def _from(lo: int, x: arb) -> Ball:
+    """The slow path of an increasing function defined on [lo, +inf) that is +inf at +inf (sqrt,
+    log1p, acosh): None (outside the real domain) entirely below `lo`, else undecided."""
     c = _cls(x)
     if c == "+inf":
         return POS_INF
-    if c == "-inf" or (c == "fin" and x < -1):
+    if c == "-inf" or (c == "fin" and x < lo):
         return None
     return INDET
+
+
+def _log1p_slow(x: arb, r: arb) -> Ball:
+    return NEG_INF if _is(x, -1) else _from(-1, x)
 
 
 def _sqrt_slow(x: arb, r: arb) -> Ball:
-    c = _cls(x)
-    if c == "+inf":
-        return POS_INF
-    if c == "-inf" or (c == "fin" and x < 0):
-        return None
-    return INDET
+    return _from(0, x)
 
 
 def _rsqrt_slow(x: arb, r: arb) -> Ball:
@@ -134,12 +133,7 @@ def _unit_slow(x: arb, r: arb) -> Ball:  # asin, acos: [-1, 1]
 
 
 def _acosh_slow(x: arb, r: arb) -> Ball:
-    c = _cls(x)
-    if c == "+inf":
-        return POS_INF
-    if c == "-inf" or (c == "fin" and x < 1):
-        return None
-    return INDET
+    return _from(1, x)
 
 
 def _atanh_slow(x: arb, r: arb) -> Ball:
