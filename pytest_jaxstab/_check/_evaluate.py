@@ -120,7 +120,7 @@ class Evaluator:
         return self.run(*self.prepare(args))
 
     def prepare(self, args: Sequence[np.ndarray]) -> tuple[tuple[np.ndarray, ...], bytes]:
-        """The input as the variants see it (subnormals flushed), and its `key`."""
+        """The input as the variants see it (subnormals flushed), and the key that identifies it."""
         flushed = tuple(self._flush(np.asarray(a)) for a in args)
         return flushed, _args_key(flushed)
 
@@ -132,10 +132,6 @@ class Evaluator:
         example = self._evaluate_new(flushed)
         self._cache[key] = example
         return example
-
-    def key(self, args: Sequence[np.ndarray]) -> bytes:
-        """What identifies an input: its arrays as the variants see them (subnormals flushed)."""
-        return self.prepare(args)[1]
 
     def _evaluate_new(self, args: tuple[np.ndarray, ...]) -> SampleResult:
         t0 = time.perf_counter()
