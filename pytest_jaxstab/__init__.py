@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ._errors import JaxstabError as JaxstabError
     from ._errors import MarkerError as MarkerError
     from ._errors import OracleError as OracleError
+    from ._errors import ReportMergeError as ReportMergeError
     from ._errors import TraceError as TraceError
     from ._errors import UnsupportedPrimitive as UnsupportedPrimitive
     from ._results import CaseResult as CaseResult
@@ -66,6 +67,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "time_backends": ("._diagnostics", "time_backends"),
     "ArgumentError": ("._errors", "ArgumentError"),
     "BaselineError": ("._errors", "BaselineError"),
+    "ReportMergeError": ("._errors", "ReportMergeError"),
     "JaxstabError": ("._errors", "JaxstabError"),
     "MarkerError": ("._errors", "MarkerError"),
     "OracleError": ("._errors", "OracleError"),

@@ -28,6 +28,7 @@ __all__ = [
     "JaxstabError",
     "MarkerError",
     "OracleError",
+    "ReportMergeError",
     "TraceError",
     "UnsupportedPrimitive",
     "trace_error",
@@ -184,3 +185,8 @@ def tracing(fn: object) -> Iterator[None]:
         if type(exc).__module__.startswith("jax"):
             raise trace_error(fn, exc) from exc
         raise
+
+
+class ReportMergeError(JaxstabError):
+    """Shard reports that cannot be merged (`python -m pytest_jaxstab merge`): unreadable, truncated,
+    from different runs (seed, lens, versions) or overlapping; nothing is written."""

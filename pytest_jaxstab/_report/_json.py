@@ -33,7 +33,8 @@ _VARIANTS = ("original", "rewritten")
 
 def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Sequence[str],
                  gate: Mapping[str, str] | None = None,
-                 gradient_gate: Mapping[str, str] | None = None) -> dict[str, Any]:
+                 gradient_gate: Mapping[str, str] | None = None,
+                 run: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Builds the JSON report of a session: schema version 1 of docs/architecture.md ("The pytest surface").
 
     Each case's `outcome` is its stability verdict ("passed"/"failed": the judged variant within the
@@ -49,6 +50,9 @@ def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Seq
         backends: the JAX backends present (`"cpu"`, `"gpu"`, ...), the ones timings refer to.
         gate: the gate's decision per case nodeid, when the run compared with a baseline.
         gradient_gate: the gate's decision on the gradient of each ``grad=True`` case, when compared.
+        run: the settings that decide the figures (`seed`, `examples`, and `lens` once the run has one),
+            written as the extra key `"run"`; `python -m pytest_jaxstab merge` refuses to merge shards
+            whose `"run"` differ.
 
     A case checked with ``grad=True`` has the extra key `"gradient"`: the same figures for its gradient
     (a case object without its own `"gradient"`), with its own `"gate"`.
@@ -74,6 +78,7 @@ def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Seq
         "jaxstab_version": __version__,
         "gate": None if gate is None else {d: sum(1 for c in cases if gate.get(c.nodeid) == d)
                                            for d in GATE_DECISIONS},
+        **({"run": dict(run)} if run is not None else {}),
     }
 
 

@@ -232,13 +232,24 @@ class JaxstabSession:
 
                 write_json(target.path, build_report(cases, jax_version=jax_version, backends=backends,
                                                      gate=self.decisions(),
-                                                     gradient_gate=self.gradient_decisions()))
+                                                     gradient_gate=self.gradient_decisions(),
+                                                     run=self.run_settings()))
             else:
                 from .._report import write_html
 
                 write_html(target.path, cases, jax_version=jax_version, backends=backends,
                            gate=self.decisions(), gradient_gate=self.gradient_decisions())
             self.notes.append(f"{target.kind} report written: {_shown(target.path)}")
+
+    def run_settings(self) -> dict[str, Any]:
+        """The settings that decide a run's figures, recorded in the JSON report for the shard merge.
+
+        `draws`: "seeded" (--jaxstab-seed), "derandomized" (saving or comparing a baseline: each case's
+        draws keyed by its id alone) or "random" (figures of one run only: shards cannot be merged).
+        """
+        opts = self.options
+        draws = "seeded" if opts.seed is not None else "derandomized" if opts.derandomize else "random"
+        return {"seed": opts.seed, "draws": draws, "examples": opts.examples}
 
     def decisions(self) -> dict[str, str] | None:
         """The gate's decision per case nodeid, or None when the run did not compare with a baseline."""
