@@ -8,7 +8,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["short_path", "write_text_atomic"]
+__all__ = ["set_path_base", "short_path", "write_text_atomic"]
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -63,10 +63,23 @@ def _fsync_directory(directory: Path) -> None:
             os.close(fd)
 
 
+#: The directory paths are shown relative to: pytest's rootdir during a session (the plugin sets it,
+#: so messages name files as node ids do, whatever the working directory), else the working directory.
+_base: str | None = None
+
+
+def set_path_base(base: str | os.PathLike[str] | None) -> str | None:
+    """Shows paths relative to `base` from now on (None: the working directory); returns the previous."""
+    global _base
+    previous, _base = _base, None if base is None else os.path.abspath(base)
+    return previous
+
+
 def short_path(path: str) -> str:
-    """``path`` relative to the working directory when it lies below it (as pytest shows paths)."""
+    """``path`` relative to pytest's rootdir during a session (else the working directory) when it lies
+    below it, else as given (as pytest shows node ids)."""
     try:
-        rel = os.path.relpath(path)
+        rel = os.path.relpath(path, _base) if _base is not None else os.path.relpath(path)
     except ValueError:  # another drive (Windows)
         return path
-    return path if rel.startswith("..") else rel
+    return path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel

@@ -32,6 +32,8 @@ from ._options import (
 from ._session import COMPLETE_REPORT_KEY, RESULT_KEY, SESSION_KEY, JaxstabSession
 
 _SESSION_PLUGIN = "jaxstab-session"
+#: The path base (`_files.set_path_base`) before this session, restored at its end.
+_PATH_BASE_KEY: pytest.StashKey[str | None] = pytest.StashKey()
 
 __all__ = [
     "COMPARE_FAIL_OPTION",
@@ -57,9 +59,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = session
     # The session object's own hooks (reports, collection, end of session) see this config only.
     config.pluginmanager.register(session, _SESSION_PLUGIN)
+    # Messages and reports name files relative to the rootdir, as node ids do (issue 23).
+    from .._files import set_path_base
+
+    config.stash[_PATH_BASE_KEY] = set_path_base(config.rootpath)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if _PATH_BASE_KEY in config.stash:  # restore the outer session's (pytester runs in-process)
+        from .._files import set_path_base
+
+        set_path_base(config.stash[_PATH_BASE_KEY])
     session = config.stash.get(SESSION_KEY, None)
     if session is not None and config.pluginmanager.is_registered(session):
         config.pluginmanager.unregister(session)

@@ -106,10 +106,12 @@ class JaxstabSession:
         raw = report.__dict__.get(RESULT_KEY)
         if not raw:
             return
+        from .._report._paths import relative_locations
         from .._results import CaseResult
 
         for d in raw:
-            case = CaseResult.from_json(d)
+            # Locations relative to the rootdir: the reports are read on other machines (issue 23).
+            case = relative_locations(CaseResult.from_json(d), self.config.rootpath)
             self.cases[case.nodeid] = case
 
     def record_collected(self, nodeids: Any) -> None:
