@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from ._errors import UnsupportedPrimitive as UnsupportedPrimitive
     from ._results import CaseResult as CaseResult
     from ._results import VariantStats as VariantStats
+    from ._scan_config import domain as domain
     from ._search import Improvement as Improvement
     from ._search import improve as improve
     from ._stabilize import explain as explain
@@ -74,6 +75,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "TraceError": ("._errors", "TraceError"),
     "UnsupportedPrimitive": ("._errors", "UnsupportedPrimitive"),
     "CaseResult": ("._results", "CaseResult"),
+    "domain": ("._scan_config", "domain"),
     "Improvement": ("._search", "Improvement"),
     "improve": ("._search", "improve"),
     "VariantStats": ("._results", "VariantStats"),

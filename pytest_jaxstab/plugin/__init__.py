@@ -51,6 +51,18 @@ __all__ = [
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+    from ._scan import add_scan_options
+
+    add_scan_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.Item]) -> None:
+    """Adds the ``--jaxstab-scan`` items (before -k/-m selection and the session's bookkeeping)."""
+    if session.config.getoption("jaxstab_scan", None) or session.config.getini("jaxstab_scan"):
+        from ._scan import scan_items
+
+        items.extend(scan_items(session))
 
 
 def pytest_configure(config: pytest.Config) -> None:
