@@ -119,14 +119,14 @@ def test_three_shards_merge_into_the_serial_runs_report_and_baseline(pytester, r
         "test_a.py::test_softplus", "test_c.py::test_versine"}
 
 
-def _shard(path: Path, nodeids: list[str], **run: object) -> None:
+def _shard(path: Path, nodeids: list[str], top: dict | None = None, **run: object) -> None:
     case = {"nodeid": "", "dtype": "float32", "samples": 8, "discarded": 0, "uncertain": 0,
             "outcome": "passed", "rewrites": [], "nan_origins": [], "timing": [],
             "original": {"max_error_bits": 0.5, "mean_error_bits": 0.25, "overflows": 0, "verdict": "pass"},
             "rewritten": {"max_error_bits": 0.5, "mean_error_bits": 0.25, "overflows": 0, "verdict": "pass"}}
     report = {"version": 1, "jax_version": "0.12.0", "backends": ["cpu"], "jaxstab_version": "1.0",
               "run": {"seed": 1, "draws": "seeded", "examples": None, **run},
-              "cases": [{**case, "nodeid": n} for n in nodeids]}
+              "cases": [{**case, "nodeid": n} for n in nodeids], **(top or {})}
     path.write_text(json.dumps(report, indent=2))
 
 
@@ -134,7 +134,9 @@ def _shard(path: Path, nodeids: list[str], **run: object) -> None:
     (["t.py::test_b"], {"seed": 2}, "'seed': 2", "same --jaxstab-seed"),
     (["t.py::test_b"], {"lens": "accuracy"}, "'lens': 'accuracy'", "same settings"),
     (["t.py::test_a"], {}, "t.py::test_a is in", "pytest-split --splits N --group K"),
-], ids=["mixed-seeds", "mixed-lens", "overlap"])
+    (["t.py::test_b"], {"top": {"jax_version": "0.11.0"}}, "jax_version is '0.11.0'", "same versions"),
+    (["t.py::test_b"], {"top": {"judge": "accuracy"}}, "judge is 'accuracy'", "same settings"),
+], ids=["mixed-seeds", "mixed-lens", "overlap", "mixed-jax", "mixed-judge"])
 def test_a_bad_merge_names_the_problem_and_writes_nothing(tmp_path, second, run, needle, fix):
     _shard(tmp_path / "s1.json", ["t.py::test_a"])
     _shard(tmp_path / "s2.json", second, **run)
@@ -175,3 +177,23 @@ def test_a_case_missing_a_schema_key_is_refused(tmp_path):
     (tmp_path / "s1.json").write_text(json.dumps(report))
     with pytest.raises(ReportMergeError, match=r"s1.json: .*cases\[0\]\.original\.overflows: missing key"):
         run_merge([tmp_path / "s1.json"], out=io.StringIO())
+
+
+def test_a_merge_compared_with_a_baseline_exits_1_on_a_regression_and_keeps_the_gate(tmp_path):
+    _shard(tmp_path / "s1.json", ["t.py::test_a"])
+    _shard(tmp_path / "s2.json", ["t.py::test_b"])
+    # The baseline knew test_a at 0.25 bits; the shards measured 0.5 (_shard's figures): with the
+    # default margin (any growth of the max error) it regressed; test_b has no entry: new.
+    stats = {"max_error_bits": 0.25, "mean_error_bits": 0.25, "overflows": 0, "verdict": "pass"}
+    baseline = {"version": 1, "jaxstab_version": "1.0", "cases": {"t.py::test_a": {
+        "dtype": "float32", "samples": 8, "original": stats, "rewritten": stats, "witnesses": []}}}
+    (tmp_path / "base.json").write_text(json.dumps(baseline))
+    out = io.StringIO()
+    status = run_merge([tmp_path / "s1.json", tmp_path / "s2.json"], compare=tmp_path / "base.json",
+                       reports=["term", f"json:{tmp_path / 'merged.json'}"], out=out)
+    assert status == 1
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert {c["nodeid"]: c["gate"] for c in merged["cases"]} == {"t.py::test_a": "regressed",
+                                                                 "t.py::test_b": "new"}
+    assert merged["run"] == {"seed": 1, "draws": "seeded", "examples": None}
+    assert "regressed" in out.getvalue()
