@@ -21,6 +21,7 @@ _RULES_W = 24
 _NAN_W = 22
 _LOST_W = 20
 _VERDICT_W = 8
+_LENS_W = 15  # "stab 24.1/0.8": the lens, and under stability bits beyond / conditioning bits
 _GATE_W = 9
 _COUNTS_W = 9  # "disc/unc": inputs outside the real domain / undecided
 _FIG_TITLES = (("max", 5), ("mean", 5), ("ovf", 5))
@@ -68,7 +69,7 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
     group = sep.join([" " * lead_w, _center("original", fig_w), _center("rewritten", fig_w)]).rstrip()
     figures_title = " ".join(t.rjust(w) for t, w in _FIG_TITLES)
     titles = [_left("case", _CASE_W), _left("dtype", 8), _right("samples", 7), _right("disc/unc", _COUNTS_W),
-              figures_title, figures_title, _left("verdict", _VERDICT_W)]
+              figures_title, figures_title, _left("verdict", _VERDICT_W), _left("lens beyond/cond", _LENS_W)]
     if gate is not None:
         titles.append(_left("gate", _GATE_W))
     titles += [_left("rules fired", _RULES_W), _left("NaN origin", _NAN_W), _left("bits lost at", _LOST_W)]
@@ -88,6 +89,8 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
     lines.append("max/mean: error in bits against the exact result over all samples; ovf: non-finite results "
                  "where the exact one is finite")
     legend = "verdict: the judged function within the tolerance and without overflow (stable) or not"
+    lines.append("lens: stab (judge='stability': bits beyond what the conditioning explains / conditioning "
+                 "bits log2(1 + n cond) at the worst input) or acc (judge='accuracy': the max forward error)")
     if gate is not None:
         legend += ("; gate: the decision against the baseline (only 'regressed' fails the run; a known "
                    "instability is unstable and does not)")
@@ -118,6 +121,7 @@ def _row(case: CaseResult, gate: Mapping[str, str] | None, time_cells: Sequence[
         _figures(case.original),
         _figures(case.rewritten),
         _left("unstable" if case.outcome == "failed" else "stable", _VERDICT_W),
+        _left(_lens(case.judged_stats), _LENS_W),
     ]
     if gate is not None:
         cells.append(_left(gate.get(case.nodeid, "-"), _GATE_W))
@@ -163,6 +167,12 @@ def _short_nodeid(nodeid: str, width: int) -> str:
 def _figures(stats: VariantStats) -> str:
     values = (f"{stats.max_error_bits:.1f}", f"{stats.mean_error_bits:.2f}", str(stats.overflows))
     return " ".join(_right(v, w) for v, (_, w) in zip(values, _FIG_TITLES))
+
+
+def _lens(stats: VariantStats) -> str:
+    if stats.judge != "stability":
+        return "acc"
+    return f"stab {stats.beyond_bits:.1f}/{stats.conditioning_bits:.1f}"
 
 
 def _rules(case: CaseResult) -> str:
