@@ -125,7 +125,7 @@ def check(
             what the problem's conditioning at that input explains by more than ``tolerance_bits``
             (or on any overflow); ill-conditioned inputs pass with a note. "accuracy": the forward
             error is judged (Herbie's lens; what ``jst.improve`` optimises). Applies to the gradient
-            too with ``grad=True``. See docs/architecture.md, "Two lenses".
+            too with ``grad=True``. See docs/architecture.md, "Two lenses: stability and accuracy".
 
     Returns:
         A :class:`CaseResult`: figures of both variants, verdicts, ``outcome`` ("passed"/"failed" for

@@ -1,7 +1,7 @@
 """The problem's conditioning at one input, computed exactly with the oracle (the ``stability`` lens).
 
-Componentwise relative condition in output ulps (docs/architecture.md, "Two lenses"): for each output
-element ``y_j = f_j(x)``,
+Componentwise relative condition in output ulps (docs/architecture.md, "Two lenses: stability and
+accuracy"): for each output element ``y_j = f_j(x)``,
 
     cond_j = sum_i |f_j(x with x_i -> x_i (1 + d_i)) - f_j(x)| * (u / d_i) / ulp(y_j)
 

@@ -298,8 +298,13 @@ class Accumulator:
                 judged = bits[~np.isnan(bits)]
                 self._sums[v].append(float(judged.sum()))
                 self._count[v] += int(judged.size)
-            if out.bits > self._max[v] or (out.bits == self._max[v] and out.beyond_bits is not None):
-                self._cond[v] = out.conditioning_bits if out.beyond_bits is not None else 0.0
+            # The conditioning at the input of largest forward error; on a tie the largest, so the
+            # figure does not depend on the order inputs arrived in (xdist, witnesses first).
+            cond = out.conditioning_bits if out.beyond_bits is not None else 0.0
+            if out.bits > self._max[v]:
+                self._cond[v] = cond
+            elif out.bits == self._max[v]:
+                self._cond[v] = max(self._cond[v], cond)
             self._max[v] = max(self._max[v], out.bits)
             self._beyond[v] = max(self._beyond[v], out.judged_bits)
             self._underflow[v] += out.underflow

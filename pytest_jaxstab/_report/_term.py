@@ -20,8 +20,7 @@ _CASE_W = 32
 _RULES_W = 24
 _NAN_W = 22
 _LOST_W = 20
-_VERDICT_W = 8
-_LENS_W = 15  # "stab 24.1/0.8": the lens, and under stability bits beyond / conditioning bits
+_VERDICT_W = 10  # "unstable/s": the verdict and its lens (s: stability, a: accuracy)
 _GATE_W = 9
 _COUNTS_W = 9  # "disc/unc": inputs outside the real domain / undecided
 _FIG_TITLES = (("max", 5), ("mean", 5), ("ovf", 5))
@@ -69,7 +68,7 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
     group = sep.join([" " * lead_w, _center("original", fig_w), _center("rewritten", fig_w)]).rstrip()
     figures_title = " ".join(t.rjust(w) for t, w in _FIG_TITLES)
     titles = [_left("case", _CASE_W), _left("dtype", 8), _right("samples", 7), _right("disc/unc", _COUNTS_W),
-              figures_title, figures_title, _left("verdict", _VERDICT_W), _left("lens beyond/cond", _LENS_W)]
+              figures_title, figures_title, _left("verdict", _VERDICT_W)]
     if gate is not None:
         titles.append(_left("gate", _GATE_W))
     titles += [_left("rules fired", _RULES_W), _left("NaN origin", _NAN_W), _left("bits lost at", _LOST_W)]
@@ -89,8 +88,9 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
     lines.append("max/mean: error in bits against the exact result over all samples; ovf: non-finite results "
                  "where the exact one is finite")
     legend = "verdict: the judged function within the tolerance and without overflow (stable) or not"
-    lines.append("lens: stab (judge='stability': bits beyond what the conditioning explains / conditioning "
-                 "bits log2(1 + n cond) at the worst input) or acc (judge='accuracy': the max forward error)")
+    lines.append("verdict/s: judged by the error beyond what the problem's conditioning explains "
+                 "(judge='stability'; figures in the failure message, JSON and HTML)")
+    lines.append("verdict/a: judged by the max forward error (judge='accuracy')")
     if gate is not None:
         legend += ("; gate: the decision against the baseline (only 'regressed' fails the run; a known "
                    "instability is unstable and does not)")
@@ -120,8 +120,7 @@ def _row(case: CaseResult, gate: Mapping[str, str] | None, time_cells: Sequence[
         _right(f"{case.discarded}/{case.uncertain}", _COUNTS_W),
         _figures(case.original),
         _figures(case.rewritten),
-        _left("unstable" if case.outcome == "failed" else "stable", _VERDICT_W),
-        _left(_lens(case.judged_stats), _LENS_W),
+        _left(("unstable" if case.outcome == "failed" else "stable") + _lens(case.judged_stats), _VERDICT_W),
     ]
     if gate is not None:
         cells.append(_left(gate.get(case.nodeid, "-"), _GATE_W))
@@ -170,9 +169,7 @@ def _figures(stats: VariantStats) -> str:
 
 
 def _lens(stats: VariantStats) -> str:
-    if stats.judge != "stability":
-        return "acc"
-    return f"stab {stats.beyond_bits:.1f}/{stats.conditioning_bits:.1f}"
+    return "/s" if stats.judge == "stability" else "/a"
 
 
 def _rules(case: CaseResult) -> str:
