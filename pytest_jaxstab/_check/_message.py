@@ -58,7 +58,7 @@ def _scalar(v: Any) -> str:
 
 def _stats(s: VariantStats, tolerance: float) -> str:
     parts = [f"max error {s.max_error_bits:.1f} bits"]
-    if s.judge == "stability":
+    if s.judge == "stability" and (s.max_error_bits > tolerance or s.overflows):
         parts.append(f"{s.beyond_bits:.1f} bits beyond conditioning (conditioning "
                      f"{s.conditioning_bits:.1f} bits at the worst input)")
     if s.overflows:

@@ -4,10 +4,11 @@
 ``stability`` (the default): an element fails when its error exceeds what the problem's conditioning
 at that input explains, by more than the tolerance:
 
-    beyond_j = bits_j - log2(1 + n * cond_j)
+    beyond_j = bits_j - min(log2(1 + n * cond_j), width)
 
 with ``cond_j`` the conditioning in output ulps (``_conditioning.py``) and ``n`` the most terms one
-reduction of the program combines (the ``n·u`` of a sum's error bound; 1 without reductions). An
+reduction of the program combines (the ``n·u`` of a sum's error bound; 1 without reductions) and
+``width`` the dtype's bits (16, 32, 64: the largest error there is). An
 overflow or NaN where the exact result is finite fails under both lenses. The underflow zone: an element
 whose exact magnitude is below ``2^p * tiny`` (p the output's significand bits) and whose absolute error
 is at most ``n * 2^t * tiny`` (t the tolerance in bits) lost what flushed or underflowed intermediates
@@ -65,7 +66,10 @@ def judge_elements(approx: Sequence[np.ndarray], exact: Sequence[np.ndarray],
         a64 = np.broadcast_to(np.asarray(a), e.shape).astype(np.float64)
         e64 = np.asarray(e, dtype=np.float64)
         with np.errstate(all="ignore"):
-            allowed = np.log2(1.0 + terms * np.where(np.isnan(cond), 0.0, cond))
+            # Clipped at the dtype's width, as the error itself is: beyond it every error is explained
+            # (an exact result of 0 moved by its inputs has an unbounded relative condition).
+            allowed = np.minimum(np.log2(1.0 + terms * np.where(np.isnan(cond), 0.0, cond)),
+                                 8.0 * e.dtype.itemsize)
             beyond = np.maximum(bits - allowed, 0.0)
             zone = (np.abs(e64) < 2.0 ** p * tiny) & np.isfinite(a64) & (
                 np.abs(a64 - e64) <= terms * 2.0 ** tolerance_bits * tiny)
