@@ -188,7 +188,8 @@ class Evaluator:
                    outcomes: dict[str, VariantScore]) -> None:
         """The stability lens, where the forward error alone would fail (the conditioning costs one
         oracle evaluation per input element: only where it can change the verdict)."""
-        over = [v for v in VARIANTS if outcomes[v].bits > self.tolerance_bits]
+        # An overflow fails under both lenses whatever the conditioning: not computed for it.
+        over = [v for v in VARIANTS if outcomes[v].bits > self.tolerance_bits and not outcomes[v].overflow]
         if not over:
             return
         t0 = time.perf_counter()
