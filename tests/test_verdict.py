@@ -15,6 +15,7 @@ from pytest_jaxstab._check._conditioning import conditioning_ulps, reduction_ter
 from pytest_jaxstab._errors import ArgumentError
 from pytest_jaxstab._results import CaseResult
 from pytest_jaxstab.oracles import evaluate
+from tests.conftest import PLUGIN_ARGS
 
 F32 = np.dtype("float32")
 U32 = 2.0 ** -24
@@ -196,3 +197,50 @@ def test_json_carries_the_lens_and_version_1_entries_still_read():
                                                       "verdict")}
     old["rewritten"] = dict(old["original"])
     assert CaseResult.from_json(old).judge == "accuracy"
+
+
+def test_a_baseline_saved_under_another_lens_fails_the_comparison_clearly():
+    from pytest_jaxstab._baseline import Baseline, BaselineEntry
+    from pytest_jaxstab._baseline._gate import compare
+    from pytest_jaxstab._results import VariantStats
+
+    saved = VariantStats(max_error_bits=24.0, mean_error_bits=3.0, verdict="fail")  # judge="accuracy"
+    baseline = Baseline({"t.py::test_f": BaselineEntry("float32", 200, saved, saved, [])})
+    now_stats = VariantStats(24.0, 3.0, 0, "pass", "stability", 0.0, 24.0, 0)
+    now = CaseResult("t.py::test_f", "float32", original=now_stats, rewritten=now_stats, judge="stability")
+    result = compare([now], baseline, collected_nodeids=["t.py::test_f"])
+    assert result.failed and result.cases[0].status == "regressed"
+    text = result.cases[0].message
+    assert "judge='accuracy'" in text and "judge='stability'" in text and "--jaxstab-save-baseline" in text
+    # The same lens compares as before: equal figures are within the baseline.
+    same = Baseline({"t.py::test_f": BaselineEntry("float32", 200, now_stats, now_stats, [])})
+    assert not compare([now], same, collected_nodeids=["t.py::test_f"]).failed
+
+
+def test_the_marker_refuses_an_unknown_judge(pytester):
+    pytester.makepyfile(test_bad="""
+        import pytest
+
+        @pytest.mark.stabilize(dtype="float32", shapes={"x": ()}, judge="herbie")
+        def test_f(x):
+            return x + 1
+    """)
+    result = pytester.runpytest(*PLUGIN_ARGS, "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)  # a collection error naming the argument, not a traceback
+    result.stdout.fnmatch_lines(["*bad @pytest.mark.stabilize: judge='herbie'*'stability'*'accuracy'*"])
+
+
+def test_option_and_ini_choose_the_lens(pytester):
+    # a*a - b*b on (0.5, 2): ill-conditioned near a = b (see above): passes under stability only.
+    pytester.makepyfile(test_diff="""
+        import pytest
+
+        @pytest.mark.stabilize(dtype="float32", shapes={"a": (), "b": ()}, domain=(0.5, 2.0), max_examples=60)
+        def test_f(a, b):
+            return a * a - b * b
+    """)
+    pytester.runpytest(*PLUGIN_ARGS, "-p", "no:cacheprovider", "--jaxstab-seed=0").assert_outcomes(passed=1)
+    pytester.runpytest(*PLUGIN_ARGS, "-p", "no:cacheprovider", "--jaxstab-seed=0",
+                       "--jaxstab-judge=accuracy").assert_outcomes(failed=1)
+    pytester.makeini("[pytest]\njaxstab_judge = accuracy\n")
+    pytester.runpytest(*PLUGIN_ARGS, "-p", "no:cacheprovider", "--jaxstab-seed=0").assert_outcomes(failed=1)
