@@ -252,8 +252,8 @@ def compare(
 
 
 def _figures(stats: VariantStats) -> str:
-    beyond = (f", {stats.beyond_bits:.2f} bits beyond conditioning [stability]" if stats.judge == "stability"
-              else " [accuracy]")
+    beyond = (f", {stats.beyond_bits:.2f} bits beyond conditioning [judge=stability]"
+              if stats.judge == "stability" else "")  # accuracy: the forward error, as version 1 said
     return f"max error {stats.max_error_bits:.2f} bits{beyond}, {stats.overflows} overflows"
 
 
