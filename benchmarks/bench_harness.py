@@ -37,7 +37,8 @@ from pytest_jaxstab._check import StageTimes, check
 
 _STAGES = (("trace/rewrite", ("trace",)), ("draw", ("draw",)), ("jitted runs", ("run",)),
            ("oracle", ("oracle",)), ("metrics", ("metrics",)), ("shrink", ("minimise",)),
-           ("diagnostics", ("diagnostics", "timing")), ("local error", ("local_error",)))
+           ("diagnostics", ("diagnostics", "timing")), ("local error", ("local_error",)),
+           ("conditioning", ("conditioning",)))
 
 
 def logsumexp(x):
@@ -132,6 +133,7 @@ def main() -> None:
     goal = "met" if statistics.median(totals) <= 3.0 else "NOT met"
     print(f"goal <= 3 s per check: {goal} (warm runs: {', '.join(f'{t:.2f}' for t in totals)} s)")
     local_error_split(args.examples, args.repeat)
+    conditioning_split(args.examples, args.repeat)
     fuzz_figures(args.examples, args.seeds)
 
 
@@ -153,6 +155,29 @@ def local_error_split(examples: int, repeat: int) -> None:
     goal = "met" if share <= 0.5 else "NOT met"
     print(f"local error on sqrt(x + 1) - sqrt(x), {examples} examples: adds {100 * share:.0f}% to the "
           f"rest of the check (median of {repeat}; goal <= 50%: {goal})")
+
+
+# --- conditioning: its share of a check under judge="stability" (issue 22) -----------------------------
+def mixed_sum(x):
+    return jnp.sum(x)
+
+
+def conditioning_split(examples: int, repeat: int) -> None:
+    """The stability lens's conditioning (one oracle run per input element, only on inputs whose forward
+    error exceeds the tolerance) as a share of the whole check, on the logsumexp case above and on a
+    mixed-sign sum, ill-conditioned wherever its terms cancel (a worst case: many inputs need it)."""
+    for fn, domain in ((logsumexp, (-1e4, 1e4)), (mixed_sum, (-1.0, 1.0))):
+        shares = []
+        for seed in range(repeat + 1):  # the first run compiles: not counted
+            prof = StageTimes()
+            check(fn, shapes=[(16,)], dtype="float32", domain=domain, max_examples=examples, seed=seed,
+                  name=f"bench_harness::{fn.__name__}", profile=prof)
+            if seed:
+                shares.append(prof.get("conditioning", 0.0) / prof["total"])
+        share = statistics.median(shares)
+        goal = "met" if share <= 0.25 else "NOT met"
+        print(f"conditioning (judge='stability') on {fn.__name__}, {examples} examples: {100 * share:.0f}% "
+              f"of the check (median of {repeat}; goal <= 25%: {goal})")
 
 
 if __name__ == "__main__":

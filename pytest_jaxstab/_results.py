@@ -27,14 +27,31 @@ class VariantStats:
     mean_error_bits: float = 0.0
     overflows: int = 0
     verdict: Verdict = "pass"
+    # The lens of the verdict: "accuracy" (forward error) or "stability" (error beyond conditioning);
+    # under "stability", the max bits beyond what conditioning explains, the conditioning bits
+    # (log2(1 + n cond)) at the input of largest forward error, and the underflow-zone notes.
+    judge: str = "accuracy"
+    beyond_bits: float = 0.0
+    conditioning_bits: float = 0.0
+    underflow_notes: int = 0
+
+    @property
+    def judged_bits(self) -> float:
+        """What the verdict compares with the tolerance under this lens."""
+        return self.beyond_bits if self.judge == "stability" else self.max_error_bits
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if self.judge == "accuracy":  # the version-1 fields only: what readers of version 1 expect
+            for key in ("judge", "beyond_bits", "conditioning_bits", "underflow_notes"):
+                del d[key]
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> VariantStats:
         return cls(float(d["max_error_bits"]), float(d["mean_error_bits"]), int(d["overflows"]),
-                   d["verdict"])
+                   d["verdict"], d.get("judge", "accuracy"), float(d.get("beyond_bits", 0.0)),
+                   float(d.get("conditioning_bits", 0.0)), int(d.get("underflow_notes", 0)))
 
 
 def encode_array(a: np.ndarray) -> dict[str, Any]:
@@ -185,6 +202,8 @@ class CaseResult:
     tolerance_bits: float = 8.0
     judged: str = "original"  # which variant the verdict is about ("rewritten" with apply=True)
     message: str = ""
+    judge: str = "accuracy"  # the lens: "stability" (error beyond conditioning) or "accuracy"
+    note: str = ""  # a passing case's explanation (ill-conditioned inputs, underflow-zone notes)
     # With grad=True: the same figures for the gradient of both variants (jax.grad, or a VJP with
     # ones), judged against the exact derivative of the function as written; None otherwise.
     gradient: CaseResult | None = None
@@ -213,6 +232,8 @@ class CaseResult:
             "tolerance_bits": self.tolerance_bits,
             "judged": self.judged,
             "message": self.message,
+            "judge": self.judge,
+            **({"note": self.note} if self.note else {}),
             **({"gradient": self.gradient.to_json()} if self.gradient is not None else {}),
         }
 
@@ -232,5 +253,7 @@ class CaseResult:
             tolerance_bits=float(d.get("tolerance_bits", 8.0)),
             judged=d.get("judged", "original"),
             message=d.get("message", ""),
+            judge=d.get("judge", "accuracy"),
+            note=d.get("note", ""),
             gradient=CaseResult.from_json(d["gradient"]) if d.get("gradient") else None,
         )

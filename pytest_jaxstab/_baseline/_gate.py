@@ -252,7 +252,9 @@ def compare(
 
 
 def _figures(stats: VariantStats) -> str:
-    return f"max error {stats.max_error_bits:.2f} bits, {stats.overflows} overflows"
+    beyond = (f", {stats.beyond_bits:.2f} bits beyond conditioning [judge=stability]"
+              if stats.judge == "stability" else "")  # accuracy: the forward error, as version 1 said
+    return f"max error {stats.max_error_bits:.2f} bits{beyond}, {stats.overflows} overflows"
 
 
 #: How a case's decision is made of its value's and its gradient's: the first of these that either has.
@@ -272,6 +274,14 @@ def _compare_case(case: CaseResult, entry: BaselineEntry | None,
         return CaseComparison(case.nodeid, "new", f"{label}: dtype changed {entry.dtype} -> {case.dtype}, "
                               "so the baseline entry does not apply; update it with --jaxstab-save-baseline",
                               variant, gradient="new" if case.gradient is not None else None)
+    saved_lens, lens = entry.stats(variant).judge, case.judged_stats.judge
+    if saved_lens != lens:
+        # Figures of two lenses are not comparable: a clear failure, never a silent reinterpretation.
+        return CaseComparison(case.nodeid, "regressed", f"{label}: the baseline entry was saved under "
+                              f"judge={saved_lens!r} and this run judges under judge={lens!r}: their figures "
+                              "are not comparable. Re-save the baseline under this lens "
+                              f"(--jaxstab-save-baseline), or run with --jaxstab-judge={saved_lens}.",
+                              variant, gradient="regressed" if case.gradient is not None else None)
     status, text = _compare_stats(entry.stats(variant), case.judged_stats, checks)
     if case.gradient is None:
         return CaseComparison(case.nodeid, status, f"{label}: {text}", variant)

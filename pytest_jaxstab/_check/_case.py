@@ -41,9 +41,10 @@ from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTime
 from ._explore import Runner, fits
 from ._gradient import derivative_case, with_gradient
 from ._localize import local_error_records
-from ._message import CheckWarning, failure_message, nothing_judged
+from ._message import CheckWarning, failure_message, nothing_judged, passing_note
 from ._shrink import Shrinker
 from ._trace import ArgumentError, normalize_shapes, positional, trace_case, x64_scope
+from ._verdict import validate_judge
 
 __all__ = ["ORACLE_BUDGET", "TIME_BUDGET", "ArgumentError", "StageTimes", "build_strategy", "check",
            "oracle_cost", "resolve_rules"]
@@ -79,6 +80,7 @@ def check(
     grad: bool = False,
     derivative: bool = False,
     gradient_witnesses: Sequence[Witness] = (),
+    judge: str = "stability",
 ) -> CaseResult:
     """Fuzz ``fn`` for numerical stability: both the function as written and its rewritten form.
 
@@ -119,6 +121,11 @@ def check(
         derivative: check the gradient only (what ``grad=True`` runs for ``result.gradient``).
         gradient_witnesses: with ``grad=True``, inputs to re-check first in the gradient's check only
             (a baseline's gradient witnesses), before ``witnesses``.
+        judge: the lens of the verdict. "stability" (default): an input fails when its error exceeds
+            what the problem's conditioning at that input explains by more than ``tolerance_bits``
+            (or on any overflow); ill-conditioned inputs pass with a note. "accuracy": the forward
+            error is judged (Herbie's lens; what ``jst.improve`` optimises). Applies to the gradient
+            too with ``grad=True``. See docs/architecture.md, "Two lenses: stability and accuracy".
 
     Returns:
         A :class:`CaseResult`: figures of both variants, verdicts, ``outcome`` ("passed"/"failed" for
@@ -146,7 +153,7 @@ def check(
             shapes=shapes, dtype=dtype, domain=domain, max_examples=max_examples, seed=seed, rules=rules,
             tolerance_bits=tolerance_bits, apply=apply, atol=atol, timing=timing, name=name,
             witnesses=witnesses, derandomize=derandomize, profile=profile, oracle_budget=oracle_budget,
-            time_budget=time_budget), gradient_witnesses=gradient_witnesses)
+            time_budget=time_budget, judge=judge), gradient_witnesses=gradient_witnesses)
     prof = profile if profile is not None else StageTimes()
     start = time.perf_counter()
     names, shape_list, by_keyword = normalize_shapes(shapes)
@@ -155,6 +162,7 @@ def check(
     except ValueError as exc:
         raise ArgumentError(f"dtype={dtype!r}: {exc}") from None
     _validate(max_examples=max_examples, tolerance_bits=tolerance_bits, atol=atol, seed=seed)
+    judge = validate_judge(judge)
     for label, budget in (("oracle_budget", oracle_budget), ("time_budget", time_budget)):
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
                                    or not budget > 0):
@@ -175,7 +183,8 @@ def check(
         rewritten, applied = _rewrite(prepared.closed, chosen_rules)
         if derivative:
             prepared, rewritten = derivative_case(prepared, rewritten)
-        evaluator = Evaluator(prepared.closed, rewritten, prepared.judged_outputs, atol, prof)
+        evaluator = Evaluator(prepared.closed, rewritten, prepared.judged_outputs, atol, prof, judge,
+                              float(tolerance_bits))
         # One run inside the domain, not counted: compiles both variants and surfaces an oracle that
         # cannot evaluate the program (UnsupportedPrimitive) before Hypothesis starts. Not on zeros: a
         # loop may only end for inputs of its domain (while v < 1e6: v *= 2 never ends from 0).
@@ -183,10 +192,10 @@ def check(
         if warm is not None:
             before = dict(prof)
             evaluator(warm)
-            for stage in ("run", "oracle", "metrics"):  # counted as setup, below
+            for stage in ("run", "oracle", "metrics", "conditioning"):  # counted as setup, below
                 prof[stage] = before.get(stage, 0.0)
         prof.add("trace", time.perf_counter() - t0)
-        acc = _JudgedCount(float(tolerance_bits), judged)
+        acc = _JudgedCount(float(tolerance_bits), judged, judge)
         skipped = 0
         for w in witnesses:  # re-checked first: a baseline's known worst inputs
             if fits(w.args, dt, shape_list, domains):
@@ -233,11 +242,13 @@ def check(
         nan_origins=origins, timing=timings, local_error=local, witnesses=acc.witnesses(minimal),
         # Sorted: the same inputs give the same report whatever order they arrived in (witnesses first).
         points=sorted(acc.points, key=lambda p: (p.magnitude, p.original_bits, p.rewritten_bits)),
-        tolerance_bits=float(tolerance_bits), judged=judged,
+        tolerance_bits=float(tolerance_bits), judged=judged, judge=judge,
     )
     result.outcome = "failed" if result.judged_stats.verdict == "fail" else "passed"
     if result.outcome == "failed":
         result.message = failure_message(result, minimal, names, applied)
+    else:
+        result.note = passing_note(result)
     prof["examples"] = float(acc.samples)
     prof["total"] = time.perf_counter() - start
     return result
@@ -283,8 +294,8 @@ def _rewrite(closed: Any, rules: Sequence[Any]) -> tuple[Any, list[Any]]:
 class _JudgedCount(Accumulator):
     """The accumulator, also counting the output elements judged over the distinct inputs."""
 
-    def __init__(self, tolerance_bits: float, judged: str) -> None:
-        super().__init__(tolerance_bits, judged)
+    def __init__(self, tolerance_bits: float, judged: str, judge: str) -> None:
+        super().__init__(tolerance_bits, judged, judge)
         self.judged_elements = 0
 
     def add(self, ex: SampleResult, *, drawn: bool = True) -> bool:

@@ -23,6 +23,8 @@ from .._errors import JaxstabError
 from .._results import Point, VariantStats, Witness
 from ..oracles import evaluate
 from ..oracles._metrics import error_bits
+from ._conditioning import conditioning_ulps, reduction_terms
+from ._verdict import judge_elements
 
 __all__ = ["VARIANTS", "Accumulator", "Evaluator", "SampleResult", "VariantScore", "StageTimes"]
 
@@ -58,9 +60,19 @@ class VariantScore:
     overflow: bool  # a non-finite result where the exact one is finite
     values: list[np.ndarray]  # the variant's outputs (judged leaves)
     element_bits: list[np.ndarray]  # per judged leaf, NaN where not judged
+    # The stability lens (set only where it was computed: forward error above the tolerance):
+    beyond_bits: float | None = None  # max bits beyond what conditioning explains
+    conditioning_bits: float = 0.0  # log2(1 + n cond) at the element of largest forward error
+    underflow: int = 0  # elements noted as underflow-zone losses
+
+    @property
+    def judged_bits(self) -> float:
+        """The figure the verdict compares with the tolerance: bits beyond conditioning where the
+        stability lens computed them, else the forward error."""
+        return self.bits if self.beyond_bits is None else self.beyond_bits
 
     def fails(self, tolerance_bits: float) -> bool:
-        return self.overflow or self.bits > tolerance_bits
+        return self.overflow or self.judged_bits > tolerance_bits
 
 
 @dataclasses.dataclass
@@ -99,10 +111,14 @@ class Evaluator:
         judged_outputs: indices of the floating-point outputs that are scored.
         atol: absolute differences at most this count 0 bits (overflows always count).
         profile: where stage times go.
+        judge: "stability" computes the conditioning (``_conditioning.py``) on inputs whose forward
+            error exceeds ``tolerance_bits`` and judges them by the bits beyond it (``_verdict.py``);
+            "accuracy" judges the forward error.
+        tolerance_bits: the case's tolerance (where the stability lens starts to be computed).
     """
 
     def __init__(self, closed: Any, rewritten: Any, judged_outputs: Sequence[int], atol: float | None,
-                 profile: StageTimes) -> None:
+                 profile: StageTimes, judge: str = "accuracy", tolerance_bits: float = 8.0) -> None:
         self._evaluate = evaluate
         self._error_bits = error_bits
         self.closed = closed
@@ -115,6 +131,9 @@ class Evaluator:
         # Smallest normal value of each judged output's dtype (for the flush-to-zero allowance).
         self._tiny = [float(dtype_info(self.out_dtypes[i]).tiny) for i in self.judged_outputs]
         self._cache: dict[bytes, SampleResult] = {}
+        self.judge = judge
+        self.tolerance_bits = float(tolerance_bits)
+        self.terms = reduction_terms(closed) if judge == "stability" else 1
 
     def __call__(self, args: Sequence[np.ndarray]) -> SampleResult:
         return self.run(*self.prepare(args))
@@ -161,7 +180,25 @@ class Evaluator:
         self.profile.add("run", t1 - t0)
         self.profile.add("oracle", t2 - t1)
         self.profile.add("metrics", time.perf_counter() - t2)
+        if self.judge == "stability":
+            self._stability(args, exact, outcomes)
         return SampleResult(args, exact, outcomes, discarded, uncertain, judged_elements)
+
+    def _stability(self, args: tuple[np.ndarray, ...], exact: list[np.ndarray],
+                   outcomes: dict[str, VariantScore]) -> None:
+        """The stability lens, where the forward error alone would fail (the conditioning costs one
+        oracle evaluation per input element: only where it can change the verdict)."""
+        # An overflow fails under both lenses whatever the conditioning: not computed for it.
+        over = [v for v in VARIANTS if outcomes[v].bits > self.tolerance_bits and not outcomes[v].overflow]
+        if not over:
+            return
+        t0 = time.perf_counter()
+        cond = conditioning_ulps(self.closed, args, exact, self.judged_outputs, self.out_dtypes)
+        for v in over:
+            o = outcomes[v]
+            j = judge_elements(o.values, exact, o.element_bits, cond, self.terms, self.tolerance_bits)
+            o.beyond_bits, o.conditioning_bits, o.underflow = j.beyond_bits, j.conditioning_bits, j.underflow
+        self.profile.add("conditioning", time.perf_counter() - t0)
 
     @staticmethod
     def _flush(a: np.ndarray) -> np.ndarray:
@@ -211,13 +248,17 @@ class Evaluator:
 class Accumulator:
     """The figures of a case over every example seen so far."""
 
-    def __init__(self, tolerance_bits: float, judged: str) -> None:
+    def __init__(self, tolerance_bits: float, judged: str, judge: str = "accuracy") -> None:
         self.tolerance_bits = tolerance_bits
         self.judged = judged
+        self.judge = judge
         self.samples = 0
         self.discarded = 0
         self.uncertain = 0
         self._max = dict.fromkeys(VARIANTS, 0.0)
+        self._beyond = dict.fromkeys(VARIANTS, 0.0)  # max judged bits (beyond conditioning, or forward)
+        self._cond = dict.fromkeys(VARIANTS, 0.0)  # conditioning bits at the input of largest forward error
+        self._underflow = dict.fromkeys(VARIANTS, 0)
         # Per-input sums, added with math.fsum at the end: the mean must not depend on input order.
         self._sums: dict[str, list[float]] = {v: [] for v in VARIANTS}
         self._count = dict.fromkeys(VARIANTS, 0)
@@ -258,7 +299,16 @@ class Accumulator:
                 judged = bits[~np.isnan(bits)]
                 self._sums[v].append(float(judged.sum()))
                 self._count[v] += int(judged.size)
+            # The conditioning at the input of largest forward error; on a tie the largest, so the
+            # figure does not depend on the order inputs arrived in (xdist, witnesses first).
+            cond = out.conditioning_bits if out.beyond_bits is not None else 0.0
+            if out.bits > self._max[v]:
+                self._cond[v] = cond
+            elif out.bits == self._max[v]:
+                self._cond[v] = max(self._cond[v], cond)
             self._max[v] = max(self._max[v], out.bits)
+            self._beyond[v] = max(self._beyond[v], out.judged_bits)
+            self._underflow[v] += out.underflow
             if out.overflow:
                 self._overflows[v] += 1
                 best = self._overflowing[v]
@@ -290,7 +340,12 @@ class Accumulator:
         count = self._count[variant]
         mean = math.fsum(self._sums[variant]) / count if count else 0.0
         stats = VariantStats(float(self._max[variant]), float(mean), int(self._overflows[variant]))
-        failed = stats.overflows > 0 or stats.max_error_bits > self.tolerance_bits
+        if self.judge == "stability":
+            stats.judge = "stability"
+            stats.beyond_bits = float(self._beyond[variant])
+            stats.conditioning_bits = float(self._cond[variant])
+            stats.underflow_notes = int(self._underflow[variant])
+        failed = stats.overflows > 0 or stats.judged_bits > self.tolerance_bits
         stats.verdict = "fail" if failed else "pass"
         return stats
 

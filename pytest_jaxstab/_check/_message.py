@@ -14,7 +14,7 @@ from .._files import short_path
 from .._results import CaseResult, VariantStats
 from ._evaluate import SampleResult
 
-__all__ = ["CheckWarning", "failure_message", "format_array", "nothing_judged"]
+__all__ = ["CheckWarning", "failure_message", "format_array", "nothing_judged", "passing_note"]
 
 
 class CheckWarning(UserWarning):
@@ -58,6 +58,9 @@ def _scalar(v: Any) -> str:
 
 def _stats(s: VariantStats, tolerance: float) -> str:
     parts = [f"max error {s.max_error_bits:.1f} bits"]
+    if s.judge == "stability" and (s.max_error_bits > tolerance or s.overflows):
+        parts.append(f"{s.beyond_bits:.1f} bits beyond conditioning (conditioning "
+                     f"{s.conditioning_bits:.1f} bits at the worst input)")
     if s.overflows:
         parts.append(f"{s.overflows} overflowing inputs")
     verdict = "passes" if s.verdict == "pass" else "fails"
@@ -122,6 +125,13 @@ def failure_message(result: CaseResult, minimal: SampleResult | None, names: Seq
     js, os_ = result.judged_stats, (result.original if other == "original" else result.rewritten)
     lines = [f"{result.nodeid}: the {_LABEL[judged]} is numerically unstable in {result.dtype} "
              f"over {result.samples} inputs: {_stats(js, result.tolerance_bits)}."]
+    if js.judge == "stability":
+        lines.append(f"[judge=stability] unstable: {js.beyond_bits:.1f} bits beyond what conditioning "
+                     "explains at this input" + (" (and a non-finite result where the exact one is finite)"
+                                                 if js.overflows else "") + ".")
+    else:
+        lines.append("[judge=accuracy] the forward error is judged, whatever the problem's conditioning "
+                     "(judge='stability' judges only the error beyond it).")
     if minimal is not None:
         lines.append("Smallest failing input found:")
         for name, a in zip(names, minimal.args):
@@ -147,6 +157,27 @@ def failure_message(result: CaseResult, minimal: SampleResult | None, names: Seq
     elif judged == "rewritten" and os_.verdict == "pass":
         lines.append("The rewrites make it worse here: exclude the offending rule (rules=/exclude=).")
     return "\n".join(lines)
+
+
+def passing_note(result: CaseResult) -> str:
+    """A passing case's explanation under the stability lens: ill-conditioned inputs whose forward
+    error exceeds the tolerance, and underflow-zone notes; empty when there is nothing to say."""
+    s = result.judged_stats
+    if s.judge != "stability":
+        return ""
+    notes = []
+    if s.max_error_bits > result.tolerance_bits and (
+            s.max_error_bits <= s.conditioning_bits + result.tolerance_bits or not s.underflow_notes):
+        moves = 2.0 ** s.conditioning_bits - 1.0
+        notes.append(f"ill-conditioned here: the exact result moves by {moves:.3g} ulps when the inputs "
+                     f"move by one ulp (forward error up to {s.max_error_bits:.1f} bits, conditioning "
+                     f"{s.conditioning_bits:.1f} bits); no formula on these inputs does much better. For "
+                     "more accuracy, judge='accuracy' and jst.improve.")
+    if s.underflow_notes:
+        notes.append(f"underflow: {s.underflow_notes} output elements within the dtype's precision of the "
+                     "smallest normal lost what flushed or underflowed intermediates carried (not an "
+                     "instability of the formula).")
+    return " ".join(notes)
 
 
 def nothing_judged(case_id: str, samples: int, discarded: int, uncertain: int, domain: Any,

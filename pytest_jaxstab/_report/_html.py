@@ -143,6 +143,15 @@ def _verdict(case: CaseResult) -> str:
     return f'<span class="{_e(case.outcome)}">{word}</span>'
 
 
+def _lens(case: CaseResult) -> str:
+    stats = case.judged_stats
+    if stats.judge != "stability":
+        return "judge=accuracy (the forward error is judged)"
+    return (f"judge=stability: {stats.beyond_bits:.1f} bits beyond what conditioning explains "
+            f"(conditioning {stats.conditioning_bits:.1f} bits at the worst input, "
+            f"{stats.underflow_notes} underflow notes)")
+
+
 def _decision(case: CaseResult, gate: Mapping[str, str] | None) -> str:
     if gate is None:
         return '<span class="note">not compared</span>'
@@ -186,7 +195,7 @@ def _case_section(index: int, case: CaseResult, gate: Mapping[str, str] | None =
            f"<p>stability verdict: {_verdict(case)} &middot; baseline gate: {_decision(case, gate)}"
            f" &middot; dtype {_e(case.dtype)}"
            f" &middot; {case.samples} samples ({case.discarded} outside the domain, {case.uncertain} "
-           f"uncertain) &middot; tolerance {case.tolerance_bits:g} bits</p>"]
+           f"uncertain) &middot; tolerance {case.tolerance_bits:g} bits &middot; {_lens(case)}</p>"]
     out.append(_table(
         ["variant", "max error (bits)", "mean error (bits)", "overflows", "verdict"],
         [_stats_row("original", case.original, case.judged != "rewritten"),
@@ -197,6 +206,8 @@ def _case_section(index: int, case: CaseResult, gate: Mapping[str, str] | None =
         out.extend(_gradient_section(case.gradient, gradient_gate))
     if case.message:
         out.append(f"<pre>{_e(case.message)}</pre>")
+    if case.note:
+        out.append(f'<p class="note">{_e(case.note)}</p>')
     out.append("<h3>Error against input magnitude</h3>")
     out.append(_plot_svg(case, index))
     out.append("<h3>Rewrites</h3>")

@@ -20,7 +20,7 @@ _CASE_W = 32
 _RULES_W = 24
 _NAN_W = 22
 _LOST_W = 20
-_VERDICT_W = 8
+_VERDICT_W = 10  # "unstable/s": the verdict and its lens (s: stability, a: accuracy)
 _GATE_W = 9
 _COUNTS_W = 9  # "disc/unc": inputs outside the real domain / undecided
 _FIG_TITLES = (("max", 5), ("mean", 5), ("ovf", 5))
@@ -88,6 +88,9 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
     lines.append("max/mean: error in bits against the exact result over all samples; ovf: non-finite results "
                  "where the exact one is finite")
     legend = "verdict: the judged function within the tolerance and without overflow (stable) or not"
+    lines.append("verdict/s: judged by the error beyond what the problem's conditioning explains "
+                 "(judge='stability'; figures in the failure message, JSON and HTML)")
+    lines.append("verdict/a: judged by the max forward error (judge='accuracy')")
     if gate is not None:
         legend += ("; gate: the decision against the baseline (only 'regressed' fails the run; a known "
                    "instability is unstable and does not)")
@@ -117,7 +120,7 @@ def _row(case: CaseResult, gate: Mapping[str, str] | None, time_cells: Sequence[
         _right(f"{case.discarded}/{case.uncertain}", _COUNTS_W),
         _figures(case.original),
         _figures(case.rewritten),
-        _left("unstable" if case.outcome == "failed" else "stable", _VERDICT_W),
+        _left(("unstable" if case.outcome == "failed" else "stable") + _lens(case.judged_stats), _VERDICT_W),
     ]
     if gate is not None:
         cells.append(_left(gate.get(case.nodeid, "-"), _GATE_W))
@@ -163,6 +166,10 @@ def _short_nodeid(nodeid: str, width: int) -> str:
 def _figures(stats: VariantStats) -> str:
     values = (f"{stats.max_error_bits:.1f}", f"{stats.mean_error_bits:.2f}", str(stats.overflows))
     return " ".join(_right(v, w) for v, (_, w) in zip(values, _FIG_TITLES))
+
+
+def _lens(stats: VariantStats) -> str:
+    return "/s" if stats.judge == "stability" else "/a"
 
 
 def _rules(case: CaseResult) -> str:

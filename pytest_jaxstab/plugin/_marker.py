@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from .._errors import MarkerError
+from ._options import JUDGES
 
 __all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signature", "missing_fixture_message",
            "parse_marker"]
@@ -24,14 +25,16 @@ __all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signatur
 MARKER = "stabilize"
 MARKER_HELP = (
     "stabilize(dtype, shapes, domain=None, max_examples=None, tolerance_bits=8.0, rules=None, "
-    "apply=False, timing=None, atol=None, oracle_budget=None, grad=False, search=False): fuzz the test's "
-    "body, a JAX function of the array parameters named in `shapes` (drawn by pytest-jaxstab; other "
-    "parameters stay fixtures), for numerical stability; fail on overflow or an error above tolerance_bits. "
+    "apply=False, timing=None, atol=None, oracle_budget=None, grad=False, search=False, judge=None): "
+    "fuzz the test's body, a JAX function of the array parameters named in `shapes` (drawn by "
+    "pytest-jaxstab; other parameters stay fixtures), for numerical stability; fail on overflow or an "
+    "error above tolerance_bits. "
     "apply=True judges jst.stabilize(body); grad=True judges its gradient too; search=True proposes "
-    "jst.improve's program in the failure message when the catalogue does not fix the case."
+    "jst.improve's program in the failure message when the catalogue does not fix the case; judge= "
+    "'stability' (default: error beyond the problem's conditioning) or 'accuracy' (forward error)."
 )
 _KWARGS = ("dtype", "shapes", "domain", "max_examples", "tolerance_bits", "rules", "apply", "timing", "atol",
-           "oracle_budget", "grad", "search")
+           "oracle_budget", "grad", "search", "judge")
 _ORIGINAL = "__jaxstab_signature__"
 
 
@@ -52,6 +55,7 @@ class MarkerSpec:
     oracle_budget: float | None = None
     grad: bool = False
     search: bool = False
+    judge: str | None = None  # None: --jaxstab-judge / the ini key / "stability"
 
 
 def _parameters(sig: inspect.Signature, is_method: bool) -> list[inspect.Parameter]:
@@ -111,7 +115,7 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
                       _count(kw, "max_examples"), _number(kw, "tolerance_bits", 8.0),
                       kw.get("rules"), _flag(kw, "apply", False), _flag(kw, "timing", None),
                       _number(kw, "atol", None), _budget(kw), _flag(kw, "grad", False),
-                      _flag(kw, "search", False))
+                      _flag(kw, "search", False), _judge(kw))
     _check_domain_and_rules(spec)
     return spec
 
@@ -141,6 +145,14 @@ def _budget(kw: dict[str, Any]) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise MarkerError(f"oracle_budget={value!r}: expected a number > 0 (float('inf') for no limit)")
     return float(value)
+
+
+def _judge(kw: dict[str, Any]) -> str | None:
+    value = kw.get("judge")
+    if value is not None and value not in JUDGES:
+        raise MarkerError(f"judge={value!r}: expected 'stability' (error beyond what the problem's "
+                          "conditioning explains) or 'accuracy' (forward error)")
+    return value
 
 
 def _flag(kw: dict[str, Any], name: str, default: bool | None) -> Any:

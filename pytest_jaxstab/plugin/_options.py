@@ -46,6 +46,10 @@ PRUNE_OPTION = "--jaxstab-prune-baseline"
 ORACLE_BUDGET_OPTION = "--jaxstab-oracle-budget"
 NO_TIMING_OPTION = "--no-jaxstab-timing"
 SEARCH_OPTION = "--jaxstab-search"
+JUDGE_OPTION = "--jaxstab-judge"
+# The verdict's lenses (as pytest_jaxstab._check._verdict.JUDGES; spelt here so that the plugin's
+# start-up does not import the check machinery).
+JUDGES = ("stability", "accuracy")
 
 DEFAULT_BASELINE = ".jaxstab/baseline.json"
 # argparse's value for a bare `--jaxstab-compare` / `--jaxstab-save-baseline` (no PATH given).
@@ -63,6 +67,8 @@ _INI = {
                       "fix, as the marker's search=True does (true/false)",
     "jaxstab_oracle_budget": "largest estimated oracle cost of one case (elements x examples x equations); "
                              "default 5e7, none: no limit",
+    "jaxstab_judge": "the verdict's lens: stability (default: error beyond the problem's conditioning) or "
+                     "accuracy (forward error); a marker's judge= wins",
     "jaxstab_baseline": f"the baseline file used when no PATH is given (default {DEFAULT_BASELINE})",
 }
 
@@ -109,6 +115,10 @@ def add_options(parser: pytest.Parser) -> None:
                     help="for every case (marked test or jaxstab.check) that fails and that the catalogue "
                          "does not fix, search for a more accurate program (jst.improve, time-limited) "
                          "and propose it in the failure message, as the marker's search=True does.")
+    group.addoption(JUDGE_OPTION, action="store", default=None, choices=JUDGES, dest="jaxstab_judge",
+                    help="the verdict's lens: stability (default; an input fails when its error exceeds what "
+                         "the problem's conditioning explains by more than the tolerance) or accuracy (the "
+                         "forward error, as Herbie). A marker's judge= wins.")
     for name, help_ in _INI.items():
         parser.addini(name, help_, type="string", default="")
 
@@ -135,6 +145,7 @@ class Options:
     prune: bool = False
     search: bool = False
     oracle_budget: float | None = None  # None: jst.check's default; math.inf: no limit
+    judge: str = "stability"
 
     @property
     def derandomize(self) -> bool:
@@ -290,6 +301,7 @@ def resolve_options(config: pytest.Config) -> Options:
         prune=prune,
         search=bool(search),
         oracle_budget=_oracle_budget(config),
+        judge=_judge(config),
     )
 
 
@@ -327,6 +339,15 @@ def _check_prune(config: pytest.Config, save: Path | None) -> None:
             f"{PRUNE_OPTION} needs a run of the whole suite, and here {'; '.join(reasons)}: a stale entry "
             "could not be told from one whose test was not selected. Run without the selection to prune, or "
             "drop the option to save without pruning.")
+
+
+def _judge(config: pytest.Config) -> str:
+    raw = config.getoption("jaxstab_judge")
+    if raw is None:
+        raw = _ini(config, "jaxstab_judge")
+        if raw is not None and str(raw).strip() and str(raw).strip() not in JUDGES:
+            raise pytest.UsageError(f"jaxstab_judge = {raw!r}: expected stability or accuracy")
+    return str(raw).strip() if raw is not None and str(raw).strip() else "stability"
 
 
 def _oracle_budget(config: pytest.Config) -> float | None:
@@ -381,4 +402,5 @@ def marker_kwargs_doc() -> dict[str, Any]:
         "timing": "time both variants on every backend",
         "atol": "absolute differences below this count 0 bits",
         "oracle_budget": "largest estimated oracle cost (elements x examples x equations); None: no limit",
+        "judge": "the verdict's lens: 'stability' (default) or 'accuracy' (default --jaxstab-judge)",
     }

@@ -57,7 +57,7 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
              domain: Any = None, max_examples: int | None = None, tolerance_bits: float = 8.0,
              rules: Any = None, apply: bool = False, timing: bool | None = None,
              atol: float | None = None, oracle_budget: float | None = None, defer: bool = False,
-             grad: bool = False, search: bool = False) -> Any:
+             grad: bool = False, search: bool = False, judge: str | None = None) -> Any:
     """Checks ``fn`` as case ``nodeid`` of ``item``; fails the test when the case fails.
 
     With ``defer``, a failing verdict is kept on the item and the test fails once its body has
@@ -81,7 +81,8 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
                        timing=opts.timing if timing is None else timing, name=nodeid,
                        witnesses=session.witnesses(nodeid), derandomize=opts.derandomize,
                        gradient_witnesses=session.gradient_witnesses(nodeid) if grad else (),
-                       oracle_budget=None if budget == math.inf else budget, grad=grad)
+                       oracle_budget=None if budget == math.inf else budget, grad=grad,
+                       judge=judge if judge is not None else opts.judge)
     except JaxstabError as exc:
         # Bad arguments, an untraceable function, a primitive the oracle cannot evaluate exactly: the
         # reason, not a traceback.
@@ -164,7 +165,7 @@ def run_marked(item: pytest.Function) -> None:
     run_case(item, body, nodeid=item.nodeid, shapes=shapes, dtype=spec.dtype, domain=spec.domain,
              max_examples=spec.max_examples, tolerance_bits=spec.tolerance_bits, rules=spec.rules,
              apply=spec.apply, timing=spec.timing, atol=spec.atol, oracle_budget=spec.oracle_budget,
-             grad=spec.grad, search=spec.search)
+             grad=spec.grad, search=spec.search, judge=spec.judge)
 
 
 class JaxstabFixture:
@@ -187,15 +188,17 @@ class JaxstabFixture:
     def check(self, fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = None,
               max_examples: int | None = None, tolerance_bits: float = 8.0, rules: Any = None,
               apply: bool = False, timing: bool | None = None, atol: float | None = None,
-              name: str | None = None, oracle_budget: float | None = None, grad: bool = False) -> Any:
+              name: str | None = None, oracle_budget: float | None = None, grad: bool = False,
+              judge: str | None = None) -> Any:
         """Fuzz ``fn`` as ``jst.check`` does, with the session's options; the test fails if it fails.
 
         A failing case does not stop the test: the remaining checks run and are recorded (and
         baselined), and the test fails once its body has finished, with every failure.
 
         Args:
-            fn, shapes, dtype, domain, tolerance_bits, rules, apply, atol, oracle_budget, grad: as for
-                ``jst.check`` (``oracle_budget`` defaults to ``--jaxstab-oracle-budget``).
+            fn, shapes, dtype, domain, tolerance_bits, rules, apply, atol, oracle_budget, grad, judge: as
+                for ``jst.check`` (``oracle_budget`` defaults to ``--jaxstab-oracle-budget``, ``judge``
+                to ``--jaxstab-judge``).
             max_examples: default ``--jaxstab-examples``, else the Hypothesis profile's.
             timing: default ``--jaxstab-timing``.
             name: the case's name in reports and baselines, appended to the test's id
@@ -220,4 +223,5 @@ class JaxstabFixture:
         self._count += 1
         return run_case(self._item, fn, nodeid=nodeid, shapes=shapes, dtype=dtype, domain=domain,
                         max_examples=max_examples, tolerance_bits=tolerance_bits, rules=rules, apply=apply,
-                        timing=timing, atol=atol, oracle_budget=oracle_budget, defer=True, grad=grad)
+                        timing=timing, atol=atol, oracle_budget=oracle_budget, defer=True, grad=grad,
+                        judge=judge)
