@@ -200,7 +200,7 @@ def bench_pass(profile: bool) -> None:
         import pstats
 
         closed = jax.make_jaxpr(chain(copies_for(1000)))(jnp.ones(8, jnp.float32))
-        prof = cProfile.StageTimes()
+        prof = cProfile.Profile()
         prof.enable()
         rewrite_jaxpr(closed, tuple(STABILITY))
         prof.disable()
