@@ -109,7 +109,7 @@ def bench(length: int, batch: int, repeats: int, budget_s: float) -> dict[str, f
 
 def main() -> None:
     """Print the table: headline size first, then the others (trend with length and batch)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "bench_scan").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (median kept)")
     parser.add_argument("--budget", type=float, default=3.0,
                         help="seconds of timed rounds per table cell group, beyond --repeats")
