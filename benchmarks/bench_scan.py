@@ -71,8 +71,11 @@ def _median_times(fns: dict[str, Callable[..., Any]], args: tuple[Any, ...], rep
         jax.block_until_ready(fn(*args))  # compile and warm up
     times: dict[str, list[float]] = {name: [] for name in fns}
     start, rounds = time.perf_counter(), 0
+    names = list(fns)
     while rounds < repeats or (time.perf_counter() - start < budget_s and rounds < 50):
-        for name, fn in fns.items():
+        # each round starts with another version: none always runs right after the same one
+        for name in names[rounds % len(names):] + names[:rounds % len(names)]:
+            fn = fns[name]
             t0 = time.perf_counter()
             jax.block_until_ready(fn(*args))
             times[name].append(time.perf_counter() - t0)
@@ -110,7 +113,7 @@ def bench(length: int, batch: int, repeats: int, budget_s: float) -> dict[str, f
 def main() -> None:
     """Print the table: headline size first, then the others (trend with length and batch)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "bench_scan").splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (median kept)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed runs per measurement (median kept)")
     parser.add_argument("--budget", type=float, default=3.0,
                         help="seconds of timed rounds per table cell group, beyond --repeats")
     parser.add_argument("--quick", action="store_true", help="the headline size only")
