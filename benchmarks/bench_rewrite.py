@@ -189,8 +189,8 @@ def bench_pass(profile: bool) -> None:
     print("3. rewrite pass (STABILITY, new program built), median")
     for label, make, per in (("dense (5 rewrites per 17 equations)", chain, copies_for(1000)),
                              ("sparse (one rewrite)", sparse, 200)):
-        t1, n1, a1 = pass_time(per, 9, make)
-        t10, n10, a10 = pass_time(per * 10, 3, make)
+        t1, n1, a1 = pass_time(per, 31, make)  # a median of many: one busy moment moves a few
+        t10, n10, a10 = pass_time(per * 10, 5, make)
         print(f"   {label}")
         print(f"   {n1:6d} equations, {a1:5d} rewrites: {t1 * 1e3:8.1f} ms   goal <= 50 ms"
               f" {'ok' if t1 <= 0.05 else 'MISSED'}")

@@ -93,7 +93,7 @@ def logsumexp_fast(x: Any, axes: Axes = None) -> Any:
 
     No overflow, and as fast as ``jax.nn.logsumexp`` (XLA:CPU fuses the shifted exp into the sum);
     but where the result is near 0 the small terms are lost in ``log(1 + s)`` (x = [1e-20, -20 x 15]:
-    ~28 bits in float32). :func:`logsumexp` keeps them at about 1.8x the time on CPU.
+    ~28 bits in float32). :func:`logsumexp` keeps them at 1.4-2.2x ``jax.nn``'s time on XLA:CPU.
     """
     ax = _axes(x, axes)
     _, shift = _max_shift(x, ax)
