@@ -2,9 +2,10 @@
 
 1. Jitted run time of ``stabilize(naive)`` over the hand-written ``jax.nn`` function, for logsumexp,
    softmax, log_softmax (rows of a 1000 x 1000 float32 array, 1e6 elements) and softplus (1e6
-   elements). Fastest of several alternating runs (as ``timeit`` advises: on a shared machine the
-   other runs measure the load), compile excluded, ``block_until_ready``. Goal: <= 1.05 for
-   softmax and softplus, <= 1.5 for logsumexp and log_softmax. XLA:CPU fuses ``sum(exp(x - m))``
+   elements). Median of many alternating runs (on a machine shared with other work the load falls
+   on both alike; the fastest run would reward whichever was lucky once), compile excluded,
+   ``block_until_ready``. Goal: <= 1.05 for softmax and softplus, <= 1.3 for logsumexp and
+   log_softmax (issue 24). XLA:CPU fuses ``sum(exp(x - m))``
    into one kernel but not the accurate forms' masked sum (the maximal term taken out, ties
    counted), so logsumexp and log_softmax are also timed with ``rules=STABILITY_FAST`` (the
    library's formulas: as fast, no overflow, but the small terms lost), the documented choice.
@@ -36,7 +37,7 @@ from pytest_jaxstab.oracles._metrics import error_bits
 from pytest_jaxstab.oracles._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import STABILITY, STABILITY_FAST, rewrite_jaxpr
 
-RUNS = 41
+RUNS = 101
 
 
 def naive_logsumexp(x: jax.Array) -> jax.Array:
@@ -56,15 +57,15 @@ def naive_softplus(x: jax.Array) -> jax.Array:
 
 
 CASES: dict[str, tuple[Callable[..., Any], Callable[..., Any], float]] = {
-    "logsumexp": (naive_logsumexp, lambda x: jax.nn.logsumexp(x, axis=-1), 1.5),
+    "logsumexp": (naive_logsumexp, lambda x: jax.nn.logsumexp(x, axis=-1), 1.3),
     "softmax": (naive_softmax, lambda x: jax.nn.softmax(x, axis=-1), 1.05),
-    "log_softmax": (naive_log_softmax, lambda x: jax.nn.log_softmax(x, axis=-1), 1.5),
+    "log_softmax": (naive_log_softmax, lambda x: jax.nn.log_softmax(x, axis=-1), 1.3),
     "softplus": (naive_softplus, jax.nn.softplus, 1.05),
 }
 
 
-def best_times(fns: list[Callable[..., Any]], *args: Any) -> list[float]:
-    """Fastest run time of each function; runs alternate, so a busy machine slows all alike."""
+def median_times(fns: list[Callable[..., Any]], *args: Any) -> list[float]:
+    """Median run time of each function; runs alternate, so a busy machine slows all alike."""
     for fn in fns:
         jax.block_until_ready(fn(*args))  # compile (and warm caches) outside the timing
     times: list[list[float]] = [[] for _ in fns]
@@ -73,11 +74,11 @@ def best_times(fns: list[Callable[..., Any]], *args: Any) -> list[float]:
             t0 = time.perf_counter()
             jax.block_until_ready(fn(*args))
             ts.append(time.perf_counter() - t0)
-    return [min(ts) for ts in times]
+    return [statistics.median(ts) for ts in times]
 
 
 def bench_speed() -> None:
-    print(f"1. jitted run time, 1e6 float32 elements (fastest of {RUNS} runs, alternating)")
+    print(f"1. jitted run time, 1e6 float32 elements (median of {RUNS} runs, alternating)")
     print(f"   {'':18s} {'stabilize':>11s} {'jax.nn':>10s} {'ratio':>7s}  goal")
     rng = np.random.default_rng(0)
     rows = jnp.asarray(rng.normal(0.0, 3.0, (1000, 1000)).astype(np.float32))
@@ -88,7 +89,7 @@ def bench_speed() -> None:
         fns = [jax.jit(jst.stabilize(naive)), jax.jit(library)]
         if fast:
             fns.append(jax.jit(jst.stabilize(naive, rules=STABILITY_FAST)))
-        times = best_times(fns, x)
+        times = median_times(fns, x)
         ours, theirs = times[0], times[1]
         for label, t in ((name, ours), *(((f"{name} (fast)", times[2]),) if fast else ())):
             ratio = t / theirs
@@ -188,8 +189,8 @@ def bench_pass(profile: bool) -> None:
     print("3. rewrite pass (STABILITY, new program built), median")
     for label, make, per in (("dense (5 rewrites per 17 equations)", chain, copies_for(1000)),
                              ("sparse (one rewrite)", sparse, 200)):
-        t1, n1, a1 = pass_time(per, 9, make)
-        t10, n10, a10 = pass_time(per * 10, 3, make)
+        t1, n1, a1 = pass_time(per, 31, make)  # a median of many: one busy moment moves a few
+        t10, n10, a10 = pass_time(per * 10, 5, make)
         print(f"   {label}")
         print(f"   {n1:6d} equations, {a1:5d} rewrites: {t1 * 1e3:8.1f} ms   goal <= 50 ms"
               f" {'ok' if t1 <= 0.05 else 'MISSED'}")
@@ -200,7 +201,7 @@ def bench_pass(profile: bool) -> None:
         import pstats
 
         closed = jax.make_jaxpr(chain(copies_for(1000)))(jnp.ones(8, jnp.float32))
-        prof = cProfile.StageTimes()
+        prof = cProfile.Profile()
         prof.enable()
         rewrite_jaxpr(closed, tuple(STABILITY))
         prof.disable()

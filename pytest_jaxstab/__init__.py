@@ -19,13 +19,9 @@ two in step.
 from __future__ import annotations
 
 import importlib
-from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__: str = _metadata.version("pytest-jaxstab")
-except _metadata.PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
+__version__: str  # annotation only: the value comes from __getattr__ at first use
 
 if TYPE_CHECKING:
     from . import oracles as oracles
@@ -86,7 +82,21 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
 __all__ = sorted(_EXPORTS)  # pyright: ignore[reportUnsupportedDunderAll]
 
 
+def _version() -> str:
+    # Read at first use, not at import: importlib.metadata costs ~70 ms, paid by every pytest run that
+    # loads the plugin.
+    from importlib import metadata
+
+    try:
+        return metadata.version("pytest-jaxstab")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        globals()[name] = version = _version()
+        return version
     try:
         module, attr = _EXPORTS[name]
     except KeyError:

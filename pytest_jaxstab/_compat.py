@@ -329,6 +329,14 @@ def name_stack(eqn: Eqn) -> str:
     return str(eqn.source_info.name_stack)
 
 
+def in_scope_named(eqn: Eqn, text: str) -> bool:
+    """Whether a scope (or transform) of the equation's name stack has ``text`` in its name: the
+    same answer as ``text in name_stack(eqn)`` for a ``text`` without ``/`` or parentheses, without
+    rendering the stack (most equations have none; the rewrite pass asks of every equation)."""
+    stack = eqn.source_info.name_stack.stack
+    return bool(stack) and any(text in elem.name for elem in stack)
+
+
 # ------------------------------------------------------------------------------ source locations
 @dataclasses.dataclass(frozen=True)
 class SourceLine:

@@ -29,7 +29,15 @@ from ._options import (
     describe,
     resolve_options,
 )
-from ._session import COMPLETE_REPORT_KEY, RESULT_KEY, SESSION_KEY, JaxstabSession
+from ._session import (
+    CASES_KEY,
+    COMPLETE_KEY,
+    COMPLETE_REPORT_KEY,
+    RESULT_KEY,
+    SESSION_KEY,
+    JaxstabSession,
+    pending_failures,
+)
 
 _SESSION_PLUGIN = "jaxstab-session"
 #: The path base (`_files.set_path_base`) before this session, restored at its end.
@@ -160,8 +168,6 @@ def jaxstab(request: pytest.FixtureRequest) -> Any:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     """Fails a test whose ``jaxstab.check`` calls failed, once its body has finished (all checks ran)."""
-    from ._run import CASES_KEY, COMPLETE_KEY, pending_failures
-
     try:
         result = yield
     except BaseException:
@@ -183,8 +189,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     if call.when == "call":
-        from ._run import CASES_KEY, COMPLETE_KEY
-
         if item.stash.get(COMPLETE_KEY, False):
             report.__dict__[COMPLETE_REPORT_KEY] = True
         cases = item.stash.get(CASES_KEY, None)

@@ -22,19 +22,10 @@ from .. import _baseline  # noqa: F401  (loaded before any case runs)
 from .._check._case import ORACLE_BUDGET, check
 from .._errors import JaxstabError
 from ._marker import MARKER, MarkerError, parse_marker
-from ._session import SESSION_KEY, JaxstabSession
+from ._session import CASES_KEY, COMPLETE_KEY, PENDING_KEY, SESSION_KEY, JaxstabSession, pending_failures
 
 __all__ = ["CASES_KEY", "COMPLETE_KEY", "PENDING_KEY", "JaxstabFixture", "pending_failures", "run_case",
            "run_marked"]
-
-#: The results of the cases one test checked, on ``item.stash``.
-CASES_KEY: pytest.StashKey[list[Any]] = pytest.StashKey()
-#: Set when a test's body ran to its end (its checks all recorded): entries of it it did not produce
-#: are stale.
-COMPLETE_KEY: pytest.StashKey[bool] = pytest.StashKey()
-#: Failures of ``jaxstab.check`` calls, raised once the test's body has finished (every check runs).
-PENDING_KEY: pytest.StashKey[list[str]] = pytest.StashKey()
-
 
 #: Seconds of saturation and candidate search per proposal (``jst.improve``'s ``time_limit``): a failing
 #: suite with the search on stays within a few seconds per failing case.
@@ -131,13 +122,6 @@ def _judge(session: JaxstabSession, result: Any) -> str | None:
         return (f"the gradient is not in the jaxstab baseline (saved before grad=True) and fails:\n\n"
                 f"{gradient.message}")
     return None  # "known", "improved", "unchanged": reported in the session summary, not failed.
-
-
-def pending_failures(item: pytest.Item) -> list[str]:
-    """The deferred failures of the item's ``jaxstab.check`` calls, taken off the item."""
-    pending = item.stash.get(PENDING_KEY, [])
-    item.stash[PENDING_KEY] = []
-    return pending
 
 
 def run_marked(item: pytest.Function) -> None:

@@ -16,7 +16,8 @@ import pytest
 
 from ._options import Options, ReportTarget
 
-__all__ = ["COMPLETE_REPORT_KEY", "RESULT_KEY", "SESSION_KEY", "JaxstabSession"]
+__all__ = ["CASES_KEY", "COMPLETE_KEY", "COMPLETE_REPORT_KEY", "PENDING_KEY", "RESULT_KEY", "SESSION_KEY",
+           "JaxstabSession", "pending_failures"]
 
 _MOVE_AWAY = "move it away and run again to start a new baseline (its entries are then lost)"
 
@@ -26,6 +27,23 @@ RESULT_KEY = "jaxstab_cases"
 COMPLETE_REPORT_KEY = "jaxstab_complete"
 #: Where the session object lives on ``config.stash``.
 SESSION_KEY: pytest.StashKey[JaxstabSession] = pytest.StashKey()
+
+# The keys on ``item.stash`` live here, not in ``_run``: the plugin's per-test hooks read them for every
+# test, and importing ``_run`` imports the whole check pipeline (JAX, Hypothesis, python-flint).
+#: The results of the cases one test checked, on ``item.stash``.
+CASES_KEY: pytest.StashKey[list[Any]] = pytest.StashKey()
+#: Set when a test's body ran to its end (its checks all recorded): entries of it it did not produce
+#: are stale.
+COMPLETE_KEY: pytest.StashKey[bool] = pytest.StashKey()
+#: Failures of ``jaxstab.check`` calls, raised once the test's body has finished (every check runs).
+PENDING_KEY: pytest.StashKey[list[str]] = pytest.StashKey()
+
+
+def pending_failures(item: pytest.Item) -> list[str]:
+    """The deferred failures of the item's ``jaxstab.check`` calls, taken off the item."""
+    pending = item.stash.get(PENDING_KEY, [])
+    item.stash[PENDING_KEY] = []
+    return pending
 
 
 class JaxstabSession:
@@ -54,10 +72,12 @@ class JaxstabSession:
 
     # --- baseline ------------------------------------------------------------------------------------
     def _load_baseline(self) -> None:
+        opts = self.options
+        if opts.compare_fail is None and opts.compare is None and opts.save_baseline is None:
+            return  # no baseline option: ``_baseline`` (and numpy through ``_results``) stays unimported
         from .._baseline import load_baseline, parse_compare_fail
         from .._errors import BaselineError
 
-        opts = self.options
         if opts.compare_fail is not None:
             self.checks = parse_compare_fail(opts.compare_fail)
         if opts.compare is not None:

@@ -45,7 +45,7 @@ class Graph:
                 self.uses[a] += 1
         self.const_values = dict(zip(_compat.constvars(closed), closed.consts))
         self.claimed: set[int] = {i for i, eqn in enumerate(self.eqns)
-                                  if SCOPE_PREFIX in _compat.name_stack(eqn)}
+                                  if _compat.in_scope_named(eqn, SCOPE_PREFIX)}
 
     def producer_eqn(self, atom: Any) -> tuple[int, Any] | None:
         if _compat.is_literal(atom):

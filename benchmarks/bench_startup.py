@@ -1,0 +1,82 @@
+"""What having pytest-jaxstab installed costs a suite that never uses it (issue 24).
+
+A one-test suite is run by pytest in a fresh interpreter, with the plugin and with ``-p no:jaxstab``,
+alternately (so the load of a shared machine falls on both alike), ``RUNS`` times each; the ratio of
+the median wall times and the difference of the median peak resident sizes (``ru_maxrss`` of the
+pytest process) are printed against the goals: at most 1.05 and 10 MiB.
+
+Suites: a JAX-free test; a test that uses JAX (the suite imports JAX itself); and ``--collect-only``
+of the JAX-free suite. None has a ``stabilize`` marker or the ``jaxstab`` fixture.
+
+    PYTHONPATH=. python benchmarks/bench_startup.py [runs]
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+RUNS = 12
+WALL_GOAL = 1.05
+MEMORY_GOAL_MIB = 10.0
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# pytest in-process, then the process's own peak RSS (KiB on Linux) on the last line.
+_DRIVER = ("import resource, sys, pytest; rc = pytest.main(sys.argv[1:]); "
+           "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+
+SUITES = {
+    "JAX-free test": ("def test_sum():\n    assert sum([1, 2]) == 3\n", ()),
+    "JAX test": ("import jax.numpy as jnp\n\n"
+                 "def test_jax():\n    assert float(jnp.sum(jnp.arange(3.0))) == 3.0\n", ()),
+    "--collect-only": ("def test_sum():\n    assert sum([1, 2]) == 3\n", ("--collect-only",)),
+}
+
+
+def _plugin_args() -> tuple[str, ...]:
+    from importlib import metadata
+
+    installed = any(ep.name == "jaxstab" for ep in metadata.entry_points(group="pytest11"))
+    return () if installed else ("-p", "pytest_jaxstab.plugin")
+
+
+def _one(directory: pathlib.Path, args: tuple[str, ...]) -> tuple[float, float]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _DRIVER, "-q", "-p", "no:cacheprovider", *args],
+                          cwd=directory, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"pytest failed:\n{proc.stdout}\n{proc.stderr}")
+    return wall, int(proc.stdout.strip().splitlines()[-1]) / 1024.0
+
+
+def main(runs: int = RUNS) -> None:
+    with_plugin = _plugin_args()
+    print(f"{'suite':<16} {'with (s)':>9} {'without':>9} {'ratio':>7} {'+MiB':>6}   goal: ratio <= "
+          f"{WALL_GOAL}, +MiB <= {MEMORY_GOAL_MIB:g}  (median of {runs} alternating runs each)")
+    for name, (body, extra) in SUITES.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            directory = pathlib.Path(tmp)
+            (directory / "test_plain.py").write_text(body, encoding="utf-8")
+            on: list[tuple[float, float]] = []
+            off: list[tuple[float, float]] = []
+            _one(directory, (*with_plugin, *extra))  # warm the file cache once
+            for _ in range(runs):
+                on.append(_one(directory, (*with_plugin, *extra)))
+                off.append(_one(directory, ("-p", "no:jaxstab", *extra)))
+        wall_on = statistics.median(w for w, _ in on)
+        wall_off = statistics.median(w for w, _ in off)
+        mem = statistics.median(m for _, m in on) - statistics.median(m for _, m in off)
+        ratio = wall_on / wall_off
+        verdict = "ok" if ratio <= WALL_GOAL and mem <= MEMORY_GOAL_MIB else "MISSED"
+        print(f"{name:<16} {wall_on:9.3f} {wall_off:9.3f} {ratio:7.3f} {mem:6.1f}   {verdict}")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else RUNS)
