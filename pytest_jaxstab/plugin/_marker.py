@@ -24,11 +24,12 @@ __all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signatur
 MARKER = "stabilize"
 MARKER_HELP = (
     "stabilize(dtype, shapes, domain=None, max_examples=None, tolerance_bits=8.0, rules=None, "
-    "apply=False, timing=None, atol=None, oracle_budget=None, grad=False, search=False): fuzz the test's "
+    "apply=False, timing=None, atol=None, oracle_budget=None, grad=False, search=None): fuzz the test's "
     "body, a JAX function of the array parameters named in `shapes` (drawn by pytest-jaxstab; other "
     "parameters stay fixtures), for numerical stability; fail on overflow or an error above tolerance_bits. "
-    "apply=True judges jst.stabilize(body); grad=True judges its gradient too; search=True proposes "
-    "jst.improve's program in the failure message when the catalogue does not fix the case."
+    "apply=True judges jst.stabilize(body); grad=True judges its gradient too; a failure the catalogue "
+    "does not fix shows jst.improve's program unless search=False or --jaxstab-search=off (search=True "
+    "searches even under --jaxstab-search=off)."
 )
 _KWARGS = ("dtype", "shapes", "domain", "max_examples", "tolerance_bits", "rules", "apply", "timing", "atol",
            "oracle_budget", "grad", "search")
@@ -51,7 +52,7 @@ class MarkerSpec:
     atol: float | None = None
     oracle_budget: float | None = None
     grad: bool = False
-    search: bool = False
+    search: bool | None = None  # None: as --jaxstab-search says
 
 
 def _parameters(sig: inspect.Signature, is_method: bool) -> list[inspect.Parameter]:
@@ -111,7 +112,7 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
                       _count(kw, "max_examples"), _number(kw, "tolerance_bits", 8.0),
                       kw.get("rules"), _flag(kw, "apply", False), _flag(kw, "timing", None),
                       _number(kw, "atol", None), _budget(kw), _flag(kw, "grad", False),
-                      _flag(kw, "search", False))
+                      _flag(kw, "search", None))
     _check_domain_and_rules(spec)
     return spec
 
