@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import PLUGIN_ARGS
 
-ARGS = ("--jaxstab-examples=8", "--jaxstab-search=off")  # these suites are about baselines
+ARGS = ("--jaxstab-examples=8",)
 BASELINE = ".jaxstab/baseline.json"
 
 MODELS = '''
