@@ -59,7 +59,11 @@ def run_jaxstab(pytester: pytest.Pytester):
     from hypothesis import settings
     from hypothesis.database import DirectoryBasedExampleDatabase
 
-    def run(*args: str) -> pytest.RunResult:
+    def run(*args: str, search: bool = False) -> pytest.RunResult:
+        # The search is on by default in the plugin; scenario suites that are not about it run with it
+        # off (each failing case would search for seconds). search=True: the plugin's own default.
+        if not search and not any(arg.startswith("--jaxstab-search") for arg in args):
+            args = ("--jaxstab-search=off", *args)
         previous = settings.get_current_profile_name()
         settings.register_profile(
             "jaxstab-pytester", parent=settings.get_profile(previous),

@@ -81,7 +81,8 @@ def test_ini_keys(suite, run_jaxstab):
         jaxstab_report = term json:ini.json
     ''')
     result = run_jaxstab()
-    result.stdout.fnmatch_lines(["jaxstab: examples=7, seed=3", "*= jaxstab =*", "*json report written*"])
+    result.stdout.fnmatch_lines(["jaxstab: examples=7, seed=3, search=off", "*= jaxstab =*",
+                                 "*json report written*"])
     report = json.loads((suite.path / "ini.json").read_text())
     # 7 draws; a failing case also counts its shrunk input; duplicates count once.
     assert all(1 <= c["samples"] <= 8 for c in report["cases"])

@@ -10,6 +10,7 @@ the machine's speed.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import jax
@@ -169,3 +170,27 @@ def test_saturation_respects_its_limits_and_never_merges_distinct_values():
     assert stats.iterations <= 3
     assert _consistent(data)  # no class holds two constants, two inputs, or an input and a constant
     assert data.root in data.classes
+
+
+# Unconstrained float64 domains: the strategies draw related pairs (x >> y, x << y, near-equal) up to
+# float64's max, where the ordinal arithmetic used to overflow int64. check and improve must run there
+# without any warning (pytest runs with filterwarnings=error; the explicit filter below keeps that
+# true under any runner), and improve must never offer what its own re-check contradicts.
+UNCONSTRAINED = {
+    "ratio-difference": lambda x, y: (x - y) / (x + y),
+    "hypot-written-out": lambda x, y: jnp.sqrt(x * x + y * y),
+    "log-of-exp-sum": lambda x, y: jnp.log(jnp.exp(x) + jnp.exp(y)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNCONSTRAINED))
+def test_check_and_improve_run_warning_free_on_unconstrained_float64(case):
+
+    fn = UNCONSTRAINED[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = jst.check(fn, shapes=[(), ()], dtype="float64", max_examples=100, seed=3)
+        imp = jst.improve(fn, shapes=[(), ()], dtype="float64", **LIMITS)
+    assert result is not None
+    if imp.improved:
+        assert imp.recheck is not None and imp.recheck[2] <= imp.recheck[0], imp.report()

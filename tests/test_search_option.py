@@ -1,10 +1,12 @@
-"""``--jaxstab-search`` / ``jaxstab_search``: every case the catalogue does not fix proposes improved code."""
+"""``--jaxstab-search`` / ``jaxstab_search``: every case the catalogue does not fix proposes improved code,
+by default; ``--jaxstab-search=off``, ``jaxstab_search = false`` or the marker's ``search=False`` turn it
+off."""
 
 from __future__ import annotations
 
 import pytest
 
-# Neither case has search=True: only the option turns the search on. Both cancel for large x and the
+# No case sets search=: the option (on by default) decides. Both cancel for large x and the
 # catalogue has no rule for either; the fixture's case sits inside a reduction over an array.
 SUITE = '''
 import jax.numpy as jnp
@@ -39,17 +41,36 @@ def test_option_proposes_improved_code_for_marked_tests_and_fixture_checks(pytes
     assert "return jnp.sum(" in out
 
 
-def test_without_the_option_no_case_searches(pytester, run_jaxstab):
+def test_search_is_on_by_default(pytester, run_jaxstab):
     pytester.makepyfile(test_option_suite=SUITE)
-    result = run_jaxstab("--jaxstab-examples=40", "--jaxstab-seed=1")
+    result = run_jaxstab("--jaxstab-examples=40", "--jaxstab-seed=1", "-k", "marked", search=True)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "jst.improve proposes (improved: mean" in out
+    assert "def test_marked_improved(x):" in out
+
+
+def test_off_turns_the_search_off(pytester, run_jaxstab):
+    pytester.makepyfile(test_option_suite=SUITE)
+    result = run_jaxstab("--jaxstab-examples=40", "--jaxstab-seed=1", "--jaxstab-search=off")
     result.assert_outcomes(failed=2, passed=1)
+    out = result.stdout.str()
+    assert "jst.improve" not in out
+    assert "search=off" in out  # the header line says the search is off
+
+
+def test_ini_key_false_turns_the_search_off(pytester, run_jaxstab):
+    pytester.makepyfile(test_option_suite=SUITE)
+    pytester.makeini("[pytest]\njaxstab_search = false\n")
+    result = run_jaxstab("--jaxstab-examples=40", "--jaxstab-seed=1", "-k", "marked", search=True)
+    result.assert_outcomes(failed=1)
     assert "jst.improve" not in result.stdout.str()
 
 
 def test_ini_key_turns_the_search_on(pytester, run_jaxstab):
     pytester.makepyfile(test_option_suite=SUITE)
     pytester.makeini("[pytest]\njaxstab_search = true\n")
-    result = run_jaxstab("--jaxstab-examples=40", "--jaxstab-seed=1", "-k", "marked")
+    result = run_jaxstab("--jaxstab-examples=40", "--jaxstab-seed=1", "-k", "marked", search=True)
     result.assert_outcomes(failed=1)
     assert "jst.improve proposes (improved: mean" in result.stdout.str()
 
@@ -57,6 +78,6 @@ def test_ini_key_turns_the_search_on(pytester, run_jaxstab):
 def test_bad_ini_value_is_a_usage_error(pytester, run_jaxstab):
     pytester.makepyfile(test_option_suite=SUITE)
     pytester.makeini("[pytest]\njaxstab_search = maybe\n")
-    result = run_jaxstab("-k", "marked")
+    result = run_jaxstab("-k", "marked", search=True)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "jaxstab_search='maybe': expected true or false" in result.stderr.str()

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+import warnings
+from typing import Any, cast
 
 import ml_dtypes
 import numpy as np
@@ -420,3 +421,52 @@ def test_per_argument_domains_must_match_the_arguments() -> None:
         arguments("float32", [(2,), (2,)], domain={2: (0, 1)})
     with pytest.raises(TypeError, match="domain must be"):
         floats("float32", domain="positive")  # pyright: ignore[reportArgumentType]  (on purpose)
+
+
+class _FixedHeader:
+    """A Header stand-in whose fields are given: below(n) answers the next listed field, capped at n - 1."""
+
+    def __init__(self, *fields: int) -> None:
+        self.fields = list(fields)
+
+    def below(self, n: int) -> int:
+        return min(self.fields.pop(0), n - 1)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+@pytest.mark.parametrize("zero_d", [True, False])
+def test_scaled_relation_saturates_without_overflow(dtype: str, zero_d: bool) -> None:
+    # _scaled shifts ordinals by k binades (k = FAR_BINADES[0] + the second field). Near float64's
+    # max ordinal |ord| + (60 << 52) passes 2^63: it used to wrap to 0 on arrays and raise
+    # RuntimeWarning on 0-d ones (filterwarnings=error). Reference: a normal x times 2^k is exact
+    # (math.ldexp), saturating at the dtype's max going up; going down from a tiny value to 0.
+    from types import SimpleNamespace
+
+    from pytest_jaxstab.strategies._classes import FAR_BINADES
+    from pytest_jaxstab.strategies._related import _scaled
+
+    info = dtype_info(dtype)
+    plan: Any = SimpleNamespace(sampler=SimpleNamespace(info=info))
+    big = float(info.max) / 4.0
+    k = FAR_BINADES[0]  # second field 0: the nearest shift, 8 binades
+    cases = [  # (up field, value, expected)
+        (1, big, float(info.max)),
+        (1, -big, -float(info.max)),
+        (1, 3.0, math.ldexp(3.0, k)),
+        (0, -3.0, math.ldexp(-3.0, -k)),
+        (0, float(info.tiny), 0.0),
+    ]
+    for up, value, expected in cases:
+        source = np.asarray(value if zero_d else [value, value], dtype=dtype)
+        ords = to_ordinal(source, dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = from_ordinal(_scaled(plan, cast(Any, _FixedHeader(up, 0)), ords), dtype).astype(np.float64)
+        assert np.all(got == expected), (dtype, up, value, got, expected)
+    # The farthest shift (60 binades) from float64-max-sized values: saturates, no wrap to 0.
+    source = np.asarray([float(info.max)] if not zero_d else float(info.max), dtype=dtype)
+    far: Any = _FixedHeader(1, 10**6)  # capped at 52: k = 8 + 52 = 60, the farthest shift
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = from_ordinal(_scaled(plan, far, to_ordinal(source, dtype)), dtype).astype(np.float64)
+    assert np.all(got == float(info.max))

@@ -25,13 +25,14 @@ __all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signatur
 MARKER = "stabilize"
 MARKER_HELP = (
     "stabilize(dtype, shapes, domain=None, max_examples=None, tolerance_bits=8.0, rules=None, "
-    "apply=False, timing=None, atol=None, oracle_budget=None, grad=False, search=False, judge=None): "
+    "apply=False, timing=None, atol=None, oracle_budget=None, grad=False, search=None, judge=None): "
     "fuzz the test's body, a JAX function of the array parameters named in `shapes` (drawn by "
     "pytest-jaxstab; other parameters stay fixtures), for numerical stability; fail on overflow or an "
     "error above tolerance_bits. "
-    "apply=True judges jst.stabilize(body); grad=True judges its gradient too; search=True proposes "
-    "jst.improve's program in the failure message when the catalogue does not fix the case; judge= "
-    "'stability' (default: error beyond the problem's conditioning) or 'accuracy' (forward error)."
+    "apply=True judges jst.stabilize(body); grad=True judges its gradient too; a failure the catalogue "
+    "does not fix shows jst.improve's program unless search=False or --jaxstab-search=off (search=True "
+    "searches even under --jaxstab-search=off); judge= 'stability' (default: error beyond the problem's "
+    "conditioning) or 'accuracy' (forward error)."
 )
 _KWARGS = ("dtype", "shapes", "domain", "max_examples", "tolerance_bits", "rules", "apply", "timing", "atol",
            "oracle_budget", "grad", "search", "judge")
@@ -54,7 +55,7 @@ class MarkerSpec:
     atol: float | None = None
     oracle_budget: float | None = None
     grad: bool = False
-    search: bool = False
+    search: bool | None = None  # None: as --jaxstab-search says
     judge: str | None = None  # None: --jaxstab-judge / the ini key / "stability"
 
 
@@ -115,7 +116,7 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
                       _count(kw, "max_examples"), _number(kw, "tolerance_bits", 8.0),
                       kw.get("rules"), _flag(kw, "apply", False), _flag(kw, "timing", None),
                       _number(kw, "atol", None), _budget(kw), _flag(kw, "grad", False),
-                      _flag(kw, "search", False), _judge(kw))
+                      _flag(kw, "search", None), _judge(kw))
     _check_domain_and_rules(spec)
     return spec
 

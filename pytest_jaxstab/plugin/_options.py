@@ -64,7 +64,7 @@ _INI = {
     "jaxstab_compare_fail": "regression margins, e.g. bits:2 or bits:2,overflows:0",
     "jaxstab_timing": "time both variants of every case on every JAX backend (true/false)",
     "jaxstab_search": "propose jst.improve's program in the failure of every case the catalogue does not "
-                      "fix, as the marker's search=True does (true/false)",
+                      "fix (true/false; default true)",
     "jaxstab_oracle_budget": "largest estimated oracle cost of one case (elements x examples x equations); "
                              "default 5e7, none: no limit",
     "jaxstab_judge": "the verdict's lens: stability (default: error beyond the problem's conditioning) or "
@@ -111,10 +111,12 @@ def add_options(parser: pytest.Parser) -> None:
                     help="time both jitted variants of each case on every backend present.")
     group.addoption(NO_TIMING_OPTION, action="store_false", dest="jaxstab_timing",
                     help="do not time (overrides the jaxstab_timing ini key).")
-    group.addoption(SEARCH_OPTION, action="store_true", default=None, dest="jaxstab_search",
-                    help="for every case (marked test or jaxstab.check) that fails and that the catalogue "
-                         "does not fix, search for a more accurate program (jst.improve, time-limited) "
-                         "and propose it in the failure message, as the marker's search=True does.")
+    group.addoption(SEARCH_OPTION, action="store", nargs="?", const="on", default=None, choices=("on", "off"),
+                    dest="jaxstab_search",
+                    help="on (the default): for every case (marked test or jaxstab.check) that fails and "
+                         "that the catalogue does not fix, search for a more accurate program (jst.improve, "
+                         "time-limited per case) and show it in the failure message; off: no search. A "
+                         "marker's search=False/True overrides this for its test.")
     group.addoption(JUDGE_OPTION, action="store", default=None, choices=JUDGES, dest="jaxstab_judge",
                     help="the verdict's lens: stability (default; an input fails when its error exceeds what "
                          "the problem's conditioning explains by more than the tolerance) or accuracy (the "
@@ -143,7 +145,7 @@ class Options:
     compare_fail: str | None = None
     timing: bool = False
     prune: bool = False
-    search: bool = False
+    search: bool = True
     oracle_budget: float | None = None  # None: jst.check's default; math.inf: no limit
     judge: str = "stability"
 
@@ -264,12 +266,22 @@ def _bool_setting(config: pytest.Config, name: str) -> bool:
     return flag
 
 
+def _search_setting(config: pytest.Config) -> bool:
+    """``--jaxstab-search[=on|off]`` wins, else the ini key ``jaxstab_search``; on when neither is given."""
+    value = config.getoption("jaxstab_search")
+    if value is not None:
+        return value == "on"
+    if not _ini(config, "jaxstab_search"):
+        return True
+    return _bool_setting(config, "jaxstab_search")
+
+
 def resolve_options(config: pytest.Config) -> Options:
     """Reads and validates the options; a bad value is a ``pytest.UsageError`` naming the option."""
     examples = _int_setting(config, "jaxstab_examples", EXAMPLES_OPTION, minimum=1)
     seed = _int_setting(config, "jaxstab_seed", SEED_OPTION, minimum=0)
     timing = _bool_setting(config, "jaxstab_timing")
-    search = _bool_setting(config, "jaxstab_search")
+    search = _search_setting(config)
     compare_fail = config.getoption("jaxstab_compare_fail") or _ini(config, "jaxstab_compare_fail") or None
     if compare_fail is not None:
         from .._baseline import parse_compare_fail
@@ -384,8 +396,8 @@ def describe(options: Options) -> str | None:
         parts.append("prune-baseline")
     if options.timing:
         parts.append("timing")
-    if options.search:
-        parts.append("search")
+    if not options.search:
+        parts.append("search=off")
     return f"jaxstab: {', '.join(parts)}" if parts else None
 
 

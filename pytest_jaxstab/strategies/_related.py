@@ -74,7 +74,15 @@ def _scaled(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
     """x * 2^-k (x >> y) or x * 2^k (x << y), k from 8 to 60 binades; magnitudes stop at 0 and at max."""
     up = header.below(2) == 1
     shift = far_binades(header) << plan.sampler.info.mantissa_bits
-    magnitude = np.clip(np.abs(ords) + (shift if up else -shift), 0, plan.sampler.info.max_ordinal)
+    top = plan.sampler.info.max_ordinal
+    # Saturating in int64: |ords| + shift can pass 2^63 near float64's max ordinal, which wraps
+    # silently on arrays (a huge x << y became 0) and warns on 0-d ones. min(m, top - shift) + shift
+    # is min(m + shift, top) with no intermediate past top; max(m, shift) - shift is max(m - shift, 0).
+    magnitude = np.abs(np.asarray(ords, dtype=np.int64))
+    if up:
+        magnitude = np.minimum(magnitude, top - shift) + shift
+    else:
+        magnitude = np.maximum(magnitude, shift) - shift
     return np.sign(ords) * magnitude
 
 
