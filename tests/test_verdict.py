@@ -244,3 +244,53 @@ def test_option_and_ini_choose_the_lens(pytester):
                        "--jaxstab-judge=accuracy").assert_outcomes(failed=1)
     pytester.makeini("[pytest]\njaxstab_judge = accuracy\n")
     pytester.runpytest(*PLUGIN_ARGS, "-p", "no:cacheprovider", "--jaxstab-seed=0").assert_outcomes(failed=1)
+
+
+def test_under_stability_the_gate_compares_the_bits_beyond_conditioning():
+    # Two runs of one case under judge="stability": the forward error may move with the inputs drawn
+    # where the problem is ill-conditioned; only the bits beyond conditioning measure the formula.
+    from pytest_jaxstab._baseline import Baseline, BaselineEntry, parse_compare_fail
+    from pytest_jaxstab._baseline._gate import compare
+    from pytest_jaxstab._results import VariantStats
+
+    node = "t.py::test_sum"
+    saved = VariantStats(9.0, 1.0, 0, "pass", "stability", 0.5, 9.0, 0)
+    baseline = Baseline({node: BaselineEntry("float32", 200, saved, saved, [])})
+
+    def now(forward: float, beyond: float) -> CaseResult:
+        stats = VariantStats(forward, 1.0, 0, "pass", "stability", beyond, forward, 0)
+        return CaseResult(node, "float32", original=stats, rewritten=stats, judge="stability")
+
+    margin = parse_compare_fail("bits:2")
+    # Forward error up 12 bits, all of it explained by conditioning: within the baseline.
+    assert not compare([now(21.0, 0.5)], baseline, margin, collected_nodeids=[node]).failed
+    # Beyond-conditioning bits up 3 > the 2-bit margin: a regression, named by the lens's figure.
+    result = compare([now(9.0, 3.5)], baseline, margin, collected_nodeids=[node])
+    assert result.failed and "bits beyond conditioning rose 0.50 -> 3.50" in result.cases[0].message
+    # Down by more than the epsilon: improved.
+    better = VariantStats(0.0, 0.0, 0, "pass", "stability", 0.0, 0.0, 0)
+    worse_saved = VariantStats(9.0, 1.0, 0, "pass", "stability", 4.0, 9.0, 0)
+    result = compare([CaseResult(node, "float32", original=better, rewritten=better, judge="stability")],
+                     Baseline({node: BaselineEntry("float32", 200, worse_saved, worse_saved, [])}), margin,
+                     collected_nodeids=[node])
+    assert result.cases[0].status == "improved"
+
+
+def test_the_terminal_table_shows_the_lens_and_the_bits_beyond_conditioning():
+    from pytest_jaxstab._report import format_table
+    from pytest_jaxstab._results import VariantStats
+
+    stab = VariantStats(21.0, 2.0, 0, "pass", "stability", 1.25, 20.5, 0)
+    acc = VariantStats(21.0, 2.0, 0, "fail")
+    table = format_table([CaseResult("t.py::test_s", "float32", original=stab, rewritten=stab,
+                                     judge="stability"),
+                          CaseResult("t.py::test_a", "float32", original=acc, rewritten=acc,
+                                     outcome="failed")], ["cpu"])
+    lines = table.splitlines()
+    header = next(line for line in lines if line.startswith("case"))
+    at = header.index("verdict")
+    s_row = next(line for line in lines if line.startswith("t.py::test_s"))
+    a_row = next(line for line in lines if line.startswith("t.py::test_a"))
+    assert s_row[at:].split()[:2] == ["stable/s", "1.2"]  # 1.25 printed to one decimal
+    assert a_row[at:].split()[:2] == ["unstable/a", "-"]
+    assert max(len(line) for line in lines[:5]) <= 203  # one timed backend: ~195 + the 8-wide column

@@ -35,18 +35,21 @@ __all__ = [
 # --- compare -----------------------------------------------------------------------------------------
 
 Figure = Literal["bits", "overflows"]
-_ACCEPTED = "accepted: 'bits:N' (max error may grow by N >= 0 bits), 'overflows:N' (N >= 0 new overflows)"
+_ACCEPTED = ("accepted: 'bits:N' (the lens's error figure may grow by N >= 0 bits), "
+             "'overflows:N' (N >= 0 new overflows)")
 
 
 @dataclasses.dataclass(frozen=True)
 class RegressionMargin:
     """One `--jaxstab-compare-fail` margin: how much a figure of the judged variant may grow.
 
-    `bits`: the max error in bits may grow by at most `margin`; `overflows`: the overflow count may grow
-    by at most `margin` (0: any growth fails). `overflows` with `margin=None` (the default when the
-    expression does not mention it) fails only on a *new* overflow: a case with none in the baseline
-    that has some now. Counts of an already-overflowing case depend on which inputs Hypothesis
-    draws, which changes with Hypothesis and strategy upgrades; a count margin is for pinned setups.
+    `bits`: the lens's error figure in bits (the max forward error under ``judge="accuracy"``, the
+    max bits beyond conditioning under ``judge="stability"``) may grow by at most `margin`;
+    `overflows`: the overflow count may grow by at most `margin` (0: any growth fails). `overflows` with
+    `margin=None` (the default when the expression does not mention it) fails only on a *new* overflow:
+    a case with none in the baseline that has some now. Counts of an already-overflowing case depend on
+    which inputs Hypothesis draws, which changes with Hypothesis and strategy upgrades; a count margin is
+    for pinned setups.
     """
 
     figure: Figure
@@ -61,9 +64,14 @@ class RegressionMargin:
     def problem(self, old: VariantStats, new: VariantStats) -> str | None:
         """Describes how `new` got worse than `old` beyond the margin, or None when it did not."""
         if self.figure == "bits":
-            before, after = old.max_error_bits, new.max_error_bits
+            # The lens's figure: the forward error under judge="accuracy", the bits beyond what the
+            # problem's conditioning explains under judge="stability" (a forward error that grows on an
+            # ill-conditioned input is not a regression of the formula). Both entries share one lens:
+            # `_compare_case` refuses a mismatch before any margin is applied.
+            before, after = old.judged_bits, new.judged_bits
+            what = "bits beyond conditioning" if new.judge == "stability" else "max error"
             if after - before > (self.margin or 0.0) + _EPS:
-                return (f"max error rose {before:.2f} -> {after:.2f} bits (+{after - before:.2f} bits, "
+                return (f"{what} rose {before:.2f} -> {after:.2f} bits (+{after - before:.2f} bits, "
                         f"--jaxstab-compare-fail allows {self})")
             return None
         if self.margin is None:
@@ -78,8 +86,8 @@ class RegressionMargin:
         return None
 
 
-#: Margins used for figures `--jaxstab-compare-fail` does not mention: any growth of the max error
-#: fails, and so does a new overflow (none in the baseline, some now).
+#: Margins used for figures `--jaxstab-compare-fail` does not mention: any growth of the lens's error
+#: figure fails, and so does a new overflow (none in the baseline, some now).
 DEFAULT_MARGINS: tuple[RegressionMargin, ...] = (
     RegressionMargin("bits", 0.0), RegressionMargin("overflows", None),
 )
@@ -309,7 +317,7 @@ def _compare_stats(old: VariantStats, new: VariantStats,
     if problems:
         return "regressed", "; ".join(problems)
     moved = f"{_figures(old)} -> {_figures(new)}"
-    better = (new.max_error_bits < old.max_error_bits - _EPS or new.overflows < old.overflows)
+    better = (new.judged_bits < old.judged_bits - _EPS or new.overflows < old.overflows)
     unstable = new.verdict == "fail" or new.overflows > 0
     if better:
         note = "; still above tolerance" if unstable else ""

@@ -15,12 +15,13 @@ __all__ = ["format_table"]
 
 ELLIPSIS = "…"
 
-# Column widths; a row is ~185 characters without timing, ~195 with one timed backend.
+# Column widths; a row is ~193 characters without timing, ~203 with one timed backend.
 _CASE_W = 32
 _RULES_W = 24
 _NAN_W = 22
 _LOST_W = 20
 _VERDICT_W = 10  # "unstable/s": the verdict and its lens (s: stability, a: accuracy)
+_BEYOND_W = 6  # "beyond": the judged variant's max bits beyond conditioning (stability lens)
 _GATE_W = 9
 _COUNTS_W = 9  # "disc/unc": inputs outside the real domain / undecided
 _FIG_TITLES = (("max", 5), ("mean", 5), ("ovf", 5))
@@ -34,7 +35,9 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
 
     Columns: case (nodeid without its directories), dtype, samples, discarded (inputs outside the real
     domain) / uncertain inputs (`disc/unc`), max/mean error bits and overflows of the function as written
-    and of the rewritten one, the stability verdict (the judged variant: stable or unstable), with `gate` the
+    and of the rewritten one, the verdict (the judged variant: stable or unstable, and its lens: ``/s``
+    stability, ``/a`` accuracy), the judged variant's max bits beyond conditioning (``-`` under the
+    accuracy lens), with `gate` the
     baseline gate's decision (known, regressed, new, improved, unchanged) in its own column, the rules
     that fired, where the judged variant's first NaN/Inf was born (`primitive @ file:line`), where the
     function as written loses the most bits (`primitive @ file:line`, from `jst.local_error`), and, for
@@ -68,7 +71,7 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
     group = sep.join([" " * lead_w, _center("original", fig_w), _center("rewritten", fig_w)]).rstrip()
     figures_title = " ".join(t.rjust(w) for t, w in _FIG_TITLES)
     titles = [_left("case", _CASE_W), _left("dtype", 8), _right("samples", 7), _right("disc/unc", _COUNTS_W),
-              figures_title, figures_title, _left("verdict", _VERDICT_W)]
+              figures_title, figures_title, _left("verdict", _VERDICT_W), _right("beyond", _BEYOND_W)]
     if gate is not None:
         titles.append(_left("gate", _GATE_W))
     titles += [_left("rules fired", _RULES_W), _left("NaN origin", _NAN_W), _left("bits lost at", _LOST_W)]
@@ -89,8 +92,8 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
                  "where the exact one is finite")
     legend = "verdict: the judged function within the tolerance and without overflow (stable) or not"
     lines.append("verdict/s: judged by the error beyond what the problem's conditioning explains "
-                 "(judge='stability'; figures in the failure message, JSON and HTML)")
-    lines.append("verdict/a: judged by the max forward error (judge='accuracy')")
+                 "(judge='stability'); beyond: that figure for the judged variant, max bits over all samples")
+    lines.append("verdict/a: judged by the max forward error (judge='accuracy'; beyond: -)")
     if gate is not None:
         legend += ("; gate: the decision against the baseline (only 'regressed' fails the run; a known "
                    "instability is unstable and does not)")
@@ -121,6 +124,7 @@ def _row(case: CaseResult, gate: Mapping[str, str] | None, time_cells: Sequence[
         _figures(case.original),
         _figures(case.rewritten),
         _left(("unstable" if case.outcome == "failed" else "stable") + _lens(case.judged_stats), _VERDICT_W),
+        _right(_beyond(case.judged_stats), _BEYOND_W),
     ]
     if gate is not None:
         cells.append(_left(gate.get(case.nodeid, "-"), _GATE_W))
@@ -166,6 +170,10 @@ def _short_nodeid(nodeid: str, width: int) -> str:
 def _figures(stats: VariantStats) -> str:
     values = (f"{stats.max_error_bits:.1f}", f"{stats.mean_error_bits:.2f}", str(stats.overflows))
     return " ".join(_right(v, w) for v, (_, w) in zip(values, _FIG_TITLES))
+
+
+def _beyond(stats: VariantStats) -> str:
+    return f"{stats.beyond_bits:.1f}" if stats.judge == "stability" else "-"
 
 
 def _lens(stats: VariantStats) -> str:
