@@ -1,4 +1,5 @@
-"""The one home of dtype facts: float16, bfloat16, float32, float64 (ranges, significand bits, ordinals).
+"""The one home of dtype facts: float16, bfloat16, float32, float64 (ranges, significand bits, ordinals),
+and the complex dtypes complex64 and complex128, each a pair of float32 / float64 parts.
 
 The strategies draw from these facts, the oracle rounds into these formats, the metrics count ordinals.
 This module depends on numpy and ml_dtypes only (ml_dtypes ships with jax and provides bfloat16), so the
@@ -19,7 +20,11 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "COMPLEX_DTYPE_NAMES",
     "FLOAT_DTYPE_NAMES",
+    "complex_dtype",
+    "component_dtype",
+    "is_complex_dtype",
     "DtypeInfo",
     "dtype_info",
     "from_ordinal",
@@ -36,15 +41,25 @@ _DTYPES: dict[str, np.dtype[Any]] = {
     "float32": np.dtype(np.float32),
     "float64": np.dtype(np.float64),
 }
+#: The complex dtypes accepted where a check's dtype is expected (`resolve_dtype(..., complex_ok=True)`).
+COMPLEX_DTYPE_NAMES: tuple[str, ...] = ("complex64", "complex128")
+_COMPLEX: dict[str, np.dtype[Any]] = {
+    "complex64": np.dtype(np.complex64), "complex128": np.dtype(np.complex128)}
+#: Each complex dtype's part dtype, and back.
+_PART: dict[np.dtype[Any], np.dtype[Any]] = {
+    np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
+_WHOLE: dict[np.dtype[Any], np.dtype[Any]] = {v: k for k, v in _PART.items()}
 _UINTS: dict[int, np.dtype[Any]] = {16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
 
 
-def resolve_dtype(dtype: Any) -> np.dtype[Any]:
+def resolve_dtype(dtype: Any, *, complex_ok: bool = False) -> np.dtype[Any]:
     """Resolves a dtype given by name, numpy dtype or scalar type (jax's `jnp.float32` too) to a numpy dtype.
 
     Args:
         dtype: one of "float16", "bfloat16", "float32", "float64", or anything `numpy.dtype` maps to one of
             them (`np.float32`, `np.dtype("float16")`, `ml_dtypes.bfloat16`, `jnp.bfloat16`, ...).
+        complex_ok: also accept "complex64" and "complex128" (where the caller handles complex values:
+            the check, the strategies, the oracle); `dtype_info` still takes real dtypes only.
 
     Returns:
         The numpy dtype; bfloat16 is `ml_dtypes.bfloat16`'s.
@@ -59,6 +74,8 @@ def resolve_dtype(dtype: Any) -> np.dtype[Any]:
     """
     if isinstance(dtype, str) and dtype in _DTYPES:
         return _DTYPES[dtype]
+    if complex_ok and isinstance(dtype, str) and dtype in _COMPLEX:
+        return _COMPLEX[dtype]
     resolved: np.dtype[Any] | None = None
     # np.dtype(None) is float64: a missing dtype must not silently mean float64.
     if dtype is not None:
@@ -66,9 +83,52 @@ def resolve_dtype(dtype: Any) -> np.dtype[Any]:
             resolved = np.dtype(dtype)
         except (TypeError, ValueError):
             resolved = None
+    if complex_ok and resolved is not None and resolved in _PART:
+        return resolved
     if resolved is None or resolved not in _DTYPES.values():
-        raise ValueError(f"unsupported dtype {dtype!r}: expected one of {', '.join(FLOAT_DTYPE_NAMES)}")
+        names = FLOAT_DTYPE_NAMES + (COMPLEX_DTYPE_NAMES if complex_ok else ())
+        raise ValueError(f"unsupported dtype {dtype!r}: expected one of {', '.join(names)}")
     return resolved
+
+
+def is_complex_dtype(dtype: Any) -> bool:
+    """Whether `dtype` (any form numpy understands) is complex64 or complex128.
+
+    Example:
+        >>> is_complex_dtype("complex64"), is_complex_dtype(np.float32)
+        (True, False)
+    """
+    try:
+        return np.dtype(dtype) in _PART
+    except (TypeError, ValueError):
+        return False
+
+
+def component_dtype(dtype: Any) -> np.dtype[Any]:
+    """The dtype of each part of a complex dtype (float32 for complex64, float64 for complex128); a real
+    dtype is its own component.
+
+    Example:
+        >>> component_dtype("complex64")
+        dtype('float32')
+    """
+    resolved = resolve_dtype(dtype, complex_ok=True)
+    return _PART.get(resolved, resolved)
+
+
+def complex_dtype(dtype: Any) -> np.dtype[Any]:
+    """The complex dtype whose parts are `dtype` (float32 -> complex64, float64 -> complex128); a complex
+    dtype is returned as is.
+
+    Raises:
+        ValueError: no complex dtype has parts of this dtype (float16, bfloat16).
+    """
+    resolved = resolve_dtype(dtype, complex_ok=True)
+    if resolved in _PART:
+        return resolved
+    if resolved not in _WHOLE:
+        raise ValueError(f"no complex dtype has {resolved} parts: complex64 has float32, complex128 float64")
+    return _WHOLE[resolved]
 
 
 @dataclasses.dataclass(frozen=True)

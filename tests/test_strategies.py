@@ -380,13 +380,20 @@ def test_ordinals_count_float16_values_in_order() -> None:
 # --- bad input ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", ["int32", "float8_e4m3fn", "complex64", None, "floaty", np.int16])
+@pytest.mark.parametrize("dtype", ["int32", "float8_e4m3fn", None, "floaty", np.int16])
 def test_unknown_dtypes_are_rejected(dtype: Any) -> None:
     for make in (lambda: floats(dtype), lambda: arrays(dtype, (3,)), lambda: arguments(dtype, [(2,)])):
         with pytest.raises(ValueError, match="unsupported dtype") as excinfo:
             make()
         assert repr(dtype) in str(excinfo.value)
         assert "bfloat16" in str(excinfo.value)
+
+
+def test_floats_rejects_complex_dtypes() -> None:
+    # complex64/complex128 are drawn by `arrays` and `arguments` (tests/test_complex.py); a single float
+    # element has no complex form.
+    with pytest.raises(ValueError, match="unsupported dtype"):
+        floats("complex64")
 
 
 def test_empty_domains_are_rejected() -> None:

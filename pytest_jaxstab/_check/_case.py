@@ -28,15 +28,14 @@ import numpy as np
 from .. import _compat
 from .._diagnostics._nan_origin import find_nan_origin
 from .._diagnostics._timing import time_backends
-from .._dtypes import dtype_info, from_ordinal, resolve_dtype, to_ordinal
-from .._errors import UnsupportedPrimitive
-from .._files import short_path
+from .._dtypes import dtype_info, from_ordinal, is_complex_dtype, resolve_dtype, to_ordinal
 from .._primitives import CALLS
 from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord, Witness
 from ..rewrites import STABILITY, rewrite_jaxpr
 from ..rewrites._rule import resolve
 from ..strategies._domain import per_argument_domains
 from ..strategies._scenario import scenarios
+from ._complex_case import split_complex
 from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes
 from ._explore import Runner, fits
 from ._gradient import derivative_case, with_gradient
@@ -158,7 +157,7 @@ def check(
     start = time.perf_counter()
     names, shape_list, by_keyword = normalize_shapes(shapes)
     try:
-        dt = resolve_dtype(dtype)
+        dt = resolve_dtype(dtype, complex_ok=True)
     except ValueError as exc:
         raise ArgumentError(f"dtype={dtype!r}: {exc}") from None
     _validate(max_examples=max_examples, tolerance_bits=tolerance_bits, atol=atol, seed=seed)
@@ -168,15 +167,19 @@ def check(
                                    or not budget > 0):
             raise ArgumentError(f"{label}={budget!r}: expected a number > 0, or None for no limit")
     strategy = build_strategy(dt, shape_list, domain)
-    domains = [d.resolve(dtype_info(dt)) for d in per_argument_domains(domain, len(shape_list))]
+    case_dtype = dt
     chosen_rules = resolve_rules(rules)
     call = positional(fn, names, by_keyword)
+    if is_complex_dtype(dt):  # judged as a function of the parts (_complex_case.py)
+        split = split_complex(dt, shape_list, names, domain)
+        dt, shape_list, names, domain = split.part, split.shapes, split.names, split.domains
+        call = split.wrap(call)
+    domains = [d.resolve(dtype_info(dt)) for d in per_argument_domains(domain, len(shape_list))]
     case_id = name or f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
     judged = "rewritten" if apply else "original"
     with x64_scope(dt):
         t0 = time.perf_counter()
         prepared = trace_case(call, dt, shape_list)
-        _refuse_complex(prepared.closed)
         cost = oracle_cost(prepared.closed)
         if oracle_budget is not None and cost * max_examples > oracle_budget:
             raise ArgumentError(_over_budget(case_id, cost, max_examples, oracle_budget, shape_list))
@@ -236,7 +239,8 @@ def check(
             timings = _time(prepared.closed, rewritten, acc.first.args)
             prof.add("timing", time.perf_counter() - t0)
     result = CaseResult(
-        nodeid=case_id, dtype=str(dt), samples=acc.samples, discarded=acc.discarded, uncertain=acc.uncertain,
+        nodeid=case_id, dtype=str(case_dtype), samples=acc.samples, discarded=acc.discarded,
+        uncertain=acc.uncertain,
         original=acc.stats("original"), rewritten=acc.stats("rewritten"),
         rewrites=[RewriteRecord(a.rule, a.location) for a in applied],
         nan_origins=origins, timing=timings, local_error=local, witnesses=acc.witnesses(minimal),
@@ -370,27 +374,6 @@ def _over_budget(case_id: str, cost: int, examples: int, budget: float,
             f"({cost:.3g} per input, elements x equations, x {examples} examples), over the budget of "
             f"{budget:.3g} (~10-30 µs each: {cost * examples * 2e-5 / 60:.0f} minutes or more). Ways out: "
             + "; ".join(ways) + ".")
-
-
-def _refuse_complex(closed: Any) -> None:
-    """The oracle is real-valued: name the primitive that makes a complex value (``fft``, not the
-    ``jit`` around it nor the conversion feeding it), with the user's line, before anything runs."""
-    found: list[tuple[str, str | None]] = []
-    for eqn in _compat.eqns(closed):  # top level: the user's line of a call into a library
-        outer = _compat.location(eqn)
-        nested = [e for _, sub in _compat.subjaxprs(eqn) for _, e in _compat.walk(sub)]
-        for inner in (eqn, *nested):
-            if _compat.primitive_name(inner) in CALLS:
-                continue
-            for v in inner.outvars:
-                dtype = getattr(_compat.aval(v), "dtype", None)
-                if dtype is not None and np.issubdtype(np.dtype(dtype), np.complexfloating):
-                    where = _compat.location(inner) or outer
-                    found.append((_compat.primitive_name(inner), short_path(where) if where else None))
-                    break
-    if found:
-        name, where = next((f for f in found if f[0] != "convert_element_type"), found[0])
-        raise UnsupportedPrimitive(name, where, "it makes complex values; the exact oracle is real-valued")
 
 
 def _nan_origins(closed: Any, rewritten: Any, acc: Accumulator, minimal: SampleResult | None,

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from .. import _compat
-from .._dtypes import dtype_info
+from .._dtypes import component_dtype, dtype_info
 from ..oracles import evaluate
 
 __all__ = ["conditioning_ulps", "reduction_terms", "ulp"]
@@ -57,10 +57,14 @@ def reduction_terms(closed: Any) -> int:
 def ulp(exact: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
     """The spacing of ``dtype`` at each exact value, never below the spacing of normal numbers (XLA
     flushes subnormals: one 'ulp' there is the normal spacing at the smallest normal), as float64."""
-    info = dtype_info(dtype)
+    info = dtype_info(component_dtype(dtype))
     tiny = float(info.tiny)
     floor = tiny * float(info.eps)
-    mag = np.abs(np.asarray(exact, dtype=np.float64))
+    ex = np.asarray(exact)
+    mag = np.abs(ex)
+    if np.iscomplexobj(ex):  # a complex result's ulp is its larger part's ("The error metric")
+        mag = np.maximum(np.abs(np.real(ex)), np.abs(np.imag(ex)))
+    mag = mag.astype(np.float64)
     with np.errstate(all="ignore"):
         e = np.floor(np.log2(np.maximum(mag, tiny)))
         spacing = np.exp2(e) * float(info.eps)
@@ -104,6 +108,7 @@ def _exact64(closed: Any, args: Sequence[np.ndarray], judged_outputs: Sequence[i
     certain = jax.tree_util.tree_leaves(result.certain)
     out = []
     for i in judged_outputs:
-        v = np.asarray(values[i], dtype=np.float64)
+        raw = np.asarray(values[i])
+        v = raw.astype(np.complex128 if np.iscomplexobj(raw) else np.float64)
         out.append(np.where(np.broadcast_to(np.asarray(certain[i], dtype=bool), v.shape), v, np.nan))
     return out

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from .. import _compat
-from .._dtypes import dtype_info
+from .._dtypes import component_dtype, dtype_info
 from .._errors import JaxstabError
 from .._results import Point, VariantStats, Witness
 from ..oracles import evaluate
@@ -98,6 +98,11 @@ class SampleResult:
         return biggest
 
 
+def _wide(x: np.ndarray) -> np.ndarray:
+    """Real values as float64, complex as complex128 (``abs`` of a complex difference: its modulus)."""
+    return x.astype(np.complex128 if np.iscomplexobj(x) else np.float64)
+
+
 class Evaluator:
     """Runs both jitted variants and the oracle on one input and scores them.
 
@@ -129,7 +134,8 @@ class Evaluator:
                      "rewritten": jax.jit(_compat.as_fun(rewritten))}
         self.out_dtypes = [np.dtype(_compat.aval(v).dtype) for v in _compat.outvars(closed)]
         # Smallest normal value of each judged output's dtype (for the flush-to-zero allowance).
-        self._tiny = [float(dtype_info(self.out_dtypes[i]).tiny) for i in self.judged_outputs]
+        self._tiny = [float(dtype_info(component_dtype(self.out_dtypes[i])).tiny)
+                      for i in self.judged_outputs]
         self._cache: dict[bytes, SampleResult] = {}
         self.judge = judge
         self.tolerance_bits = float(tolerance_bits)
@@ -230,11 +236,11 @@ class Evaluator:
                 bits = np.asarray(self._error_bits(a, e), dtype=np.float64)
                 # XLA flushes subnormal results to zero on CPU and GPU (FTZ): a zero or subnormal result
                 # where the exact one is subnormal is the platform's arithmetic, not the code's instability.
-                flushed = (np.abs(a.astype(np.float64)) < tiny) & (np.abs(e.astype(np.float64)) < tiny)
+                flushed = (np.abs(_wide(a)) < tiny) & (np.abs(_wide(e)) < tiny)
                 bits = np.where(flushed, 0.0, bits)
                 if self.atol is not None:
                     close = np.isfinite(a) & np.isfinite(e) & (
-                        np.abs(a.astype(np.float64) - e.astype(np.float64)) <= self.atol)
+                        np.abs(_wide(a) - _wide(e)) <= self.atol)
                     bits = np.where(close, 0.0, bits)
             bits = np.where(s, bits, np.nan)  # uncertain elements are not judged
             per_leaf.append(bits)

@@ -53,6 +53,8 @@ def _index(shape: tuple[int, ...], flat_index: int) -> str:
 
 
 def _scalar(v: Any) -> str:
+    if np.iscomplexobj(v):
+        return repr(complex(v))
     return repr(float(v)) if np.isfinite(float(v)) else str(float(v))
 
 

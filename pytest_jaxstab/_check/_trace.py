@@ -116,7 +116,7 @@ def trace_case(fn: Callable[..., Any], dtype: np.dtype[Any], shapes: Sequence[tu
             f"in another precision than requested. {_x64_hint(dtype)}"
         )
     out_dtypes = [np.dtype(_compat.aval(v).dtype) for v in _compat.outvars(closed)]
-    judged = [i for i, d in enumerate(out_dtypes) if jax.numpy.issubdtype(d, jax.numpy.floating)]
+    judged = [i for i, d in enumerate(out_dtypes) if jax.numpy.issubdtype(d, jax.numpy.inexact)]
     if not judged:
         what = "None" if out_tree.num_leaves == 0 else ", ".join(map(str, out_dtypes))
         raise TraceError(

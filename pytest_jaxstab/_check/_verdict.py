@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._dtypes import dtype_info
+from .._dtypes import component_dtype, dtype_info
 from .._errors import ArgumentError
 
 __all__ = ["JUDGES", "Judge", "Judgement", "judge_elements", "validate_judge"]
@@ -60,16 +60,17 @@ def judge_elements(approx: Sequence[np.ndarray], exact: Sequence[np.ndarray],
     """The stability lens over one variant's judged leaves (module docstring for the formulas)."""
     worst, cond_at_worst, notes = 0.0, 0.0, 0
     for a, e, bits, cond in zip(approx, exact, element_bits, cond_ulps):
-        info = dtype_info(e.dtype)
+        info = dtype_info(component_dtype(e.dtype))
         tiny = float(info.tiny)
         p = round(-math.log2(float(info.eps))) + 1
-        a64 = np.broadcast_to(np.asarray(a), e.shape).astype(np.float64)
-        e64 = np.asarray(e, dtype=np.float64)
+        wide = np.complex128 if np.iscomplexobj(e) else np.float64  # |a - e|: a complex one's modulus
+        a64 = np.broadcast_to(np.asarray(a), e.shape).astype(wide)
+        e64 = np.asarray(e).astype(wide)
         with np.errstate(all="ignore"):
             # Clipped at the dtype's width, as the error itself is: beyond it every error is explained
             # (an exact result of 0 moved by its inputs has an unbounded relative condition).
             allowed = np.minimum(np.log2(1.0 + terms * np.where(np.isnan(cond), 0.0, cond)),
-                                 8.0 * e.dtype.itemsize)
+                                 float(info.bits))
             beyond = np.maximum(bits - allowed, 0.0)
             zone = (np.abs(e64) < 2.0 ** p * tiny) & np.isfinite(a64) & (
                 np.abs(a64 - e64) <= terms * 2.0 ** tolerance_bits * tiny)

@@ -28,10 +28,11 @@ import numpy as np
 from flint import ctx as flint_ctx
 
 from .. import _compat
-from .._dtypes import dtype_info, resolve_dtype
+from .._dtypes import complex_dtype, component_dtype, dtype_info, is_complex_dtype, resolve_dtype
 from .._primitives import CALLS, CUSTOM_DERIVATIVES, ELEMENTWISE
 from ._balls import ball_to_mpf, round_balls
-from ._common import Undecided, is_float
+from ._common import Undecided, is_complex, is_float
+from ._complex import acb_to_mpc, round_complex, round_mpc_to_dtype
 from ._interpreter import Interpreter, check_supported, to_value
 from ._rounding import round_to_dtype
 
@@ -98,6 +99,8 @@ def schedule(start: int, max_precision: int) -> list[int]:
 
 
 def _significand_bits(dtype: Any) -> int:
+    if is_complex_dtype(dtype):
+        dtype = component_dtype(dtype)
     try:
         return dtype_info(dtype).significand_bits
     except ValueError:  # a float dtype the fuzzer does not draw (float8, ...): judge it as float64
@@ -177,7 +180,7 @@ class _Outputs:
                 dec[idx[new]] = True
                 precs[idx[new]] = prec
                 continue
-            rounded, ok = round_balls(out, target)
+            rounded, ok = (round_complex if is_complex(target) else round_balls)(out, target)
             todo = ~dec[idx]
             balls[idx[todo]] = out[todo]  # the latest ball, settled or not
             precs[idx[todo]] = prec
@@ -224,8 +227,8 @@ def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
     check_supported(closed)
     in_avals = [_compat.aval(v) for v in _compat.invars(closed)]
     out_avals = [_compat.aval(v) for v in _compat.outvars(closed)]
-    target = None if dtype is None else resolve_dtype(dtype)
-    targets = [(target or np.dtype(a.dtype)) if is_float(a.dtype) else None for a in out_avals]
+    target = None if dtype is None else resolve_dtype(dtype, complex_ok=True)
+    targets = [_target(target, a.dtype) for a in out_avals]
     widths = [_significand_bits(a.dtype) for a in in_avals if is_float(a.dtype)]
     widths += [_significand_bits(t) for t in targets if t is not None]
     start = max(widths, default=24) + START_MARGIN_BITS
@@ -244,6 +247,15 @@ def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
     finally:
         flint_ctx.prec = saved
     return _result(state, last, out_tree)
+
+
+def _target(target: np.dtype | None, dtype: Any) -> np.dtype | None:
+    """What an output of ``dtype`` rounds to: ``target``'s precision, complex for a complex output."""
+    if is_complex(dtype):
+        return np.dtype(dtype) if target is None else complex_dtype(component_dtype(target))
+    if is_float(dtype):
+        return np.dtype(dtype) if target is None else component_dtype(target)
+    return None
 
 
 def _escalate_whole(closed: Any, inputs: list[np.ndarray], state: _Outputs, precs: list[int]) -> int:
@@ -299,11 +311,12 @@ def _result(state: _Outputs, last: int, out_tree: Any) -> OracleResult:
             values.append(vals)
             exact.append(vals)
             continue
-        mids = ball_to_mpf(state.balls[i])
+        cplx = is_complex(target)
+        mids = (acb_to_mpc if cplx else ball_to_mpf)(state.balls[i])
         unsure = ~state.decided[i]
         if unsure.any():  # a best guess for the uncertain ones: their last midpoint, rounded
             vals = vals.copy()
-            vals[unsure] = round_to_dtype(mids[unsure], target)
+            vals[unsure] = (round_mpc_to_dtype if cplx else round_to_dtype)(mids[unsure], target)
         values.append(vals)
         exact.append(mids)
 

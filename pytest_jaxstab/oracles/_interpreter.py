@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _compat
 from .._primitives import CALLS, CUSTOM_DERIVATIVES
-from . import _elementwise, _linalg, _reductions, _structural
+from . import _complex, _elementwise, _linalg, _reductions, _structural
 from ._balls import to_arb_array
 from ._common import OracleError, Rule, UnsupportedPrimitive, ints_to_arb, is_complex, is_float, obj
 
@@ -49,7 +49,8 @@ def _at(x: np.ndarray, i: int) -> np.ndarray:
 
 
 def _empty(aval: Any) -> np.ndarray:
-    return np.empty(tuple(aval.shape), dtype=object if is_float(aval.dtype) else aval.dtype)
+    held = is_float(aval.dtype) or is_complex(aval.dtype)
+    return np.empty(tuple(aval.shape), dtype=object if held else aval.dtype)
 
 
 def _scan(ctx: Interpreter, eqn: Any, *args: np.ndarray) -> list[np.ndarray]:
@@ -99,14 +100,17 @@ _RULES: dict[str, Rule] = {
     **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_CONTROL,
 }
 
-#: Names of the primitives the oracle evaluates exactly (anything else raises UnsupportedPrimitive).
-SUPPORTED_PRIMITIVES: frozenset[str] = frozenset(_RULES)
+#: Names of the primitives the oracle evaluates exactly (anything else raises UnsupportedPrimitive);
+#: on complex operands, those of ``_complex.RULES`` and ``_complex.PASS_THROUGH``.
+SUPPORTED_PRIMITIVES: frozenset[str] = frozenset(_RULES) | frozenset(_complex.RULES)
 
 
 def to_value(x: Any, aval: Any) -> np.ndarray:
     """An input, const or literal as an interpreter value (exact balls for floats)."""
-    if is_complex(aval.dtype) or np.iscomplexobj(x):
-        raise OracleError(f"complex value of dtype {aval.dtype}: the exact oracle evaluates real functions")
+    if is_complex(aval.dtype):
+        return _complex.to_acb_array(np.asarray(x))
+    if np.iscomplexobj(x):
+        raise OracleError(f"complex value for an input of dtype {aval.dtype}")
     arr = np.asarray(x)
     if is_float(aval.dtype):
         if not is_float(arr.dtype):
@@ -142,7 +146,7 @@ class Interpreter:
                 # Flat mode admits only broadcasts of scalars, which numpy broadcasting does for us.
                 env[eqn.outvars[0]] = invals[0]
                 continue
-            rule = _RULES.get(name)
+            rule = _complex.rule_for(eqn, _RULES) if _complex.involves_complex(eqn) else _RULES.get(name)
             if rule is None:  # the pre-scan makes this unreachable, kept for direct callers
                 raise self.unsupported(eqn)
             self._stack.append(eqn)
@@ -180,7 +184,9 @@ class Interpreter:
 def _conform(val: Any, aval: Any, flat: bool = False) -> np.ndarray:
     """A rule's result as a value of ``aval``'s kind and shape (kind only in flat mode)."""
     shape = tuple(aval.shape)
-    if is_float(aval.dtype):
+    if is_complex(aval.dtype):
+        val = obj(val)
+    elif is_float(aval.dtype):
         if isinstance(val, np.ndarray) and val.dtype != object:  # a rule returned plain numbers
             val = to_arb_array(val) if is_float(val.dtype) else ints_to_arb(val)
         val = obj(val)
@@ -216,11 +222,10 @@ def check_supported(closed: Any, stack: tuple[Any, ...] = ()) -> None:
     """Raises UnsupportedPrimitive for the first equation the oracle cannot evaluate, before running."""
     for eqn in _compat.eqns(closed):
         name = _compat.primitive_name(eqn)
-        if name not in _RULES:
+        if name not in _RULES and name not in _complex.RULES:
             raise UnsupportedPrimitive(name, _location(eqn, stack))
-        for var in eqn.outvars:
-            if is_complex(_compat.aval(var).dtype):
-                raise UnsupportedPrimitive(name, _location(eqn, stack), "complex values")
+        if _complex.involves_complex(eqn) and _complex.rule_for(eqn, _RULES) is None:
+            raise UnsupportedPrimitive(name, _location(eqn, stack), _complex.unsupported_reason(eqn))
         for sub in _runnable_subjaxprs(eqn):
             check_supported(sub, (*stack, eqn))
 

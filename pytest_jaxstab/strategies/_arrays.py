@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from .._dtypes import from_ordinal
+from .._dtypes import from_ordinal, is_complex_dtype
 from ._classes import CLASSES, Header, clamp, independent
+from ._complex import ComplexPlan, combine
 from ._domain import Domain, DomainLike, per_argument_domains
 from ._floats import Sampler, index
 from ._related import derive
@@ -140,6 +141,8 @@ def arrays(
         ... def test_logsumexp(x):
         ...     assert np.isfinite(np.log(np.sum(np.exp(x - x.max()))))
     """
+    if is_complex_dtype(dtype):
+        return _arguments(plans_for(dtype, [shape], domain)).map(lambda parts: combine(*parts))
     return _arrays(_ArrayPlan(Sampler(dtype, domain), _normalize_shape(shape)))
 
 
@@ -156,9 +159,17 @@ def _broadcasts(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     return a == b or all(x == y or x == 1 or y == 1 for x, y in zip(reversed(a), reversed(b)))
 
 
-def _draw_arguments(draw: st.DrawFn, plans: list[_ArrayPlan]) -> tuple[np.ndarray, ...]:
+def _draw_arguments(draw: st.DrawFn, plans: Sequence[Any]) -> tuple[np.ndarray, ...]:
+    """The arguments' arrays; a complex argument (`ComplexPlan`) gives two, its real and imaginary
+    parts (`arguments` combines them; a check judges the parts as the function's real inputs)."""
     drawn: list[np.ndarray] = []
+    pairs: list[tuple[np.ndarray, np.ndarray]] = []
     for plan in plans:
+        if isinstance(plan, ComplexPlan):
+            pair = plan.draw_parts(draw, pairs, DRAW_OBSERVERS)
+            pairs.append(pair)
+            drawn.extend(pair)
+            continue
         # The earlier arguments this one can be derived from (their shapes broadcast with its own).
         sources = [x for x in drawn if x.size and _broadcasts(x.shape, plan.shape)] if plan.size else []
         derived = derive(plan, draw, sources) if sources else None
@@ -212,12 +223,19 @@ def arguments(
         ...     x, y = args
         ...     assert np.all(np.isfinite(x / y))
     """
+    if is_complex_dtype(dtype):
+        return _arguments(plans_for(dtype, shapes, domain)).map(
+            lambda parts: tuple(combine(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)))
     return _arguments(plans_for(dtype, shapes, domain))
 
 
-def plans_for(dtype: Any, shapes: Sequence[int | Sequence[int]], domain: Any) -> list[_ArrayPlan]:
-    """One `_ArrayPlan` per argument of `arguments` (the elements drawn one by one shared among them)."""
+def plans_for(dtype: Any, shapes: Sequence[int | Sequence[int]], domain: Any) -> list[Any]:
+    """One `_ArrayPlan` per argument of `arguments` (the elements drawn one by one shared among them);
+    one `ComplexPlan` per argument for complex64/complex128 (strategies/_complex.py)."""
     normalized = [_normalize_shape(shape) for shape in shapes]
     domains = per_argument_domains(domain, len(normalized))
+    if is_complex_dtype(dtype):  # two parts per argument share the budget
+        budget = min(MAX_DRAWN, max(4, MAX_DRAWN_TOTAL // max(1, 2 * len(normalized))))
+        return [ComplexPlan(dtype, shape, dom, budget, _ArrayPlan) for dom, shape in zip(domains, normalized)]
     budget = min(MAX_DRAWN, max(4, MAX_DRAWN_TOTAL // max(1, len(normalized))))
     return [_ArrayPlan(Sampler(dtype, dom), shape, budget) for dom, shape in zip(domains, normalized)]
