@@ -257,3 +257,32 @@ def test_naive_complex_formula_fails_and_the_library_passes(dtype: str, case: st
     # passing means within the tolerance (8 bits) beyond conditioning; XLA's complex64 division loses up
     # to ~7 bits at magnitudes near 1e30 (measured), so no tighter bound is claimed for it
     assert good.original.beyond_bits is not None and good.original.beyond_bits <= 8
+
+
+# ------------------------------------------------------------------------------- rewrites on complex
+def _fired(fn: Any, *args: Any) -> list[str]:
+    return [a.rule for a in jst.explain(fn, *args)]
+
+
+def test_real_only_rules_do_not_fire_on_complex_operands() -> None:
+    z = np.array([1 + 4j, -2 + 0.5j], np.complex64)
+    # log(exp(z)) = z fails for complex z: at z = 4j the principal log gives (4 - 2 pi) j
+    assert "log_exp" not in _fired(lambda z: jnp.log(jnp.exp(z)), z)
+    exact = evaluate(lambda z: jnp.log(jnp.exp(z)), z[:1]).values[0]
+    assert abs(exact - np.complex64(4j - 2j * np.pi + 1)) < 1e-5 and abs(exact - z[0]) > 6
+    # sqrt(x*x + y*y) is not hypot(x, y) for complex x, y (x*x is not |x|^2)
+    assert "hypot" not in _fired(lambda x, y: jnp.sqrt(x * x + y * y), z, z)
+    # the same patterns on real operands still fire
+    x = np.array([1.0, 2.0], np.float32)
+    assert "log_exp" in _fired(lambda x: jnp.log(jnp.exp(x)), x)
+    assert "hypot" in _fired(lambda x, y: jnp.sqrt(x * x + y * y), x, x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_complex_valid_rules_fire_and_fix(dtype: str) -> None:
+    # log(1 + z) = log1p(z) holds for complex z: the rule fires and the rewritten function passes
+    assert "log1p" in _fired(_naive_log1p, np.zeros(2, dtype))
+    result = jst.check(_naive_log1p, shapes=[(4,)], dtype=dtype, domain=(-1e-3, 1e-3), max_examples=60,
+                       seed=5, apply=True)
+    assert result.outcome == "passed", result.message
+    assert result.original.verdict == "fail"

@@ -143,6 +143,12 @@ def _scalar_value(g: Graph, atom: Any, state: _State) -> float | None:
                 state.edges[atom] += 1
             seen += 1
             continue
+        if val.size and val.dtype.kind == "c":
+            # A complex constant on the real axis is that real number (rules that may rewrite complex
+            # expressions are few: `_complex_guard`); any other is no real constant.
+            if np.any(val.imag != 0):
+                return None
+            val = val.real
         if val.size == 0 or val.dtype.kind not in "fiub":
             return None
         flat = val.reshape(-1).astype(np.float64)

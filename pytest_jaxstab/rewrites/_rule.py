@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ._complex_guard import COMPLEX_VALID, touches_complex
 from ._match import Graph, Match, match_root, root_ops
 from ._pattern import Pattern
 
@@ -32,6 +33,8 @@ class Rule:
         ``match.captures`` as keyword arguments as usual.
       example / example_shapes / example_domain: a small function made of the pattern, its input
         shapes and domain: used by the catalogue soundness test and the docs.
+      complex_ok: the identity (and the replacement) hold for complex arguments; without it a match
+        that reads or makes a complex value is refused (``_complex_guard``).
 
     Example (a user rule: ``x * 2 ** k`` in floating point written as ``ldexp``-style scaling)::
 
@@ -49,6 +52,7 @@ class Rule:
     example: Callable[..., Any] | None = None
     example_shapes: Sequence[tuple[int, ...]] = ((8,),)
     example_domain: Any = None
+    complex_ok: bool = False
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -75,12 +79,17 @@ class Rule:
         """The first acceptable match rooted at equation ``i`` of ``graph``, or None."""
         if self.matcher is not None:
             m = self.matcher(graph, i)
-            return m if m is None or self.where is None or self.where(m) else None
+            ok = m is not None and (self.where is None or self.where(m)) and self._domain_ok(graph, m)
+            return m if ok else None
         assert self.pattern is not None
         for m in match_root(graph, self.pattern, i, self._roots):  # type: ignore[attr-defined]
-            if self.where is None or self.where(m):
+            if (self.where is None or self.where(m)) and self._domain_ok(graph, m):
                 return m
         return None
+
+    def _domain_ok(self, graph: Graph, m: Match) -> bool:
+        """Real identities stay off complex values (``_complex_guard``)."""
+        return self.complex_ok or self.name in COMPLEX_VALID or not touches_complex(graph, m)
 
     def __repr__(self) -> str:
         return f"Rule({self.name!r})"
