@@ -286,3 +286,25 @@ def test_complex_valid_rules_fire_and_fix(dtype: str) -> None:
                        seed=5, apply=True)
     assert result.outcome == "passed", result.message
     assert result.original.verdict == "fail"
+
+
+# ------------------------------------------------------------------------------------------- diagnostics
+def _cancels(z: Any) -> Any:
+    shifted = z + 1
+    return shifted - 1  # cancels: (1 + z) rounded, minus 1, keeps what rounding left of z
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_local_error_blames_the_complex_line_that_loses_the_bits(dtype: str) -> None:
+    z = np.array([1e-5 + 3e-6j], dtype)
+    with jax.enable_x64(dtype == "complex128"):
+        found = jst.local_error(_cancels, z)
+    worst = found.worst
+    assert worst is not None
+    # Herbie's localization, as for reals: the subtraction of rounded operands that cancel is blamed.
+    assert worst.primitive == "sub" and worst.kind == "cancellation"
+    assert "return shifted - 1" in (worst.code or "")
+    # Rounding 1 + z moves its real part by at most half an ulp of 1 (2**-24 in float32, 2**-53 in
+    # float64), while the result's ulp is that of |Re z| ~ 1e-5 (binade 2**-17): 2**-40 (2**-69); so at
+    # most 2**16 ulps, log2(1 + 2**16) < 16.1 bits; and beyond the tolerance (8 bits) for this z.
+    assert 8 < worst.max_bits < 16.1

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _compat as C
-from .._dtypes import dtype_info
+from .._dtypes import component_dtype, dtype_info
 from .._errors import ArgumentError, trace_error
 from .._primitives import ELEMENTWISE
 from ..oracles import error_bits, evaluate
@@ -319,9 +319,10 @@ def _scorable(site: Site) -> bool:
 
 
 def _is_float(dtype: Any) -> bool:
-    """A real floating dtype, bfloat16 included (numpy's ``kind`` calls it "V")."""
+    """A real or complex floating dtype, bfloat16 included (numpy's ``kind`` calls it "V"); a complex
+    site is scored by the complex metric (``oracles.error_bits``)."""
     try:
-        return bool(jnp.issubdtype(dtype, jnp.floating))
+        return bool(jnp.issubdtype(dtype, jnp.inexact))
     except TypeError:
         return False
 
@@ -400,7 +401,7 @@ def _score(site: Site, outs: list[np.ndarray] | None, values: list[np.ndarray],
         if got.shape != exact.shape:
             continue
         bits = np.asarray(error_bits(got, exact), dtype=np.float64)
-        tiny = float(dtype_info(exact.dtype).tiny)
+        tiny = float(dtype_info(component_dtype(exact.dtype)).tiny)
         bits = np.where((np.abs(exact) < tiny) & (np.abs(got) < tiny), 0.0, bits)
         keep = certain[slot.index] & live[slot.index] & _inputs_certain(site, certain, exact.shape)
         bits = np.where(keep, bits, np.nan)
@@ -439,9 +440,9 @@ def _operand_at(site: Site, values: list[np.ndarray], idx: tuple[int, ...], shap
         if not (_is_float(v.dtype) or v.dtype.kind in "iu"):
             out.append(None)
         elif v.shape == shape:
-            out.append(float(v[idx]))
+            out.append(float(np.abs(v[idx])) if np.iscomplexobj(v) else float(v[idx]))
         elif v.ndim == 0:
-            out.append(float(v))
+            out.append(float(np.abs(v)) if np.iscomplexobj(v) else float(v))
         else:
             out.append(None)
     return out
@@ -449,8 +450,11 @@ def _operand_at(site: Site, values: list[np.ndarray], idx: tuple[int, ...], shap
 
 def _classify(site: Site, idx: tuple[Any, ...], got: Any, exact: Any, values: list[np.ndarray]) -> str:
     """The kind of loss at one element (:data:`KINDS`)."""
-    g, e = float(got), float(exact)
-    info = dtype_info(np.asarray(exact).dtype)
+    if np.iscomplexobj(exact):  # a complex site: its kinds are read off the moduli
+        g, e = float(np.abs(np.complex128(got))), float(np.abs(np.complex128(exact)))
+    else:
+        g, e = float(got), float(exact)
+    info = dtype_info(component_dtype(np.asarray(exact).dtype))
     tiny = float(info.tiny)
     if np.isfinite(e) and not np.isfinite(g):
         return "overflow"
@@ -474,7 +478,7 @@ def _classify(site: Site, idx: tuple[Any, ...], got: Any, exact: Any, values: li
             return "absorption"
         return "rounding"
     if name in _SUMS:
-        mags = [np.max(np.abs(np.asarray(values[op.index], dtype=np.float64))) for op in site.ins
+        mags = [np.max(np.abs(np.asarray(values[op.index]))) for op in site.ins
                 if isinstance(op, Slot) and _is_float(np.asarray(values[op.index]).dtype)]
         if mags and np.isfinite(e) and abs(e) < max(mags) / 2 and name == "reduce_sum":
             return "cancellation"

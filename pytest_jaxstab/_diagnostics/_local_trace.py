@@ -79,10 +79,10 @@ class Instrumented:
 
 
 def _exportable(v: Any) -> bool:
-    """Real numbers, integers and booleans (bfloat16 included); not PRNG keys, float0 or complex."""
+    """Real and complex numbers, integers and booleans (bfloat16 included); not PRNG keys or float0."""
     try:
         dt = C.aval(v).dtype if hasattr(v, "aval") else v.dtype
-        return bool(jnp.issubdtype(dt, jnp.floating) or jnp.issubdtype(dt, jnp.integer)
+        return bool(jnp.issubdtype(dt, jnp.inexact) or jnp.issubdtype(dt, jnp.integer)
                     or jnp.issubdtype(dt, jnp.bool_))
     except TypeError:  # extended dtypes
         return False
