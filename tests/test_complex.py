@@ -308,3 +308,75 @@ def test_local_error_blames_the_complex_line_that_loses_the_bits(dtype: str) -> 
     # float64), while the result's ulp is that of |Re z| ~ 1e-5 (binade 2**-17): 2**-40 (2**-69); so at
     # most 2**16 ulps, log2(1 + 2**16) < 16.1 bits; and beyond the tolerance (8 bits) for this z.
     assert 8 < worst.max_bits < 16.1
+
+
+# ----------------------------------------------------------------------------------- the pytest surface
+def test_the_marker_checks_complex_functions(pytester: pytest.Pytester, run_jaxstab: Any) -> None:
+    pytester.makepyfile(test_cplx='''
+        import jax.numpy as jnp
+        import pytest
+
+        @pytest.mark.stabilize(dtype="complex64", shapes={"z": (4,)})
+        def test_library_modulus(z):
+            return jnp.abs(z)
+
+        @pytest.mark.stabilize(dtype="complex128", shapes={"z": (4,)}, search=False)
+        def test_naive_modulus(z):
+            return jnp.sqrt(jnp.real(z) ** 2 + jnp.imag(z) ** 2)
+    ''')
+    result = run_jaxstab("--jaxstab-examples=40", "--jaxstab-seed=0")
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert "test_naive_modulus" in out and "z.re = float64[4]" in out  # the parts of the failing input
+    assert "unsupported dtype" not in out
+
+
+# ------------------------------------------------------------------------------------ soundness audit
+_UNARY = {
+    "exp": (jnp.exp, mpmath.exp), "expm1": (jnp.expm1, mpmath.expm1), "log": (jnp.log, mpmath.log),
+    "log1p": (jnp.log1p, mpmath.log1p), "sqrt": (jnp.sqrt, mpmath.sqrt),
+    "rsqrt": (jax.lax.rsqrt, lambda z: 1 / mpmath.sqrt(z)), "sin": (jnp.sin, mpmath.sin),
+    "cos": (jnp.cos, mpmath.cos), "tan": (jnp.tan, mpmath.tan), "sinh": (jnp.sinh, mpmath.sinh),
+    "cosh": (jnp.cosh, mpmath.cosh), "tanh": (jnp.tanh, mpmath.tanh), "asin": (jnp.arcsin, mpmath.asin),
+    "acos": (jnp.arccos, mpmath.acos), "atan": (jnp.arctan, mpmath.atan),
+    "asinh": (jnp.arcsinh, mpmath.asinh), "acosh": (jnp.arccosh, mpmath.acosh),
+    "atanh": (jnp.arctanh, mpmath.atanh), "sign": (jnp.sign, lambda z: z / abs(z)),
+    "cube": (lambda z: z ** 3, lambda z: z ** 3), "recip_square": (lambda z: z ** -2, lambda z: z ** -2),
+}
+
+
+def _audit_points(dtype: str, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    mag = 2.0 ** rng.uniform(-60, 6, n)  # moderate: exp, cosh stay finite, mpmath stays quick
+    theta = rng.uniform(-np.pi, np.pi, n)
+    z = mag * np.exp(1j * theta)
+    z[: n // 4] = z[: n // 4].real + 0j  # on the real axis, where the cuts lie
+    z[n // 4: n // 2] = 1j * z[n // 4: n // 2].imag  # on the imaginary axis
+    return z.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(_UNARY))
+def test_no_certain_complex_value_is_wrong(dtype: str, name: str) -> None:
+    jfn, mfn = _UNARY[name]
+    z = _audit_points(dtype, 24, seed=len(name))
+    with jax.enable_x64(dtype == "complex128"):
+        result = evaluate(jfn, z)
+    p = PART_BITS[dtype]
+    tiny = float(np.finfo(np.float32 if dtype == "complex64" else np.float64).tiny)
+    checked = 0
+    with mpmath.workprec(3000):
+        for v, got, sure in zip(z, result.values, result.certain):
+            if not sure:
+                continue
+            a = _MPC(complex(v))
+            if a == 0 and name in ("log", "rsqrt", "recip_square"):
+                assert np.isnan(got.real)  # no value: complex infinity
+                continue
+            want = mfn(a)
+            for part, g in ((mpmath.re(want), got.real), (mpmath.im(want), got.imag)):
+                if part != 0 and not tiny <= abs(part) < 1e300:
+                    continue  # subnormal or beyond the format: _round's mpmath rounding has no range
+                assert g == _round(part, p), (name, complex(v), complex(got), mpmath.nstr(want, 20))
+            checked += 1
+    assert checked >= 12  # most points are decided (the cut points of log, sqrt, ... are not)

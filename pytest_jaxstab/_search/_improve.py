@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._check._trace import normalize_shapes, positional, trace_case, x64_scope
-from .._dtypes import resolve_dtype
+from .._dtypes import is_complex_dtype, resolve_dtype
 from .._errors import ArgumentError, JaxstabError, function_name
 from ._egraph import SaturationError, saturate
 from ._expr import Term, cost, evaluate_jax, replace, subterms
@@ -96,6 +96,9 @@ def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = No
 
 def _validate(dtype: Any, max_examples: Any, seed: Any, time_limit: Any, node_limit: Any,
               iter_limit: Any) -> np.dtype[Any]:
+    if is_complex_dtype(dtype):
+        raise ArgumentError(f"dtype={dtype!r}: jst.improve searches identities of real numbers; complex "
+                            "functions are checked (jst.check) but not searched")
     try:
         dt = resolve_dtype(dtype)
     except (TypeError, ValueError) as exc:

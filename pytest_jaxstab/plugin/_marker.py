@@ -89,7 +89,7 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
     from .._errors import ArgumentError
 
     try:
-        dtype = resolve_dtype(kw["dtype"])
+        dtype = resolve_dtype(kw["dtype"], complex_ok=True)
     except ValueError as exc:
         raise MarkerError(f"dtype={kw['dtype']!r}: {exc}") from None
     try:
@@ -169,7 +169,7 @@ def _check_domain_and_rules(spec: MarkerSpec) -> None:
     from .._errors import ArgumentError
 
     try:
-        build_strategy(resolve_dtype(spec.dtype), spec.shapes, spec.domain)
+        build_strategy(resolve_dtype(spec.dtype, complex_ok=True), spec.shapes, spec.domain)
         if spec.rules is not None:
             resolve_rules(spec.rules)
     except ArgumentError as exc:
