@@ -3,7 +3,9 @@
 ``evaluate`` interprets a function's jaxpr over **Arb balls** (``flint.arb`` from python-flint: a
 midpoint and a radius, every operation returning a ball that provably contains the exact result) and
 returns the exact results correctly rounded to a float dtype; ``error_bits`` measures a float result
-against them in bits. Nothing here knows about pytest or Hypothesis.
+against them in bits. Complex values are Arb complex balls (``flint.acb``, ``_complex``): each part is
+rounded on its own and an element is certain when both parts are. Nothing here knows about pytest or
+Hypothesis.
 
 How escalation works (after Rival, Herbie's real evaluator). The jaxpr is evaluated at a working
 precision of ``significand + 32`` bits (56 for float32, 85 for float64). An output element is *settled*

@@ -72,7 +72,7 @@ def is_float(dtype: Any) -> bool:
 
 
 def is_complex(dtype: Any) -> bool:
-    """Whether ``dtype`` is complex (the oracle denotes real functions only)."""
+    """Whether ``dtype`` is complex (held as Arb complex balls, ``_complex``)."""
     return _kind(np.dtype(dtype)) == "complex"
 
 

@@ -201,9 +201,11 @@ def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
     Args:
       fn_or_jaxpr: a Python function of arrays (traced with ``jax.make_jaxpr``; pytrees of arrays in
         and out are fine), or a closed jaxpr, whose arguments are then its flat inputs.
-      *args: the inputs: float16/bfloat16/float32/float64 arrays or scalars (numpy or JAX), integer or
-        boolean arrays where the function takes them. Their float values are taken exactly.
-      dtype: the dtype to round float outputs to; None rounds each to its own dtype.
+      *args: the inputs: float16/bfloat16/float32/float64 or complex64/complex128 arrays or scalars
+        (numpy or JAX), integer or boolean arrays where the function takes them. Their float values are
+        taken exactly (complex values as Arb complex balls, ``_complex``).
+      dtype: the dtype to round float outputs to (a complex output: the complex dtype of that
+        precision); None rounds each to its own dtype.
       max_precision: the most bits of working precision to use (at least 16); elements not settled
         there are uncertain.
 
@@ -214,7 +216,7 @@ def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
     Raises:
       UnsupportedPrimitive: the program uses a primitive the oracle cannot evaluate (raised before any
         evaluation, naming the primitive and the user's ``file:line``).
-      OracleError: a complex input, or a while loop that does not end in the exact evaluation.
+      OracleError: a while loop that does not end in the exact evaluation.
 
     Example:
       >>> x = np.float32(1e8)
