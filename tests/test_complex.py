@@ -139,8 +139,8 @@ def test_a_branch_cut_point_is_uncertain_and_log_zero_has_no_value() -> None:
 
 
 def test_an_unsupported_complex_primitive_is_named_with_the_reason() -> None:
-    with pytest.raises(UnsupportedPrimitive, match=r"cumsum.*complex values has no exact rule"):
-        evaluate(lambda z: jnp.cumsum(z), np.ones(3, np.complex64))
+    with pytest.raises(UnsupportedPrimitive, match=r"scatter-add.*complex values has no exact rule"):
+        evaluate(lambda z: z.at[0].add(1j), np.ones(3, np.complex64))
 
 
 # --------------------------------------------------------------------------------------- the metric
@@ -380,3 +380,24 @@ def test_no_certain_complex_value_is_wrong(dtype: str, name: str) -> None:
                 assert g == _round(part, p), (name, complex(v), complex(got), mpmath.nstr(want, 20))
             checked += 1
     assert checked >= 12  # most points are decided (the cut points of log, sqrt, ... are not)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_complex_reductions_and_routing_are_exact(dtype: str) -> None:
+    z = np.array([1 + 2j, 3e10 - 1j, -0.5 + 0.25j, 2j, -3e10 + 1e-3j], dtype)
+    with jax.enable_x64(dtype == "complex128"):
+        result = evaluate(lambda z: (jnp.cumsum(z), jnp.prod(z), jnp.cumprod(z[:3]), jnp.sum(z),
+                                     z @ jnp.conj(z), jnp.pad(z, 1)[jnp.array([6, 0, 2])]), z)
+    with mpmath.workprec(4000):
+        zs = _mpc(z)
+        cums = [mpmath.fsum(zs[: k + 1]) for k in range(len(zs))]
+        prod = mpmath.fprod(zs)
+        cprod = [mpmath.fprod(zs[: k + 1]) for k in range(3)]
+        dot = mpmath.fsum(a * mpmath.conj(a) for a in zs)
+    np.testing.assert_array_equal(result.values[0], _reference(cums, dtype))
+    np.testing.assert_array_equal(result.values[1], _reference([prod], dtype)[0])
+    np.testing.assert_array_equal(result.values[2], _reference(cprod, dtype))
+    np.testing.assert_array_equal(result.values[3], _reference([cums[-1]], dtype)[0])
+    np.testing.assert_array_equal(result.values[4], _reference([dot], dtype)[0])
+    np.testing.assert_array_equal(result.values[5], np.array([0, 0, z[1]], dtype))  # padding, gather
+    assert all(bool(np.all(c)) for c in result.certain)

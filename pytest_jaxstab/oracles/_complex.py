@@ -282,16 +282,45 @@ def _fold_sum(values: Sequence[CBall]) -> CBall:
     return acc
 
 
-def _reduce_sum(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
-    axes = tuple(int(a) for a in eqn.params["axes"])
-    keep = [d for d in range(x.ndim) if d not in axes]
-    moved = np.transpose(x, keep + list(axes))
-    lead = moved.shape[: len(keep)]
-    rows = moved.reshape((*lead, -1))
-    out = np.empty(lead, dtype=object)
-    for idx in np.ndindex(lead):
-        out[idx] = _fold_sum(list(rows[idx]))
-    return out
+def _fold_prod(values: Sequence[CBall]) -> CBall:
+    acc: CBall = acb(1)
+    for v in values:
+        if v is None:
+            return None
+        acc = acc * v
+    return acc
+
+
+def _reduction(fold: Callable[[Sequence[CBall]], CBall]) -> Rule:
+    def rule(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
+        axes = tuple(int(a) for a in eqn.params["axes"])
+        keep = [d for d in range(x.ndim) if d not in axes]
+        moved = np.transpose(x, keep + list(axes))
+        lead = moved.shape[: len(keep)]
+        rows = moved.reshape((*lead, -1))
+        out = np.empty(lead, dtype=object)
+        for idx in np.ndindex(lead):
+            out[idx] = fold(list(rows[idx]))
+        return out
+
+    return rule
+
+
+def _cumulative(product: bool) -> Rule:
+    def rule(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
+        axis = int(eqn.params["axis"]) % max(x.ndim, 1)
+        reverse = bool(eqn.params.get("reverse", False))
+        moved = np.moveaxis(np.flip(x, axis) if reverse else x, axis, -1)
+        out = np.empty(moved.shape, dtype=object)
+        for idx in np.ndindex(moved.shape[:-1]):
+            acc: CBall = acb(1) if product else _ZERO_C
+            for j, v in enumerate(moved[idx]):
+                acc = None if acc is None or v is None else (acc * v if product else acc + v)
+                out[(*idx, j)] = acc
+        out = np.moveaxis(out, -1, axis)
+        return np.flip(out, axis) if reverse else out
+
+    return rule
 
 
 def _dot_general(ctx: Any, eqn: Any, lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -446,7 +475,10 @@ RULES: dict[str, Rule] = {
     "eq": _eq,
     "ne": _eq,
     "select_n": _select_n,
-    "reduce_sum": _reduce_sum,
+    "reduce_sum": _reduction(_fold_sum),
+    "reduce_prod": _reduction(_fold_prod),
+    "cumsum": _cumulative(False),
+    "cumprod": _cumulative(True),
     "dot_general": _dot_general,
     "fft": _fft,
 }
@@ -459,7 +491,8 @@ RULES.update({name: _unary_rule(name) for name in (
 #: balls as opaque objects, so they serve complex values unchanged.
 PASS_THROUGH: frozenset[str] = frozenset({
     "broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose", "concatenate", "slice",
-    "dynamic_slice", "dynamic_update_slice", "rev", "copy", "copy_p", "scan", "while", "cond",
+    "dynamic_slice", "dynamic_update_slice", "rev", "copy", "copy_p", "scan", "while", "cond", "pad",
+    "gather", "scatter", "tile",
     *CALLS, *CUSTOM_DERIVATIVES,
 })
 

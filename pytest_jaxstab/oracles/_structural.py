@@ -13,7 +13,8 @@ import numpy as np
 
 from ._arb import ufunc
 from ._balls import to_arb_array
-from ._common import Rule, full, ints_to_arb, is_float, out_aval
+from ._common import Rule, full, ints_to_arb, is_complex, is_float, out_aval
+from ._complex import to_acb_array
 
 __all__ = ["RULES"]
 
@@ -97,6 +98,8 @@ def _dynamic_update_slice(ctx: Any, eqn: Any, x: np.ndarray, update: np.ndarray,
 def _fill_value(eqn: Any, dtype: np.dtype) -> Any:
     """gather's value for out-of-bounds windows in FILL_OR_DROP mode (JAX's defaults when None)."""
     value = eqn.params.get("fill_value")
+    if is_complex(dtype):  # NaN by default, as for floats: no value
+        return None if value is None else to_acb_array(np.asarray(value, dtype=np.complex128))[()]
     if is_float(dtype):
         return None if value is None else to_arb_array(np.asarray(value, dtype=np.float64))[()]
     if value is not None:
