@@ -401,3 +401,22 @@ def test_complex_reductions_and_routing_are_exact(dtype: str) -> None:
     np.testing.assert_array_equal(result.values[4], _reference([dot], dtype)[0])
     np.testing.assert_array_equal(result.values[5], np.array([0, 0, z[1]], dtype))  # padding, gather
     assert all(bool(np.all(c)) for c in result.certain)
+
+
+def test_a_complex_case_round_trips_through_the_baseline(pytester: pytest.Pytester, run_jaxstab: Any) -> None:
+    pytester.makepyfile(test_cbase='''
+        import jax.numpy as jnp
+        import pytest
+
+        @pytest.mark.stabilize(dtype="complex64", shapes={"z": (4,)}, search=False)
+        def test_naive_modulus(z):
+            return jnp.sqrt(jnp.real(z) ** 2 + jnp.imag(z) ** 2)
+    ''')
+    saved = run_jaxstab("--jaxstab-examples=30", "--jaxstab-seed=1", "--jaxstab-save-baseline=base.json")
+    saved.assert_outcomes(failed=1)
+    text = (pytester.path / "base.json").read_text()
+    assert '"complex64"' in text and '"float32"' in text  # the case's dtype; its witnesses' parts
+    # Compared with itself: still unstable but not worse, so "known", not failed.
+    again = run_jaxstab("--jaxstab-examples=30", "--jaxstab-seed=1", "--jaxstab-compare=base.json")
+    again.assert_outcomes(passed=1)
+    assert "known" in again.stdout.str()
