@@ -420,3 +420,31 @@ def test_a_complex_case_round_trips_through_the_baseline(pytester: pytest.Pytest
     again = run_jaxstab("--jaxstab-examples=30", "--jaxstab-seed=1", "--jaxstab-compare=base.json")
     again.assert_outcomes(passed=1)
     assert "known" in again.stdout.str()
+
+
+def _re_of_square(z: Any) -> Any:  # Re(z*z) as written: re^2 - im^2 cancels near the diagonals
+    return jnp.real(z) ** 2 - jnp.imag(z) ** 2
+
+
+def _re_of_square_factored(z: Any) -> Any:  # (re - im)(re + im): the subtraction is exact there
+    re, im = jnp.real(z), jnp.imag(z)
+    return (re - im) * (re + im)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_diagonal_cancellation_is_found_and_explained(dtype: str) -> None:
+    # The diagonal class (im = +-re (1 + d)) puts Re(z^2) at its cancellation; the factored form is
+    # accurate to a few ulps there (one rounding in re + im, one in the product, re - im exact).
+    dom = (-1e15, 1e15)
+    naive = jst.check(_re_of_square, shapes=[(4,)], dtype=dtype, domain=dom, max_examples=100, seed=2,
+                      judge="accuracy")
+    factored = jst.check(_re_of_square_factored, shapes=[(4,)], dtype=dtype, domain=dom, max_examples=100,
+                         seed=2, judge="accuracy")
+    assert naive.outcome == "failed" and naive.original.max_error_bits >= 16
+    # two roundings, each relative <= 2**-p: < 2 ulps of the result, plus the exact value's own rounding:
+    # at most 3 floats apart, log2(4) = 2 bits (3 allows one straddled power of two)
+    assert factored.outcome == "passed" and factored.original.max_error_bits <= 3
+    # The cancellation is the problem's conditioning in the parts (each part moved by one ulp moves the
+    # exact result by as many ulps as were lost): the stability lens passes it, with its note.
+    stable = jst.check(_re_of_square, shapes=[(4,)], dtype=dtype, domain=dom, max_examples=100, seed=2)
+    assert stable.outcome == "passed" and "ill-conditioned" in stable.note
