@@ -42,6 +42,7 @@ def error_bits(approx: Any, exact: Any) -> np.ndarray:
       Such samples are not errors; callers discard and count them (``summarize`` does).
 
     Finite results are clipped to the full width, so it is a true upper bound even for -max vs +max.
+    Complex arrays are scored by :func:`complex_error_bits` (normwise, in ulps of the larger part).
 
     Args:
       approx: the computed values, an array-like of float16, bfloat16, float32 or float64.

@@ -124,7 +124,10 @@ def arrays(
     offset of a clustered class).
 
     Args:
-        dtype: "float16", "bfloat16", "float32", "float64" or an equivalent numpy/jax dtype.
+        dtype: "float16", "bfloat16", "float32", "float64" or an equivalent numpy/jax dtype; or
+            "complex64"/"complex128", whose two parts are drawn together by the complex classes (polar,
+            near-real, near-imaginary, diagonal, unit circle, both parts as real arrays; see
+            `strategies/_complex.py`), `domain` applying to each part.
         shape: an int or a tuple of ints; `()` gives a 0-d array.
         domain: as for `floats`, applied to every element.
 
@@ -201,7 +204,9 @@ def arguments(
     arguments (64 per argument); larger arguments repeat their drawn block cyclically, as in `arrays`.
 
     Args:
-        dtype: "float16", "bfloat16", "float32", "float64" or an equivalent numpy/jax dtype.
+        dtype: "float16", "bfloat16", "float32", "float64" or an equivalent numpy/jax dtype; or
+            "complex64"/"complex128" (as for `arrays`; a later complex argument may also be equal to,
+            the conjugate or negation of, or close to an earlier one).
         shapes: one shape per argument (an int or a tuple; `()` gives a 0-d array).
         domain: one domain for all arguments (anything `floats` accepts), a sequence with one per
             argument, or a dict from argument position to domain (missing positions are unconstrained).
