@@ -448,3 +448,42 @@ def test_the_diagonal_cancellation_is_found_and_explained(dtype: str) -> None:
     # exact result by as many ulps as were lost): the stability lens passes it, with its note.
     stable = jst.check(_re_of_square, shapes=[(4,)], dtype=dtype, domain=dom, max_examples=100, seed=2)
     assert stable.outcome == "passed" and "ill-conditioned" in stable.note
+
+
+_BINARY = {
+    "div": (lambda z, w: z / w, lambda a, b: a / b),
+    "mul": (lambda z, w: z * w, lambda a, b: a * b),
+    "sub": (lambda z, w: z - w, lambda a, b: a - b),
+    "pow": (lambda z, w: z ** w, lambda a, b: mpmath.power(a, b)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(_BINARY))
+def test_no_certain_complex_value_of_a_binary_primitive_is_wrong(dtype: str, name: str) -> None:
+    jfn, mfn = _BINARY[name]
+    rng = np.random.default_rng(len(name))
+    n = 24
+    span = 100 if dtype == "complex64" else 900  # magnitudes 2**+-span/2: products near the range's ends
+    z = (2.0 ** rng.uniform(-span / 2, span / 2, n) * np.exp(1j * rng.uniform(-np.pi, np.pi, n))).astype(dtype)
+    w = (2.0 ** rng.uniform(-span / 2, span / 2, n) * np.exp(1j * rng.uniform(-np.pi, np.pi, n))).astype(dtype)
+    if name == "sub":
+        w[: n // 2] = z[: n // 2] * np.asarray(1 + 1e-6j, dtype)  # cancellation in both parts
+    if name == "pow":
+        w = (rng.uniform(-3, 3, n) + 1j * rng.uniform(-3, 3, n)).astype(dtype)
+    with jax.enable_x64(dtype == "complex128"):
+        result = evaluate(jfn, z, w)
+    p = PART_BITS[dtype]
+    finfo = np.finfo(np.float32 if dtype == "complex64" else np.float64)
+    checked = 0
+    with mpmath.workprec(3000):
+        for a, b, got, sure in zip(z, w, result.values, result.certain):
+            if not sure:
+                continue
+            want = mfn(_MPC(complex(a)), _MPC(complex(b)))
+            for part, g in ((mpmath.re(want), got.real), (mpmath.im(want), got.imag)):
+                if part != 0 and not float(finfo.tiny) <= abs(part) <= float(finfo.max):
+                    continue  # subnormal or overflowing: _round's mpmath rounding has no range
+                assert g == _round(part, p), (name, complex(a), complex(b), complex(got))
+            checked += 1
+    assert checked == n  # all decided: no cuts or exact ties among these points
