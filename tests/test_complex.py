@@ -465,8 +465,11 @@ def test_no_certain_complex_value_of_a_binary_primitive_is_wrong(dtype: str, nam
     rng = np.random.default_rng(len(name))
     n = 24
     span = 100 if dtype == "complex64" else 900  # magnitudes 2**+-span/2: products near the range's ends
-    z = (2.0 ** rng.uniform(-span / 2, span / 2, n) * np.exp(1j * rng.uniform(-np.pi, np.pi, n))).astype(dtype)
-    w = (2.0 ** rng.uniform(-span / 2, span / 2, n) * np.exp(1j * rng.uniform(-np.pi, np.pi, n))).astype(dtype)
+    def draw() -> np.ndarray:
+        mag = 2.0 ** rng.uniform(-span / 2, span / 2, n)
+        return (mag * np.exp(1j * rng.uniform(-np.pi, np.pi, n))).astype(dtype)
+
+    z, w = draw(), draw()
     if name == "sub":
         w[: n // 2] = z[: n // 2] * np.asarray(1 + 1e-6j, dtype)  # cancellation in both parts
     if name == "pow":
