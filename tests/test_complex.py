@@ -490,3 +490,21 @@ def test_no_certain_complex_value_of_a_binary_primitive_is_wrong(dtype: str, nam
                 assert g == _round(part, p), (name, complex(a), complex(b), complex(got))
             checked += 1
     assert checked == n  # all decided: no cuts or exact ties among these points
+
+
+def test_inv_matmul_fires_on_complex_matrices_and_solves() -> None:
+    # inv(A) @ b = solve(A, b) over any field: the rule may rewrite complex programs
+    a = np.array([[2 + 1j, 1 - 1j], [0.5j, 3 + 0j]], np.complex64)
+    b = np.array([1 - 2j, 4 + 0.5j], np.complex64)
+
+    def fn(a: Any, b: Any) -> Any:
+        return jnp.linalg.inv(a) @ b
+
+    assert "inv_matmul" in _fired(fn, a, b)
+    got = np.asarray(jst.stabilize(fn)(a, b))
+    # the exact solution by Cramer's rule in complex128 (2x2: no cancellation at these entries)
+    det = complex(a[0, 0]) * complex(a[1, 1]) - complex(a[0, 1]) * complex(a[1, 0])
+    want = np.array([(complex(b[0]) * complex(a[1, 1]) - complex(a[0, 1]) * complex(b[1])) / det,
+                     (complex(a[0, 0]) * complex(b[1]) - complex(b[0]) * complex(a[1, 0])) / det])
+    # cond(a) < 3 and LU's backward error is a few eps: 8 eps (relative to the largest entry) bounds it
+    assert np.max(np.abs(got - want)) <= 8 * np.finfo(np.float32).eps * np.max(np.abs(want))
