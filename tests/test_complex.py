@@ -139,8 +139,8 @@ def test_a_branch_cut_point_is_uncertain_and_log_zero_has_no_value() -> None:
 
 
 def test_an_unsupported_complex_primitive_is_named_with_the_reason() -> None:
-    with pytest.raises(UnsupportedPrimitive, match=r"scatter-add.*complex values has no exact rule"):
-        evaluate(lambda z: z.at[0].add(1j), np.ones(3, np.complex64))
+    with pytest.raises(UnsupportedPrimitive, match=r"scatter-mul.*complex values has no exact rule"):
+        evaluate(lambda z: z.at[0].mul(1j), np.ones(3, np.complex64))
 
 
 # --------------------------------------------------------------------------------------- the metric
@@ -387,7 +387,8 @@ def test_complex_reductions_and_routing_are_exact(dtype: str) -> None:
     z = np.array([1 + 2j, 3e10 - 1j, -0.5 + 0.25j, 2j, -3e10 + 1e-3j], dtype)
     with jax.enable_x64(dtype == "complex128"):
         result = evaluate(lambda z: (jnp.cumsum(z), jnp.prod(z), jnp.cumprod(z[:3]), jnp.sum(z),
-                                     z @ jnp.conj(z), jnp.pad(z, 1)[jnp.array([6, 0, 2])]), z)
+                                     z @ jnp.conj(z), jnp.pad(z, 1)[jnp.array([6, 0, 2])],
+                                     z.at[jnp.array([1, 1])].add(z[:2])), z)
     with mpmath.workprec(4000):
         zs = _mpc(z)
         cums = [mpmath.fsum(zs[: k + 1]) for k in range(len(zs))]
@@ -400,6 +401,9 @@ def test_complex_reductions_and_routing_are_exact(dtype: str) -> None:
     np.testing.assert_array_equal(result.values[3], _reference([cums[-1]], dtype)[0])
     np.testing.assert_array_equal(result.values[4], _reference([dot], dtype)[0])
     np.testing.assert_array_equal(result.values[5], np.array([0, 0, z[1]], dtype))  # padding, gather
+    with mpmath.workprec(4000):  # scatter-add: z[1] + z[0] + z[1] at index 1
+        added = _reference([zs[1] + zs[0] + zs[1]], dtype)[0]
+    np.testing.assert_array_equal(result.values[6], np.array([z[0], added, *z[2:]], dtype))
     assert all(bool(np.all(c)) for c in result.certain)
 
 

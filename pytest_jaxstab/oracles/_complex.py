@@ -497,6 +497,25 @@ PASS_THROUGH: frozenset[str] = frozenset({
 })
 
 
+#: Linear primitives evaluated part by part with their real rules (exact: each part is the real
+#: primitive on that part, ``Re(sum z_i) = sum Re z_i``).
+_BY_PARTS: frozenset[str] = frozenset({"scatter-add", "scatter_add"})
+
+
+def _by_parts(real_rule: Rule) -> Rule:
+    def rule(ctx: Any, eqn: Any, *args: np.ndarray) -> np.ndarray:
+        def parts(x: np.ndarray, imag: bool) -> np.ndarray:
+            if x.dtype != object:  # indices
+                return x
+            return obj(np.frompyfunc(lambda v: _part(v, imag), 1, 1)(x)) if x.size else x
+
+        re = real_rule(ctx, eqn, *(parts(a, False) for a in args))
+        im = real_rule(ctx, eqn, *(parts(a, True) for a in args))
+        return _make_complex(ctx, eqn, obj(re), obj(im))
+
+    return rule
+
+
 def involves_complex(eqn: Any) -> bool:
     """Whether an equation has a complex operand or result (then ``rule_for`` decides its rule)."""
     atoms = [*eqn.invars, *eqn.outvars]
@@ -510,6 +529,8 @@ def rule_for(eqn: Any, real_rules: dict[str, Rule]) -> Rule | None:
         return RULES[name]
     if name in PASS_THROUGH:
         return real_rules.get(name)
+    if name in _BY_PARTS and name in real_rules:
+        return _by_parts(real_rules[name])
     return None
 
 
