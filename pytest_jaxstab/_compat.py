@@ -178,6 +178,31 @@ def eqn_name(eqn: Eqn) -> str:
     return f"{name}({label})" if label else name
 
 
+def callee(eqn: Eqn) -> tuple[str, str, int] | None:
+    """``(function name, file, first line)`` of the Python function a call equation wraps.
+
+    For ``jit`` (``pjit``) and the primal body of ``custom_jvp``/``custom_vjp`` calls: JAX records the
+    traced function's source in the body's debug info (``"log_ndtr at .../special.py:1864"``). None for
+    any other equation, or when JAX recorded no source.
+    """
+    name = primitive_name(eqn)
+    if name in CUSTOM_DERIVATIVES:
+        body = custom_call_parts(eqn)[0]
+    elif name == "jit" and "jaxpr" in eqn.params:
+        body = as_closed(eqn.params["jaxpr"])
+    else:
+        return None
+    info = getattr(body.jaxpr, "debug_info", None)
+    src = getattr(info, "func_src_info", None)
+    if not isinstance(src, str) or " at " not in src:
+        return None
+    fname, _, where = src.rpartition(" at ")
+    file, _, line = where.rpartition(":")
+    if not file or not line.isdigit():
+        return None
+    return fname, file, int(line)
+
+
 # ------------------------------------------------------------------------------------ sub-jaxprs
 class Site(NamedTuple):
     """Where a sub-jaxpr sits in an equation's params: ``params[key]`` or ``params[key][index]``."""

@@ -1,0 +1,219 @@
+"""Library routines judged by their mathematics (issue 27 item 2).
+
+References are mpmath at 2,000 bits, computed from the definitions (``log(ncdf(x))``, ``erfinv``,
+``besseli``, ``ei``, ``exp(x^2) erfc(x)``), never from the code under test. A reference is rounded to
+the dtype by mpmath itself (one rounding, to the dtype's significand), so "equal" means the oracle's
+value is the correctly rounded true value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.special as sp
+import mpmath
+import numpy as np
+import pytest
+from flint import arb
+
+from pytest_jaxstab import oracles
+from pytest_jaxstab._errors import ArgumentError, OracleError
+
+
+@pytest.fixture(autouse=True)
+def _high_precision():
+    with mpmath.workprec(2000):
+        yield
+
+
+def _round(v: Any, dtype: type) -> float:
+    """``v`` correctly rounded to ``dtype`` (one rounding, at the dtype's significand)."""
+    bits = 53 if dtype is np.float64 else 24
+    if mpmath.isinf(v):
+        return float(v)
+    with mpmath.workprec(bits):
+        r = +v
+    return float(dtype(float(r)))
+
+
+def _oracle(fn, x, dtype):
+    with jax.enable_x64(dtype is np.float64):
+        res = oracles.evaluate(fn, np.asarray(x, dtype))
+    return np.asarray(res.values), np.asarray(res.certain)
+
+
+def _log_ndtr(x):
+    return mpmath.log(mpmath.ncdf(mpmath.mpf(x)))
+
+
+LOG_NDTR_ARGS = [-1e300, -1e150, -1e8, -1e4, -300.0, -38.5, -20.0, -19.5, -8.0, -3.0, -0.5, 0.0, 1.0, 5.0,
+                 8.5, 20.0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_log_ndtr_is_the_log_of_the_normal_cdf(dtype):
+    args = [x for x in LOG_NDTR_ARGS if dtype is np.float64 or abs(x) < 3e38]
+    got, certain = _oracle(sp.log_ndtr, args, dtype)
+    want = [_round(_log_ndtr(x), dtype) for x in args]
+    assert certain.all()
+    np.testing.assert_array_equal(got, np.asarray(want, dtype))
+
+
+def test_log_ndtr_at_minus_20_is_judged_against_the_true_value():
+    # The issue's case: JAX truncates the asymptotic series below -20; the body evaluated exactly
+    # agrees with JAX (the old oracle's verdict), the function does not.
+    with jax.enable_x64(True):
+        x = np.float64(-20.0)
+        jax_value = np.float64(sp.log_ndtr(x))
+        res = oracles.evaluate(sp.log_ndtr, x)
+        bits = float(oracles.error_bits(jax_value, res.values))
+    assert float(res.values) == _round(_log_ndtr(-20.0), np.float64) == -203.91715537109727
+    assert bool(res.certain)
+    assert jax_value == -203.91715537511897
+    # |jax - true| = 4.0e-9, the ulp at 204 is 2.8e-14: about 1.4e5 ulps, i.e. 17 bits.
+    assert bits > 16
+
+
+def test_log_ndtr_inside_a_user_function_and_in_a_check():
+    def loss(x):
+        return -jnp.sum(sp.log_ndtr(x))
+
+    with jax.enable_x64(True):
+        xs = np.array([-20.0, -25.0, -30.0])
+        res = oracles.evaluate(loss, xs)
+        want = _round(-sum(_log_ndtr(x) for x in xs), np.float64)
+        assert float(res.values) == want
+        result = jst_check(lambda x: sp.log_ndtr(x), domain=(-1e3, -21.0))
+    assert result.original.max_error_bits > 8  # the truncated series is caught by the fuzzer
+
+
+def jst_check(fn, domain):
+    import pytest_jaxstab as jst
+
+    return jst.check(fn, shapes=[()], dtype="float64", domain=domain, max_examples=30, seed=0)
+
+
+def _ndtri_ref(p):
+    p = mpmath.mpf(p)
+    if p < mpmath.mpf("1e-100"):  # deep tail: solve ncdf(x) = p on the log scale
+        start = -mpmath.sqrt(-2 * mpmath.log(p))
+        return mpmath.findroot(lambda x: mpmath.log(mpmath.ncdf(x)) - mpmath.log(p), start)
+    return mpmath.sqrt(2) * mpmath.erfinv(2 * p - 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ndtri_is_the_normal_quantile(dtype):
+    # ndtri's body holds bitcast_convert_type, once unsupported; now it is never entered.
+    ps = [1e-30, 1e-10, 0.01, 0.3, 0.5, 0.75, 0.999, 1 - 2.0**-20]
+    if dtype is np.float64:
+        ps += [1e-300, 1 - 2.0**-50]
+    got, certain = _oracle(sp.ndtri, ps, dtype)
+    want = [_round(_ndtri_ref(float(dtype(p))), dtype) for p in ps]
+    assert certain.all()
+    np.testing.assert_array_equal(got, np.asarray(want, dtype))
+
+
+def test_ndtri_edges():
+    got, certain = _oracle(sp.ndtri, [0.0, 1.0, -0.25, 1.5], np.float32)
+    np.testing.assert_array_equal(got, np.asarray([-np.inf, np.inf, np.nan, np.nan], np.float32))
+    assert certain.all()
+
+
+@pytest.mark.parametrize(("fn", "ref", "args"), [
+    (sp.erfcx, lambda x: mpmath.exp(x * x) * mpmath.erfc(x), [-5.0, -0.5, 0.0, 0.5, 3.0, 30.0, 1e5, 1e15,
+                                                              1e300]),
+    (sp.i0, lambda x: mpmath.besseli(0, x), [-50.0, -1.0, 0.0, 1e-3, 2.5, 30.0, 700.0]),
+    (sp.i1, lambda x: mpmath.besseli(1, x), [-50.0, -1.0, 1e-3, 2.5, 30.0, 700.0]),
+    (sp.expi, lambda x: mpmath.ei(x), [-40.0, -1.0, -1e-5, 1e-5, 0.5, 1.0, 40.0, 700.0]),
+    (sp.erfcinv, lambda y: mpmath.erfinv(1 - y), [1e-30, 1e-5, 0.3, 1.0, 1.7, 2 - 2.0**-30]),
+], ids=["erfcx", "i0", "i1", "expi", "erfcinv"])
+def test_special_routines_float64(fn, ref, args):
+    got, certain = _oracle(fn, args, np.float64)
+    want = [_round(ref(mpmath.mpf(x)), np.float64) for x in args]
+    assert certain.all()
+    np.testing.assert_array_equal(got, np.asarray(want))
+
+
+@pytest.mark.parametrize(("fn", "ref"), [
+    (jax.nn.softplus, lambda x: mpmath.log1p(mpmath.exp(x))),
+    (jax.nn.log_sigmoid, lambda x: -mpmath.log1p(mpmath.exp(-x))),
+    (jax.nn.silu, lambda x: x / (1 + mpmath.exp(-x))),
+    (jax.nn.mish, lambda x: x * mpmath.tanh(mpmath.log1p(mpmath.exp(x)))),
+], ids=["softplus", "log_sigmoid", "silu", "mish"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_activations(fn, ref, dtype):
+    args = [-80.0, -20.0, -1.5, 0.0, 1e-8, 0.75, 15.0, 80.0]
+    got, certain = _oracle(fn, args, dtype)
+    want = [_round(ref(mpmath.mpf(float(dtype(x)))), dtype) for x in args]
+    assert certain.all()
+    np.testing.assert_array_equal(got, np.asarray(want, dtype))
+
+
+def test_recognition_names_the_routine_and_its_file():
+    from pytest_jaxstab.oracles._library import routine_name
+
+    def log_ndtr(x):  # a user's function of the same name is not JAX's routine
+        return x * 2.0
+
+    for fn, want in [(sp.log_ndtr, "log_ndtr"), (sp.ndtri, "ndtri"), (jax.nn.softplus, "softplus"),
+                     (jax.jit(log_ndtr), None)]:
+        eqn = jax.make_jaxpr(fn)(0.5).jaxpr.eqns[0]
+        assert routine_name(eqn) == want
+    # and its body is evaluated: 2 * 0.25, not log(Phi(0.25))
+    assert float(oracles.evaluate(jax.jit(log_ndtr), np.float32(0.25)).values) == 0.5
+
+
+# ------------------------------------------------------------------------------------ user routines
+@oracles.define(exact=lambda x: x.exp().log1p())
+def cheap_softplus(x):
+    return jnp.where(x > 20.0, x, jnp.log1p(jnp.exp(x)))
+
+
+def test_defined_routine_is_judged_by_its_definition():
+    def model(x):
+        return cheap_softplus(x) * 1.0
+
+    with jax.enable_x64(True):
+        x = np.array([30.0, 5.0, -3.0])
+        res = oracles.evaluate(model, x)
+        approx = np.asarray(model(x))
+    want = [_round(mpmath.log1p(mpmath.exp(mpmath.mpf(v))), np.float64) for v in x]
+    np.testing.assert_array_equal(np.asarray(res.values), want)
+    # At 30 the approximation drops exp(-30) = 9.4e-14, 26 ulps of 30: over 4 bits.
+    assert float(oracles.error_bits(approx[0], res.values[0])) > 4
+    assert res.values[0] > 30.0
+
+
+def test_define_as_a_call_with_a_name_and_two_arguments():
+    def hypot_approx(a, b):
+        return jnp.abs(a) + jnp.abs(b)  # deliberately wrong: the oracle must not agree with it
+
+    h = oracles.define(hypot_approx, exact=lambda a, b: (a * a + b * b).sqrt(), name="hypot")
+    res = oracles.evaluate(h, np.float32(3.0), np.float32(4.0))
+    assert float(res.values) == 5.0 and bool(res.certain)
+
+
+def test_define_rejects_bad_declarations():
+    with pytest.raises(ArgumentError, match="exact must be"):
+        oracles.define(lambda x: x, exact=3.0)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ArgumentError, match="Python function"):
+        oracles.define(np.sin, exact=lambda x: x.sin())
+
+    def f(x):
+        return x
+
+    g = oracles.define(f, exact=lambda x: 1.0)
+    with pytest.raises(OracleError, match=r"not a flint\.arb ball"):
+        oracles.evaluate(g, np.float32(1.0))
+
+
+def test_defined_exact_may_say_no_real_value():
+    def my_sqrt(x):
+        return jnp.sqrt(x)
+
+    s = oracles.define(my_sqrt, exact=lambda x: x.sqrt() if x >= 0 else None)
+    res = oracles.evaluate(s, np.asarray([-1.0, 4.0], np.float32))
+    np.testing.assert_array_equal(res.values, np.asarray([np.nan, 2.0], np.float32))
+    assert arb(4).sqrt() == 2  # the ball API the declaration uses
