@@ -341,12 +341,13 @@ def define(fn: Callable[..., Any] | None = None, *, exact: Callable[..., Any],
       ArgumentError: ``fn`` or ``exact`` is not a Python function.
 
     Example:
-      >>> import jax.numpy as jnp, numpy as np
+      >>> import jax, jax.numpy as jnp, numpy as np
       >>> from pytest_jaxstab import oracles
       >>> @oracles.define(exact=lambda x: x.exp().log1p())
       ... def my_softplus(x):  # cheap: drops exp(-x) above 20
       ...     return jnp.where(x > 20.0, x, jnp.log1p(jnp.exp(x)))
-      >>> r = oracles.evaluate(my_softplus, np.float64(30.0))
+      >>> with jax.enable_x64(True):
+      ...     r = oracles.evaluate(my_softplus, np.float64(30.0))
       >>> float(r.values) > 30.0  # the function, 30 + 9.4e-14, not the approximation's 30
       True
     """
