@@ -92,7 +92,7 @@ def evaluate_near(closed: Any, args: list[Any], side: int, dtype: Any = None,
     targets = [(target or np.dtype(a.dtype)) if is_float(a.dtype) else None for a in out_avals]
     widths = [_significand_bits(a.dtype) for a in in_avals if is_float(a.dtype)]
     widths += [_significand_bits(t) for t in targets if t is not None]
-    start = max(widths, default=24) + START_MARGIN_BITS + GUARD_BITS
+    start = max(widths, default=24) + START_MARGIN_BITS + GUARD_BITS  # the shift needs these bits
     inputs = []
     k = 0
     for a, av in zip(args, in_avals):
