@@ -219,6 +219,55 @@ def _bessel_i(n: int) -> Callable[[Ball], Ball]:
     return f
 
 
+@_strict
+def _dawsn(x: arb) -> Ball:
+    """Dawson's integral ``sqrt(pi)/2 exp(-x^2) erfi(x)``; odd, ``1/(2x)`` at infinity (0 there)."""
+    if not x.is_finite():
+        return ZERO
+    return arb.pi().sqrt() / 2 * (-(x * x)).exp() * x.erfi()
+
+
+def _nonneg_int(n: arb) -> int | None:
+    v = n.unique_fmpz() if n.is_exact() and n.is_finite() and n >= 0 else None
+    return None if v is None else int(v)
+
+
+@_strict
+def _expn(n: arb, x: arb) -> Ball:
+    """``E_n(x) = int_1^inf exp(-x t) / t^n dt`` for integer ``n >= 0``, ``x >= 0``; NaN elsewhere."""
+    k = _nonneg_int(n)
+    if k is None or x < 0:
+        return None
+    if _is_inf(x, 1):
+        return ZERO
+    if x.is_exact() and x.is_zero():
+        return POS_INF if k <= 1 else arb(1) / (k - 1)
+    if not x > 0:
+        return INDET
+    return x.expint(arb(k))
+
+
+@_strict
+def _hyp1f1(a: arb, b: arb, x: arb) -> Ball:
+    """Kummer's ``1F1(a; b; x)``, finite arguments (a pole at a non-positive integer ``b`` is left
+    undecided)."""
+    if not (a.is_finite() and b.is_finite() and x.is_finite()):
+        return INDET
+    return x.hypgeom_1f1(a, b)
+
+
+@_strict
+def _poch(z: arb, m: arb) -> Ball:
+    """The rising factorial ``Gamma(z + m) / Gamma(z)``, finite arguments."""
+    if not (z.is_finite() and m.is_finite()):
+        return INDET
+    return arb.rising(z, m)
+
+
+def _log1mexp(x: Ball) -> Ball:
+    return F["log"](F["neg"](F["expm1"](F["neg"](x))))
+
+
 def _softplus(x: Ball) -> Ball:
     return F["log1p"](F["exp"](x))
 
@@ -247,12 +296,17 @@ BUILTIN: dict[tuple[str, str], Routine] = {
     (_SPECIAL, "_erfcinv"): Routine("erfcinv", _erfcinv, 1, "jax.scipy.special"),
     (_SPECIAL, "_erfcx"): Routine("erfcx", _erfcx, 1, "jax.scipy.special"),
     (_SPECIAL, "expi"): Routine("expi", _expi, 1, "jax.scipy.special"),
+    (_SPECIAL, "_dawsn"): Routine("dawsn", _dawsn, 1, "jax.scipy.special"),
+    (_SPECIAL, "_expn"): Routine("expn", _expn, 2, "jax.scipy.special"),
+    (_SPECIAL, "hyp1f1"): Routine("hyp1f1", _hyp1f1, 3, "jax.scipy.special"),
+    (_SPECIAL, "poch"): Routine("poch", _poch, 2, "jax.scipy.special"),
     (_NUMPY, "i0_impl"): Routine("i0", _bessel_i(0), 1, "jax.scipy.special"),
     (_NUMPY, "_i1"): Routine("i1", _bessel_i(1), 1, "jax.scipy.special"),
     (_NN, "softplus"): Routine("softplus", _softplus, 1, "jax.nn"),
     (_NN, "log_sigmoid"): Routine("log_sigmoid", _log_sigmoid, 1, "jax.nn"),
     (_NN, "silu"): Routine("silu", _silu, 1, "jax.nn"),
     (_NN, "mish"): Routine("mish", _mish, 1, "jax.nn"),
+    (_NN, "log1mexp"): Routine("log1mexp", _log1mexp, 1, "jax.nn"),
 }
 
 #: Routines declared with :func:`define`: ``(function name, file, first line) -> Routine``.
