@@ -183,7 +183,7 @@ def callee(eqn: Eqn) -> tuple[str, str, int] | None:
 
     For ``jit`` (``pjit``) and the primal body of ``custom_jvp``/``custom_vjp`` calls: JAX records the
     traced function's source in the body's debug info (``"log_ndtr at .../special.py:1864"``). None for
-    any other equation, or when JAX recorded no source.
+    any other equation, when JAX recorded no source, or for a transformed copy of the call.
     """
     name = primitive_name(eqn)
     if name in CUSTOM_DERIVATIVES:
@@ -195,6 +195,10 @@ def callee(eqn: Eqn) -> tuple[str, str, int] | None:
     info = getattr(body.jaxpr, "debug_info", None)
     src = getattr(info, "func_src_info", None)
     if not isinstance(src, str) or " at " not in src:
+        return None
+    if getattr(info, "arg_names", None) is None:
+        # A transformed copy (a linearized or transposed ``jit``) keeps the function's source but
+        # not its argument names: it computes something else (residuals, cotangents).
         return None
     fname, _, where = src.rpartition(" at ")
     file, _, line = where.rpartition(":")

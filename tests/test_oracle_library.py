@@ -225,7 +225,11 @@ def test_defined_exact_may_say_no_real_value():
     (sp.ndtri, 1e-10, lambda p: 1 / mpmath.npdf(mpmath.sqrt(2) * mpmath.erfinv(2 * p - 1))),
     (sp.erfcx, 30.0, lambda x: 2 * x * mpmath.exp(x * x) * mpmath.erfc(x) - 2 / mpmath.sqrt(mpmath.pi)),
     (jax.nn.softplus, 0.0, lambda x: 1 / (1 + mpmath.exp(-x))),
-], ids=["log_ndtr-20", "log_ndtr-1e5", "ndtri", "erfcx", "softplus"])
+    # silu's linearized and transposed copies keep its name and source: they must not be mistaken
+    # for silu itself (d/dx x s(x) = s(x) (1 + x (1 - s(x))), s the logistic function)
+    (jax.nn.silu, 1.5, lambda x: (1 / (1 + mpmath.exp(-x))) * (1 + x * (1 - 1 / (1 + mpmath.exp(-x))))),
+    (jax.nn.log_sigmoid, -3.0, lambda x: 1 - 1 / (1 + mpmath.exp(-x))),
+], ids=["log_ndtr-20", "log_ndtr-1e5", "ndtri", "erfcx", "softplus", "silu", "log_sigmoid"])
 def test_routine_gradients_are_the_derivatives_of_the_mathematics(fn, x, ref):
     # The routines' derivative rules are formulas in the routines themselves, which the oracle now
     # evaluates by their mathematics: the gradient's reference is the exact derivative up to the float
@@ -278,3 +282,12 @@ def test_hyp1f1_of_jax_is_judged_wrong_where_it_is():
     s20 = mpmath.sqrt(20)
     assert float(res.values) == _round(mpmath.sqrt(mpmath.pi) / 2 * mpmath.erf(s20) / s20, np.float64)
     assert float(oracles.error_bits(got, res.values)) > 20
+
+
+def test_a_defined_approximation_fails_its_check():
+    import pytest_jaxstab as jst
+
+    result = jst.check(cheap_softplus, shapes=[()], dtype="float64", domain=(20.5, 35.0), max_examples=30,
+                       seed=0, judge="accuracy")
+    # above 20 the code returns x; log(1 + e^x) = x + e^-x differs by up to e^-20.5 / ulp(20.5) ~ 348 ulps
+    assert result.outcome == "failed" and result.original.max_error_bits > 6
