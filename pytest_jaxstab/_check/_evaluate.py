@@ -8,6 +8,7 @@ with ``atol``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -189,7 +190,10 @@ class Evaluator:
             sure.append(np.broadcast_to(np.asarray(certain[i], dtype=bool), e.shape))
         limits, kinks = 0, [np.zeros(e.shape, bool) for e in exact]
         if self.derivative or any(bool((s & np.isnan(e)).any()) for s, e in zip(sure, exact)):
-            exact, sure, limits, kinks = self._limits(args, exact, sure)
+            # Where the neighbours cannot be evaluated (a loop that does not end there), the value at
+            # the point stands, as before limits existed.
+            with contextlib.suppress(JaxstabError):
+                exact, sure, limits, kinks = self._limits(args, exact, sure)
         # NaN is "outside the real domain" only where proven; an uncertain element's value is a guess.
         discarded = any(bool((s & np.isnan(e) & ~k).any()) for s, e, k in zip(sure, exact, kinks))
         uncertain = any(bool((~s & ~k).any()) for s, k in zip(sure, kinks))
