@@ -39,7 +39,7 @@ from .._errors import ArgumentError, OracleError
 from ._arb import FUNCTIONS as F
 from ._common import INDET, NEG_INF, POS_INF, ZERO, ints_to_arb, is_float, out_aval
 
-__all__ = ["BUILTIN", "Routine", "define", "lookup", "routine_name"]
+__all__ = ["BUILTIN", "EXACT_BODIES", "NOT_COVERED", "Routine", "define", "lookup", "routine_name"]
 
 Ball = Any
 
@@ -53,12 +53,14 @@ class Routine:
       exact: the scalar function on balls (see the module docstring).
       nargs: how many inputs it takes.
       origin: where it comes from (``jax.scipy.special``, ``jax.nn``, or ``user``).
+      nout: how many results (``exact`` then returns a tuple of balls: ``sici``, ``fresnel``).
     """
 
     name: str
     exact: Callable[..., Ball]
     nargs: int
     origin: str
+    nout: int = 1
 
 
 # ------------------------------------------------------------------------------------ ball helpers
@@ -264,6 +266,34 @@ def _poch(z: arb, m: arb) -> Ball:
     return arb.rising(z, m)
 
 
+def _sici(x: Ball) -> tuple[Ball, Ball]:
+    """``(Si(x), Ci(|x|))``: JAX (as SciPy) gives the real part of ``Ci`` for ``x < 0``."""
+    if x is None:
+        return None, None
+    if x.is_nan() or (not x.is_finite() and not x.is_exact()):
+        return INDET, INDET
+    if not x.is_finite():
+        half_pi = arb.pi() / 2
+        return (half_pi if x > 0 else -half_pi), ZERO
+    if x.is_exact() and x.is_zero():
+        return ZERO, NEG_INF
+    if x.contains(0):
+        return x.si(), INDET
+    return x.si(), abs(x).ci()
+
+
+def _fresnel(x: Ball) -> tuple[Ball, Ball]:
+    """``(S(x), C(x))``, normalised: ``S(x) = int_0^x sin(pi t^2 / 2) dt``; +-1/2 at +-inf."""
+    if x is None:
+        return None, None
+    if x.is_nan() or (not x.is_finite() and not x.is_exact()):
+        return INDET, INDET
+    if not x.is_finite():
+        h = arb(0.5) if x > 0 else arb(-0.5)
+        return h, h
+    return x.fresnel_s(), x.fresnel_c()
+
+
 def _log1mexp(x: Ball) -> Ball:
     return F["log"](F["neg"](F["expm1"](F["neg"](x))))
 
@@ -297,6 +327,9 @@ BUILTIN: dict[tuple[str, str], Routine] = {
     (_SPECIAL, "_erfcx"): Routine("erfcx", _erfcx, 1, "jax.scipy.special"),
     (_SPECIAL, "expi"): Routine("expi", _expi, 1, "jax.scipy.special"),
     (_SPECIAL, "_dawsn"): Routine("dawsn", _dawsn, 1, "jax.scipy.special"),
+    (_SPECIAL, "sici"): Routine("sici", _sici, 1, "jax.scipy.special", nout=2),
+    ("jax/_src/third_party/scipy/special.py", "fresnel"): Routine("fresnel", _fresnel, 1, "jax.scipy.special",
+                                                                  nout=2),
     (_SPECIAL, "_expn"): Routine("expn", _expn, 2, "jax.scipy.special"),
     (_SPECIAL, "hyp1f1"): Routine("hyp1f1", _hyp1f1, 3, "jax.scipy.special"),
     (_SPECIAL, "poch"): Routine("poch", _poch, 2, "jax.scipy.special"),
@@ -307,6 +340,33 @@ BUILTIN: dict[tuple[str, str], Routine] = {
     (_NN, "silu"): Routine("silu", _silu, 1, "jax.nn"),
     (_NN, "mish"): Routine("mish", _mish, 1, "jax.nn"),
     (_NN, "log1mexp"): Routine("log1mexp", _log1mexp, 1, "jax.nn"),
+}
+
+#: Calls of JAX's own code that the oracle evaluates through their bodies because the body *is* the
+#: mathematics (a formula, a convention such as ``xlogy(0, y) = 0``, a generic ``jnp`` helper): the
+#: exact evaluation of the body is the function. ``name -> why``.
+EXACT_BODIES: dict[str, str] = {
+    **dict.fromkeys(("_where", "clip", "cumsum", "fmod", "isinf", "remainder", "signbit", "polyval",
+                     "gammasgn"), "a jnp helper: exact operations, the same function in exact arithmetic"),
+    **dict.fromkeys(("logaddexp", "logit", "xlogy", "xlog1py", "_xlogx", "_rel_entr"),
+                    "a closed formula, with the documented convention at 0 (0 log 0 = 0)"),
+    **dict.fromkeys(("relu", "relu6", "celu", "elu", "selu", "leaky_relu", "hard_sigmoid", "hard_silu",
+                     "hard_tanh", "identity", "soft_sign", "sparse_plus", "sparse_sigmoid", "squareplus"),
+                    "a jax.nn activation defined by its formula (piecewise: the ties are the definition)"),
+    **dict.fromkeys(("log_softmax", "logmeanexp", "standardize"),
+                    "a reduction along an axis written as its formula (not elementwise)"),
+    "zeta": "wraps the zeta primitive, which the oracle evaluates by its mathematics",
+    "_erfcinv_impl": "inside erfcinv, which is evaluated by its mathematics and never entered",
+}
+
+#: JAX routines whose bodies are approximations the oracle still evaluates exactly (so their own error
+#: is not seen), with the reason. ``name -> why``.
+NOT_COVERED: dict[str, str] = {
+    "_owens_t_impl": "owens_t: Arb has no Owen's T function; a rigorous quadrature is not written yet",
+    "_piecewise": "spence: JAX names the call only `_piecewise`, shared with other code, so it cannot "
+                  "be recognised",
+    "_wofz": "wofz: a complex function (the Faddeeva function); the oracle is real-valued",
+    "sincospisquaredhalf": "inside fresnel, which is evaluated by its mathematics and never entered",
 }
 
 #: Routines declared with :func:`define`: ``(function name, file, first line) -> Routine``.
@@ -337,7 +397,8 @@ def _called_as_itself(routine: Routine, eqn: Any) -> bool:
     n = len(eqn.invars)
     if _compat.primitive_name(eqn) != "jit":
         n -= _compat.custom_call_parts(eqn)[1]
-    return n == routine.nargs and len(eqn.outvars) == 1 and is_float(out_aval(eqn).dtype)
+    return (n == routine.nargs and len(eqn.outvars) == routine.nout
+            and all(is_float(out_aval(eqn, i).dtype) for i in range(routine.nout)))
 
 
 def routine_name(eqn: Any) -> str | None:
@@ -348,7 +409,7 @@ def routine_name(eqn: Any) -> str | None:
 
 @functools.cache
 def _vectorised(routine: Routine) -> np.ufunc:
-    return np.frompyfunc(routine.exact, routine.nargs, 1)
+    return np.frompyfunc(routine.exact, routine.nargs, routine.nout)
 
 
 def evaluate_call(routine: Routine, eqn: Any, args: tuple[np.ndarray, ...]) -> list[np.ndarray]:
@@ -358,8 +419,8 @@ def evaluate_call(routine: Routine, eqn: Any, args: tuple[np.ndarray, ...]) -> l
         operands = operands[_compat.custom_call_parts(eqn)[1]:]
     balls = [x if x.dtype == object else ints_to_arb(x) for x in operands]
     out = _vectorised(routine)(*balls)
-    out = np.asarray(out, dtype=object) if isinstance(out, np.ndarray) else _scalar(out)
-    return [out]
+    outs = list(out) if routine.nout > 1 else [out]
+    return [np.asarray(o, dtype=object) if isinstance(o, np.ndarray) else _scalar(o) for o in outs]
 
 
 def _scalar(v: Any) -> np.ndarray:
