@@ -344,3 +344,30 @@ def test_every_jax_routine_is_covered_or_listed_with_a_reason():
     assert "log_ndtr" in called and "softplus" in called  # the enumeration sees the routines
     missing = {name: sorted(users) for name, users in called.items() if name not in known}
     assert not missing, f"JAX routines neither evaluated by their mathematics nor listed: {missing}"
+
+
+def _owens_t_ref(h, a):
+    h, a = mpmath.mpf(h), mpmath.mpf(a)
+    if mpmath.isinf(a):
+        return mpmath.sign(a) * mpmath.erfc(abs(h) / mpmath.sqrt(2)) / 4
+    integral = mpmath.quad(lambda x: mpmath.exp(-h * h * (1 + x * x) / 2) / (1 + x * x), [0, a])
+    return integral / (2 * mpmath.pi)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_owens_t_by_rigorous_quadrature(dtype):
+    pairs = [(0.5, 0.3), (-2.0, 1.0), (10.0, -0.5), (0.1, 100.0), (1e-3, 1e-3), (3.0, np.inf), (5.0, 0.0)]
+    hs, as_ = (np.asarray(c, dtype) for c in zip(*pairs))
+    with jax.enable_x64(dtype is np.float64), mpmath.workprec(300):
+        res = oracles.evaluate(sp.owens_t, hs, as_)
+        want = [_round(_owens_t_ref(float(h), float(a)), dtype) for h, a in zip(hs, as_)]
+    assert np.asarray(res.certain).all()
+    np.testing.assert_array_equal(res.values, np.asarray(want, dtype))
+
+
+def test_owens_t_of_computed_balls():
+    # h = x / 3 and a = x * x are inexact balls: the derivative bounds cover their radii
+    with jax.enable_x64(True), mpmath.workprec(300):
+        res = oracles.evaluate(lambda x: sp.owens_t(x / 3.0, x * x), np.float64(1.1))
+        want = _round(_owens_t_ref(mpmath.mpf(1.1) / 3, mpmath.mpf(1.1) ** 2), np.float64)
+    assert bool(res.certain) and float(res.values) == want
