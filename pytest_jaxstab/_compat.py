@@ -207,6 +207,22 @@ def callee(eqn: Eqn) -> tuple[str, str, int] | None:
     return fname, file, int(line)
 
 
+def leading_consts(eqn: Eqn) -> int:
+    """How many leading operands of a call are constants of its function rather than its arguments:
+    ``num_consts`` of a custom_jvp/vjp call, or, where a transformation folded them into ordinary
+    operands (``num_consts=0`` in a derivative program), the leading operands JAX left unnamed."""
+    name = primitive_name(eqn)
+    n = custom_call_parts(eqn)[1] if name in CUSTOM_DERIVATIVES else 0
+    if n or not (name in CUSTOM_DERIVATIVES or name == "jit"):
+        return n
+    body = custom_call_parts(eqn)[0] if name in CUSTOM_DERIVATIVES else as_closed(eqn.params["jaxpr"])
+    names = getattr(getattr(body.jaxpr, "debug_info", None), "arg_names", None) or ()
+    for k, arg in enumerate(names):
+        if arg:
+            return k
+    return 0
+
+
 # ------------------------------------------------------------------------------------ sub-jaxprs
 class Site(NamedTuple):
     """Where a sub-jaxpr sits in an equation's params: ``params[key]`` or ``params[key][index]``."""

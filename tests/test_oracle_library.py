@@ -371,3 +371,20 @@ def test_owens_t_of_computed_balls():
         res = oracles.evaluate(lambda x: sp.owens_t(x / 3.0, x * x), np.float64(1.1))
         want = _round(_owens_t_ref(mpmath.mpf(1.1) / 3, mpmath.mpf(1.1) ** 2), np.float64)
     assert bool(res.certain) and float(res.values) == want
+
+
+def test_routine_recognised_when_a_transformation_folds_its_consts():
+    # dawsn's call carries its coefficient tables as consts; in the derivative program JAX passes
+    # them as ordinary operands (num_consts=0). d/dx F(x) = 1 - 2 x F(x), F Dawson's integral.
+    from pytest_jaxstab import _compat
+    from pytest_jaxstab._check._gradient import derivative_program
+    from pytest_jaxstab.oracles._library import routine_name
+
+    with jax.enable_x64(True):
+        closed, _, _ = _compat.trace(sp.dawsn, np.float64(2.5))
+        grad = derivative_program(closed, [0])
+        assert any(routine_name(e) == "dawsn" for _, e in _compat.walk(grad))
+        res = oracles.evaluate(grad, np.float64(2.5))
+    x = mpmath.mpf(2.5)
+    dawson = mpmath.sqrt(mpmath.pi) / 2 * mpmath.exp(-x * x) * mpmath.erfi(x)
+    assert float(res.values[0]) == _round(1 - 2 * x * dawson, np.float64)

@@ -424,9 +424,7 @@ def _called_as_itself(routine: Routine, eqn: Any) -> bool:
     """Whether the call has the routine's own signature: ``nargs`` operands, one real result. JAX's
     transformations keep the name on calls of other signatures (a linearized ``softplus`` returning
     residuals too): those are evaluated through their bodies."""
-    n = len(eqn.invars)
-    if _compat.primitive_name(eqn) != "jit":
-        n -= _compat.custom_call_parts(eqn)[1]
+    n = len(eqn.invars) - _compat.leading_consts(eqn)
     return (n == routine.nargs and len(eqn.outvars) == routine.nout
             and all(is_float(out_aval(eqn, i).dtype) for i in range(routine.nout)))
 
@@ -444,9 +442,7 @@ def _vectorised(routine: Routine) -> np.ufunc:
 
 def evaluate_call(routine: Routine, eqn: Any, args: tuple[np.ndarray, ...]) -> list[np.ndarray]:
     """The routine's exact values on the call's operands (balls), broadcast as the call's result."""
-    operands = list(args)
-    if _compat.primitive_name(eqn) != "jit":  # custom_jvp/vjp calls pass their consts first
-        operands = operands[_compat.custom_call_parts(eqn)[1]:]
+    operands = list(args)[_compat.leading_consts(eqn):]  # calls may pass their function's consts first
     balls = [x if x.dtype == object else ints_to_arb(x) for x in operands]
     out = _vectorised(routine)(*balls)
     outs = list(out) if routine.nout > 1 else [out]
