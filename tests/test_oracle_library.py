@@ -126,7 +126,7 @@ def test_ndtri_edges():
                                                               1e300]),
     (sp.i0, lambda x: mpmath.besseli(0, x), [-50.0, -1.0, 0.0, 1e-3, 2.5, 30.0, 700.0]),
     (sp.i1, lambda x: mpmath.besseli(1, x), [-50.0, -1.0, 1e-3, 2.5, 30.0, 700.0]),
-    (sp.expi, lambda x: mpmath.ei(x), [-40.0, -1.0, -1e-5, 1e-5, 0.5, 1.0, 40.0, 700.0]),
+    (sp.expi, lambda x: mpmath.ei(x), [-40.0, -1.0, -1e-5, 1e-5, 0.5, 1.0, 40.0, 700.0, 1e300]),
     (sp.erfcinv, lambda y: mpmath.erfinv(1 - y), [1e-30, 1e-5, 0.3, 1.0, 1.7, 2 - 2.0**-30]),
 ], ids=["erfcx", "i0", "i1", "expi", "erfcinv"])
 def test_special_routines_float64(fn, ref, args):

@@ -444,7 +444,8 @@ def evaluate_call(routine: Routine, eqn: Any, args: tuple[np.ndarray, ...]) -> l
     """The routine's exact values on the call's operands (balls), broadcast as the call's result."""
     operands = list(args)[_compat.leading_consts(eqn):]  # calls may pass their function's consts first
     balls = [x if x.dtype == object else ints_to_arb(x) for x in operands]
-    out = _vectorised(routine)(*balls)
+    with np.errstate(all="ignore"):  # Arb's internals may raise the FPU's flags; numpy reports them
+        out = _vectorised(routine)(*balls)
     outs = list(out) if routine.nout > 1 else [out]
     return [np.asarray(o, dtype=object) if isinstance(o, np.ndarray) else _scalar(o) for o in outs]
 
