@@ -76,6 +76,17 @@ def test_log_ndtr_at_minus_20_is_judged_against_the_true_value():
     assert bits > 16
 
 
+def test_log_ndtr_of_jax_near_one_is_judged_wrong():
+    # Phi(5) = 1 - 2.87e-7: JAX takes log(ndtr(5)) of a value rounded near 1, which keeps ~36 of the
+    # result's 53 bits (the rounding of 1 - 2.87e-7 is 1.1e-16, 3.9e-10 of the result): ~19 bits off.
+    with jax.enable_x64(True):
+        x = np.float64(5.0)
+        res = oracles.evaluate(sp.log_ndtr, x)
+        got = np.float64(sp.log_ndtr(x))
+    assert float(res.values) == _round(_log_ndtr(5.0), np.float64)
+    assert float(oracles.error_bits(got, res.values)) > 15
+
+
 def test_log_ndtr_inside_a_user_function_and_in_a_check():
     def loss(x):
         return -jnp.sum(sp.log_ndtr(x))
