@@ -38,7 +38,7 @@ What the oracle evaluates is the mathematics the program stands for. A call to a
 (``jax.scipy.special.log_ndtr``, ``ndtri``, the ``jax.nn`` activations, ...) is evaluated by its
 definition, not by the approximation in its body (``_library``); users declare their own routines with
 :func:`define`. ``jst.check`` also takes limits where a value is undefined and derivatives at JAX's
-ties from the exact neighbours of the point (``_limits``; docs/architecture.md, "What exact means").
+ties from the exact neighbours of the point (``_limits``; docs/architecture.md, "The oracle").
 
 mpmath keeps two roles: ``OracleResult.exact`` hands out the exact values as ``mpmath.mpf`` (the
 midpoint of each final ball), and the test suite checks the oracle against mpmath at 6000 bits.
