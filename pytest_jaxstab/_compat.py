@@ -178,6 +178,51 @@ def eqn_name(eqn: Eqn) -> str:
     return f"{name}({label})" if label else name
 
 
+def callee(eqn: Eqn) -> tuple[str, str, int] | None:
+    """``(function name, file, first line)`` of the Python function a call equation wraps.
+
+    For ``jit`` (``pjit``) and the primal body of ``custom_jvp``/``custom_vjp`` calls: JAX records the
+    traced function's source in the body's debug info (``"log_ndtr at .../special.py:1864"``). None for
+    any other equation, when JAX recorded no source, or for a transformed copy of the call.
+    """
+    name = primitive_name(eqn)
+    if name in CUSTOM_DERIVATIVES:
+        body = custom_call_parts(eqn)[0]
+    elif name == "jit" and "jaxpr" in eqn.params:
+        body = as_closed(eqn.params["jaxpr"])
+    else:
+        return None
+    info = getattr(body.jaxpr, "debug_info", None)
+    src = getattr(info, "func_src_info", None)
+    if not isinstance(src, str) or " at " not in src:
+        return None
+    if getattr(info, "arg_names", None) is None:
+        # A transformed copy (a linearized or transposed ``jit``) keeps the function's source but
+        # not its argument names: it computes something else (residuals, cotangents).
+        return None
+    fname, _, where = src.rpartition(" at ")
+    file, _, line = where.rpartition(":")
+    if not file or not line.isdigit():
+        return None
+    return fname, file, int(line)
+
+
+def leading_consts(eqn: Eqn) -> int:
+    """How many leading operands of a call are constants of its function rather than its arguments:
+    ``num_consts`` of a custom_jvp/vjp call, or, where a transformation folded them into ordinary
+    operands (``num_consts=0`` in a derivative program), the leading operands JAX left unnamed."""
+    name = primitive_name(eqn)
+    n = custom_call_parts(eqn)[1] if name in CUSTOM_DERIVATIVES else 0
+    if n or not (name in CUSTOM_DERIVATIVES or name == "jit"):
+        return n
+    body = custom_call_parts(eqn)[0] if name in CUSTOM_DERIVATIVES else as_closed(eqn.params["jaxpr"])
+    names = getattr(getattr(body.jaxpr, "debug_info", None), "arg_names", None) or ()
+    for k, arg in enumerate(names):
+        if arg:
+            return k
+    return 0
+
+
 # ------------------------------------------------------------------------------------ sub-jaxprs
 class Site(NamedTuple):
     """Where a sub-jaxpr sits in an equation's params: ``params[key]`` or ``params[key][index]``."""

@@ -36,7 +36,7 @@ from ..rewrites._rule import resolve
 from ..strategies._domain import per_argument_domains
 from ..strategies._scenario import scenarios
 from ._complex_case import split_complex
-from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes
+from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes, uniform_undefined_share
 from ._explore import Runner, fits
 from ._gradient import derivative_case, with_gradient
 from ._localize import local_error_records
@@ -187,7 +187,7 @@ def check(
         if derivative:
             prepared, rewritten = derivative_case(prepared, rewritten)
         evaluator = Evaluator(prepared.closed, rewritten, prepared.judged_outputs, atol, prof, judge,
-                              float(tolerance_bits))
+                              float(tolerance_bits), derivative)
         # One run inside the domain, not counted: compiles both variants and surfaces an oracle that
         # cannot evaluate the program (UnsupportedPrimitive) before Hypothesis starts. Not on zeros: a
         # loop may only end for inputs of its domain (while v < 1e6: v *= 2 never ends from 0).
@@ -253,6 +253,8 @@ def check(
         result.message = failure_message(result, minimal, names, applied)
     else:
         result.note = passing_note(result)
+    acc.judge_domain(result, domain,  # limits, kinks, and a function undefined on its domain
+                     lambda: uniform_undefined_share(evaluator, domains, shape_list, dt))
     prof["examples"] = float(acc.samples)
     prof["total"] = time.perf_counter() - start
     return result

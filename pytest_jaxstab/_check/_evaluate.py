@@ -8,6 +8,7 @@ with ``atol``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -18,12 +19,15 @@ import jax
 import numpy as np
 
 from .. import _compat
-from .._dtypes import component_dtype, dtype_info
+from .._dtypes import component_dtype, dtype_info, from_ordinal
 from .._errors import JaxstabError
+from .._primitives import DISCONTINUOUS
 from .._results import Point, VariantStats, Witness
 from ..oracles import evaluate
+from ..oracles._limits import confirm, evaluate_near, resolve
 from ..oracles._metrics import error_bits
 from ._conditioning import conditioning_ulps, reduction_terms
+from ._trace import x64_scope
 from ._verdict import judge_elements
 
 __all__ = ["VARIANTS", "Accumulator", "Evaluator", "SampleResult", "VariantScore", "StageTimes"]
@@ -33,6 +37,11 @@ VARIANTS: tuple[str, str] = ("original", "rewritten")
 _KEEP_WORST = 2
 # At most this many plot points per case: enough for a scatter plot, small enough for a JSON report.
 _MAX_POINTS = 1000
+#: A case fails when the exact function has no real value (nor a limit) on more than this share of its
+#: inputs: the declared domain is then not the function's. Hypothesis's boundary draws (zeros, signed
+#: infinities, values at a division's pole) stay well below it; a function undefined on a real part of
+#: its domain (sqrt or log over (-a, a): about half) does not.
+MAX_UNDEFINED_SHARE = 0.2
 
 
 class StageTimes(dict[str, float]):
@@ -82,9 +91,11 @@ class SampleResult:
     args: tuple[np.ndarray, ...]
     exact: list[np.ndarray]
     outcomes: dict[str, VariantScore]
-    discarded: bool  # some output element has no real exact result
+    discarded: bool  # some output element has no real exact result (nor a limit)
     uncertain: bool  # some output element never settled in the oracle
     judged_elements: int
+    limits: int = 0  # output elements judged against a limit (oracles/_limits.py)
+    kinks: int = 0  # derivative elements where the function has a kink: no derivative, not judged
 
     @property
     def magnitude(self) -> float:
@@ -123,7 +134,8 @@ class Evaluator:
     """
 
     def __init__(self, closed: Any, rewritten: Any, judged_outputs: Sequence[int], atol: float | None,
-                 profile: StageTimes, judge: str = "accuracy", tolerance_bits: float = 8.0) -> None:
+                 profile: StageTimes, judge: str = "accuracy", tolerance_bits: float = 8.0,
+                 derivative: bool = False) -> None:
         self._evaluate = evaluate
         self._error_bits = error_bits
         self.closed = closed
@@ -140,6 +152,10 @@ class Evaluator:
         self.judge = judge
         self.tolerance_bits = float(tolerance_bits)
         self.terms = reduction_terms(closed) if judge == "stability" else 1
+        # A derivative program with decisions (ties of max/min, abs's sign, where) is also evaluated at
+        # its inputs' neighbours: its value at a tie is JAX's rule, not the function's derivative.
+        self.derivative = derivative and any(
+            _compat.primitive_name(e) in _TIE_PRIMITIVES for _, e in _compat.walk(closed))
 
     def __call__(self, args: Sequence[np.ndarray]) -> SampleResult:
         return self.run(*self.prepare(args))
@@ -178,9 +194,15 @@ class Evaluator:
             # with like (a no-op when it did).
             exact.append(e if e.dtype == dtype else e.astype(dtype))
             sure.append(np.broadcast_to(np.asarray(certain[i], dtype=bool), e.shape))
+        limits, kinks = 0, [np.zeros(e.shape, bool) for e in exact]
+        if self.derivative or any(bool((s & np.isnan(e)).any()) for s, e in zip(sure, exact)):
+            # Where the neighbours cannot be evaluated (a loop that does not end there), the value at
+            # the point stands, as before limits existed.
+            with contextlib.suppress(JaxstabError):
+                exact, sure, limits, kinks = self._limits(args, exact, sure)
         # NaN is "outside the real domain" only where proven; an uncertain element's value is a guess.
-        discarded = any(bool((s & np.isnan(e)).any()) for s, e in zip(sure, exact))
-        uncertain = any(bool((~s).any()) for s in sure)
+        discarded = any(bool((s & np.isnan(e) & ~k).any()) for s, e, k in zip(sure, exact, kinks))
+        uncertain = any(bool((~s & ~k).any()) for s, k in zip(sure, kinks))
         judged_elements = sum(int((s & ~np.isnan(e)).sum()) for s, e in zip(sure, exact))
         outcomes = {v: self._score(outputs[v], exact, sure) for v in VARIANTS}
         self.profile.add("run", t1 - t0)
@@ -188,7 +210,43 @@ class Evaluator:
         self.profile.add("metrics", time.perf_counter() - t2)
         if self.judge == "stability":
             self._stability(args, exact, outcomes)
-        return SampleResult(args, exact, outcomes, discarded, uncertain, judged_elements)
+        return SampleResult(args, exact, outcomes, discarded, uncertain, judged_elements, limits,
+                            sum(int(k.sum()) for k in kinks))
+
+    def _limits(self, args: tuple[np.ndarray, ...], exact: list[np.ndarray], sure: list[np.ndarray]
+                ) -> tuple[list[np.ndarray], list[np.ndarray], int, list[np.ndarray]]:
+        """The references where the exact value at ``args`` is not the function's (``_limits``): a
+        limit where the value is undefined; in a derivative, the limit at a tie, and kinks.
+
+        The right-hand neighbour comes first: where every element is defined and the right-hand value
+        equals the value at ``args`` (the common case), there is nothing to resolve. That misses only a
+        kink whose right-hand derivative is the one JAX's rule picked, which is judged against that
+        value (the verdict a kink gets anyway: not failed), not counted as a kink."""
+        plus = evaluate_near(self.closed, list(args), 1)
+        if not any(bool((s & np.isnan(e)).any()) for s, e in zip(sure, exact)) and all(
+                bool((np.asarray(plus.certain[i]) & _same_value(np.asarray(plus.values[i]), e)).all())
+                for i, e in zip(self.judged_outputs, exact)):
+            return exact, sure, 0, [np.zeros(e.shape, bool) for e in exact]
+        near = [plus, evaluate_near(self.closed, list(args), -1)]
+        out_e, out_s, out_k, count = [], [], [], 0
+        second: list[Any] | None = None
+        for j, i in enumerate(self.judged_outputs):
+            (p, pc), (m, mc) = ((np.asarray(r.values[i]).astype(exact[j].dtype), np.asarray(r.certain[i]))
+                                for r in near)
+            r = resolve(exact[j], sure[j], p, pc, m, mc, derivative=self.derivative)
+            if r.limits.any():  # a limit is taken only when a second direction of approach agrees
+                if second is None:
+                    second = [evaluate_near(self.closed, list(args), side, staggered=True)
+                              for side in (1, -1)]
+                (p, pc), (m, mc) = ((np.asarray(q.values[i]).astype(exact[j].dtype), np.asarray(q.certain[i]))
+                                    for q in second)
+                r = confirm(r, resolve(exact[j], sure[j], p, pc, m, mc, derivative=self.derivative),
+                            exact[j], derivative=self.derivative)
+            out_e.append(r.values)
+            out_s.append(r.certain & ~r.kinks)
+            out_k.append(r.kinks)
+            count += int(r.limits.sum())
+        return out_e, out_s, count, out_k
 
     def _stability(self, args: tuple[np.ndarray, ...], exact: list[np.ndarray],
                    outcomes: dict[str, VariantScore]) -> None:
@@ -261,6 +319,8 @@ class Accumulator:
         self.samples = 0
         self.discarded = 0
         self.uncertain = 0
+        self.limits = 0  # inputs with an element judged against a limit
+        self.kinks = 0  # inputs with a derivative element at a kink (not judged)
         self._max = dict.fromkeys(VARIANTS, 0.0)
         self._beyond = dict.fromkeys(VARIANTS, 0.0)  # max judged bits (beyond conditioning, or forward)
         self._cond = dict.fromkeys(VARIANTS, 0.0)  # conditioning bits at the input of largest forward error
@@ -297,6 +357,8 @@ class Accumulator:
         self.samples += 1
         self.discarded += ex.discarded
         self.uncertain += ex.uncertain
+        self.limits += ex.limits > 0
+        self.kinks += ex.kinks > 0
         if self.first is None:
             self.first = ex
         for v in VARIANTS:
@@ -326,6 +388,42 @@ class Accumulator:
             self.points.append(Point(ex.magnitude, ex.outcomes["original"].bits,
                                      ex.outcomes["rewritten"].bits))
         return True
+
+    def judge_domain(self, result: Any, domain: Any, probe: Any = None) -> None:
+        """Says where the exact value was a limit or did not exist, on ``result`` (a ``CaseResult``);
+        fails it when the function is undefined on more than :data:`MAX_UNDEFINED_SHARE` of its inputs,
+        or of its domain by measure: ``probe()`` (called only when some input was undefined) gives the
+        share among inputs drawn uniformly over the domain (:func:`uniform_undefined_share`), since
+        the fuzzer's draws crowd every binade and so under-sample ``|x| > 2`` in ``(-4, 4)``."""
+        notes = []
+        if self.limits:
+            notes.append(f"{self.limits} input(s) where the exact value is undefined at the point (0*log(0), "
+                         "0/0, a removable singularity, or a derivative at a tie of max/abs) were judged "
+                         "against its limit there.")
+        if self.kinks:
+            notes.append(f"{self.kinks} input(s) sit on a kink of the function (the derivative differs on "
+                         "the two sides): no derivative exists there, those elements are not judged.")
+        share = self.discarded / self.samples if self.samples else 0.0
+        where = f"{self.discarded} of {self.samples} inputs drawn"
+        if share <= MAX_UNDEFINED_SHARE and self.discarded and probe is not None:
+            measured = probe()
+            if measured is not None and measured[0] / measured[1] > share:
+                share = measured[0] / measured[1]
+                where = f"{measured[0]} of {measured[1]} inputs drawn uniformly over the domain"
+        if share > MAX_UNDEFINED_SHARE:
+            result.outcome = "failed"
+            result.judged_stats.verdict = "fail"
+            head = (f"{result.nodeid}: the exact function has no real value (nor a limit) on {where} "
+                    f"({100 * share:.0f}%, more than {100 * MAX_UNDEFINED_SHARE:.0f}%) of its declared "
+                    f"domain={domain!r}: the code returns NaN there or computes something else than it "
+                    "claims. Narrow the domain to where the function is defined, or define it there.")
+            result.message = "\n".join(x for x in (head, result.message) if x)
+        if notes:
+            text = " ".join(notes)
+            if result.outcome == "failed":
+                result.message = f"{result.message}\n{text}"
+            else:
+                result.note = f"{result.note} {text}".strip()
 
     def simplest_failing(self) -> SampleResult | None:
         """Where shrinking starts: the simplest failing drawn input (the same in a saving run and the
@@ -382,6 +480,58 @@ class Accumulator:
             for ex in self._worst[v]:
                 add(ex, v)
         return out
+
+
+#: Inputs drawn uniformly over the domain when estimating the share where the function is undefined.
+UNIFORM_PROBES = 32
+
+
+def uniform_undefined_share(evaluator: Evaluator, domains: Sequence[Any], shapes: Sequence[tuple[int, ...]],
+                            dtype: Any) -> tuple[int, int] | None:
+    """``(undefined, drawn)``: among :data:`UNIFORM_PROBES` inputs drawn uniformly (by value, seeded)
+    over each argument's domain, those where the exact function has no real value nor a limit.
+
+    Bounds beyond the dtype are clipped to its largest finite value; a predicate (``where``) rejects
+    draws as it does for the fuzzer. None when no input could be drawn.
+    """
+    with x64_scope(np.dtype(dtype)):
+        return _uniform_undefined_share(evaluator, domains, shapes, dtype)
+
+
+def _uniform_undefined_share(evaluator: Evaluator, domains: Sequence[Any], shapes: Sequence[tuple[int, ...]],
+                             dtype: Any) -> tuple[int, int] | None:
+    rng = np.random.default_rng(0)
+    dt = np.dtype(dtype)
+    bounds = []
+    for dom in domains:
+        lo = float(from_ordinal(np.asarray(dom.lo_ord), dt))
+        hi = float(from_ordinal(np.asarray(dom.hi_ord), dt))
+        bounds.append((lo, hi))
+    undefined = drawn = 0
+    for _ in range(UNIFORM_PROBES * 4):
+        if drawn >= UNIFORM_PROBES:
+            break
+        args = []
+        for (lo, hi), shape, dom in zip(bounds, shapes, domains):
+            with np.errstate(over="ignore"):
+                a = (lo + (hi - lo) * rng.random(shape)) if np.isfinite(hi - lo) else (
+                    lo / 2 + (hi / 2 - lo / 2) * rng.random(shape)) * 2
+            a = np.clip(a, lo, hi).astype(dt)
+            if dom.where is not None and not all(dom.accepts(v) for v in a.reshape(-1)):
+                break
+            args.append(a)
+        else:
+            drawn += 1
+            undefined += evaluator(tuple(args)).discarded
+    return (undefined, drawn) if drawn else None
+
+
+def _same_value(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a.astype(b.dtype) == b) | (np.isnan(a) & np.isnan(b))
+
+
+#: Primitives at whose ties a derivative program's value is JAX's rule rather than the derivative.
+_TIE_PRIMITIVES = DISCONTINUOUS | {"abs"}
 
 
 def _same_args(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> bool:

@@ -52,6 +52,8 @@ KINDS = {
     "near pole/zero": "a function evaluated where it is ill-conditioned: its rounded input moves the "
                       "result by many ulps (log near 1, 1 - cos near 0, a division by a tiny value)",
     "rounding": "ordinary accumulation of rounding (reductions, products)",
+    "approximation": "a library routine (or one declared with jst.oracles.define) misses its mathematical "
+                     "value on exact inputs: its implementation (a truncated series, a fit) loses the bits",
 }
 
 _ADDITIVE = frozenset({"add", "sub", "add_any"})
@@ -367,7 +369,7 @@ def _live(inst: Instrumented, values: list[np.ndarray]) -> list[np.ndarray]:
             out_live = np.asarray(np.logical_or.reduce(outs)) if len(outs) > 1 else outs[0]
         else:
             out_live = np.asarray(any(o.any() for o in outs))
-        elementwise = site.primitive in ELEMENTWISE
+        elementwise = site.primitive in ELEMENTWISE or site.routine is not None
         which = None
         if site.primitive == "select_n" and isinstance(site.ins[0], Slot):
             which = values[site.ins[0].index]
@@ -450,6 +452,9 @@ def _operand_at(site: Site, values: list[np.ndarray], idx: tuple[int, ...], shap
 
 def _classify(site: Site, idx: tuple[Any, ...], got: Any, exact: Any, values: list[np.ndarray]) -> str:
     """The kind of loss at one element (:data:`KINDS`)."""
+    if site.routine is not None:  # judged against its mathematics: what it loses is its implementation's
+        e_fin = bool(np.all(np.isfinite(exact)))
+        return "overflow" if e_fin and not bool(np.all(np.isfinite(got))) else "approximation"
     if np.iscomplexobj(exact):  # a complex site: its kinds are read off the moduli
         g, e = float(np.abs(np.complex128(got))), float(np.abs(np.complex128(exact)))
     else:

@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import _compat as C
 from .._primitives import ACCUMULATING, CALLS, CUSTOM_DERIVATIVES, ELEMENTWISE
+from ..oracles._library import routine_name
 from ._nan_records import Key, NanOrigin, _inexact, _letter, _summary
 
 __all__ = ["Ctx", "Walker", "all_finite", "every_finite", "origin_key"]
@@ -168,6 +169,8 @@ class Walker:
             outs = C.bind(eqn, vals)
             if every_finite(outs):
                 return outs, [None for _ in outs]
+        if (name in CALLS or name in CUSTOM_DERIVATIVES) and routine_name(eqn) is not None:
+            return self._leaf(eqn, vals, tnts, ctx)  # a library routine: one operation, as the oracle sees it
         if name in CALLS:
             subs = C.subjaxprs(eqn)
             if len(subs) == 1 and len(C.invars(subs[0][1])) == len(vals):
@@ -226,7 +229,7 @@ class Walker:
 
     def _leaf(self, eqn: Any, vals: list[Any], tnts: list[Any], ctx: Ctx) -> tuple[list[Any], list[Any]]:
         outs = C.bind(eqn, vals)
-        name = C.primitive_name(eqn)
+        name = _name(eqn)
         out_t: list[Any] = []
         moves: list[np.ndarray | None] | None = None
         for k, out in enumerate(outs):
@@ -238,7 +241,8 @@ class Walker:
             if not bad.any():
                 out_t.append(None)
                 continue
-            elementwise = name in ELEMENTWISE and all(np.shape(v) in ((), a.shape) for v in vals)
+            elementwise = ((name in ELEMENTWISE or name != C.primitive_name(eqn))  # routines: elementwise
+                           and all(np.shape(v) in ((), a.shape) for v in vals))
             if elementwise:
                 inherited, fresh = self._elementwise(name, vals, tnts, a.shape, bad)
             else:
@@ -329,7 +333,7 @@ class Walker:
         path = tuple(C.eqn_name(e) for e in chain) or ("output",)
         src = C.source_line_in(chain)
         loc = None if src is None else str(src)
-        prim = "output" if eqn is None else C.primitive_name(eqn)
+        prim = "output" if eqn is None else _name(eqn)
         return (prim, loc, path), (src.text if src else None), path
 
     def _fresh_ids(self, eqn: Any, ctx: Ctx, vals: list[Any], out: np.ndarray, fresh: np.ndarray,
@@ -378,7 +382,7 @@ class Walker:
               elementwise: bool, flat: int) -> NanOrigin:
         _, code, path = self._where(eqn, ctx)
         index = tuple(int(i) for i in np.unravel_index(flat, out.shape))
-        name = C.primitive_name(eqn)
+        name = _name(eqn)
         at = [_value_at(v, index) if elementwise else None for v in vals]
         value = out[index]
         if np.isnan(value):
@@ -407,6 +411,15 @@ class Walker:
 
 
 # -------------------------------------------------------------------------------------------- helpers
+def _name(eqn: Any) -> str:
+    """The primitive's name, or the library routine's (``log_ndtr``) for a call the oracle evaluates
+    by its mathematics (``oracles/_library.py``)."""
+    name = C.primitive_name(eqn)
+    if name in CALLS or name in CUSTOM_DERIVATIVES:
+        return routine_name(eqn) or name
+    return name
+
+
 def _bad(v: Any) -> np.ndarray:
     return ~np.isfinite(np.asarray(v)) if _inexact(v) else np.zeros(np.shape(v), bool)
 

@@ -36,6 +36,12 @@ refuses to settle until the ball shrinks to one side. A ``while`` loop that does
 values (``while x + eps != x``) becomes undecided once ``eps`` drops below the working precision, or
 raises ``OracleError`` after ``MAX_WHILE_ITERATIONS`` iterations.
 
+What the oracle evaluates is the mathematics the program stands for. A call to a known library routine
+(``jax.scipy.special.log_ndtr``, ``ndtri``, the ``jax.nn`` activations, ...) is evaluated by its
+definition, not by the approximation in its body (``_library``); users declare their own routines with
+:func:`define`. ``jst.check`` also takes limits where a value is undefined and derivatives at JAX's
+ties from the exact neighbours of the point (``_limits``; docs/architecture.md, "The oracle").
+
 mpmath keeps two roles: ``OracleResult.exact`` hands out the exact values as ``mpmath.mpf`` (the
 midpoint of each final ball), and the test suite checks the oracle against mpmath at 6000 bits.
 
@@ -57,6 +63,7 @@ from ._evaluate import OracleResult as OracleResult
 from ._evaluate import evaluate as evaluate
 from ._interpreter import MAX_WHILE_ITERATIONS as MAX_WHILE_ITERATIONS
 from ._interpreter import SUPPORTED_PRIMITIVES as SUPPORTED_PRIMITIVES
+from ._library import define as define
 from ._metrics import error_bits as error_bits
 from ._metrics import ordinals as ordinals
 from ._metrics import summarize as summarize
@@ -70,6 +77,7 @@ __all__ = [
     "OracleError",
     "OracleResult",
     "UnsupportedPrimitive",
+    "define",
     "error_bits",
     "evaluate",
     "ordinals",

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _compat
 from .._primitives import CALLS, CUSTOM_DERIVATIVES
-from . import _complex, _elementwise, _linalg, _reductions, _structural
+from . import _complex, _elementwise, _library, _linalg, _reductions, _structural
 from ._balls import to_arb_array
 from ._common import OracleError, Rule, UnsupportedPrimitive, ints_to_arb, is_complex, is_float, obj
 
@@ -31,11 +31,17 @@ MAX_WHILE_ITERATIONS = 1_000_000
 
 # ------------------------------------------------------------------------------------ interpreter
 def _call(ctx: Interpreter, eqn: Any, *args: np.ndarray) -> list[np.ndarray]:
+    routine = _library.lookup(eqn)  # a library routine: its mathematics, not its body
+    if routine is not None:
+        return _library.evaluate_call(routine, eqn, args)
     (_, sub), *_ = _compat.subjaxprs(eqn)
     return ctx.call(sub, args)
 
 
 def _custom_call(ctx: Interpreter, eqn: Any, *args: np.ndarray) -> list[np.ndarray]:
+    routine = _library.lookup(eqn)
+    if routine is not None:
+        return _library.evaluate_call(routine, eqn, args)
     body, _ = _compat.custom_call_parts(eqn)  # the primal body; derivative rules play no part
     return ctx.call(body, args)
 
@@ -211,6 +217,8 @@ def _location(eqn: Any, stack: Sequence[Any]) -> str | None:
 def _runnable_subjaxprs(eqn: Any) -> list[Any]:
     """The sub-jaxprs the interpreter will run for ``eqn`` (not derivative rules)."""
     name = _compat.primitive_name(eqn)
+    if _library.lookup(eqn) is not None:
+        return []  # evaluated by its mathematics: the body never runs
     if name == "custom_linear_solve":
         return [_compat.as_closed(eqn.params["jaxprs"].solve)]
     if name in CUSTOM_DERIVATIVES:
