@@ -44,6 +44,7 @@ from ._evaluate import (
     _Outputs,
     _result,
     _significand_bits,
+    _target,
     schedule,
 )
 from ._interpreter import check_supported, to_value
@@ -88,8 +89,8 @@ def evaluate_near(closed: Any, args: list[Any], side: int, dtype: Any = None,
     check_supported(closed)
     in_avals = [_compat.aval(v) for v in _compat.invars(closed)]
     out_avals = [_compat.aval(v) for v in _compat.outvars(closed)]
-    target = None if dtype is None else resolve_dtype(dtype)
-    targets = [(target or np.dtype(a.dtype)) if is_float(a.dtype) else None for a in out_avals]
+    target = None if dtype is None else resolve_dtype(dtype, complex_ok=True)
+    targets = [_target(target, a.dtype) for a in out_avals]
     widths = [_significand_bits(a.dtype) for a in in_avals if is_float(a.dtype)]
     widths += [_significand_bits(t) for t in targets if t is not None]
     start = max(widths, default=24) + START_MARGIN_BITS + GUARD_BITS  # the shift needs these bits
