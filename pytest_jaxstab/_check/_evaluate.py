@@ -21,8 +21,7 @@ from .. import _compat
 from .._dtypes import dtype_info
 from .._errors import JaxstabError
 from .._results import Point, VariantStats, Witness
-from ..oracles import evaluate
-from ..oracles._metrics import error_bits
+from ..oracles import error_bits, evaluate
 from ._conditioning import conditioning_ulps, reduction_terms
 from ._verdict import judge_elements
 

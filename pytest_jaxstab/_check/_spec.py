@@ -1,0 +1,90 @@
+"""The validated case of ``jst.check``: what is checked (function, shapes, dtype, domains), resolved once.
+
+Every stage of the pipeline (``_case``) reads the case from here rather than parsing the user's
+``shapes=``, ``dtype=`` or ``domain=`` again; how the case is judged is the ``jst.settings``
+(``_settings``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._dtypes import dtype_info, resolve_dtype
+from .._errors import ArgumentError
+from ..rewrites import STABILITY
+from ..rewrites._rule import resolve as resolve_rule_names
+from ..strategies._domain import per_argument_domains
+from ..strategies._scenario import scenarios as draw_scenarios
+from ._trace import normalize_shapes, positional
+
+__all__ = ["Case", "build_strategy", "make_case", "resolve_rules"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One function to check, its inputs validated.
+
+    Attributes:
+        fn: the user's function; ``call`` the same taking the arrays positionally.
+        names: the argument names (``arg0``... for positional ones); ``by_keyword`` when ``shapes``
+            was a dict.
+        shapes: one shape per argument; ``dtype`` their NumPy dtype.
+        domain: the user's ``domain=`` (shown in messages); ``domains`` resolved per argument.
+        strategy: the scenarios Hypothesis draws from.
+        case_id: the case's name in reports and baselines.
+    """
+
+    fn: Callable[..., Any]
+    call: Callable[..., Any]
+    names: list[str]
+    shapes: list[tuple[int, ...]]
+    by_keyword: bool
+    dtype: np.dtype[Any]
+    domain: Any
+    domains: list[Any]
+    strategy: Any
+    case_id: str
+
+
+def make_case(fn: Callable[..., Any], shapes: Any, dtype: Any, domain: Any, name: str | None) -> Case:
+    """The :class:`Case`; a bad ``shapes``, ``dtype`` or ``domain`` is an :class:`ArgumentError` naming it."""
+    if not callable(fn):
+        raise ArgumentError(f"fn={fn!r}: expected a function of arrays (a callable)")
+    if name is not None and not isinstance(name, str):
+        raise ArgumentError(f"name={name!r}: expected a string (the case's name in reports) or None")
+    names, shape_list, by_keyword = normalize_shapes(shapes)
+    try:
+        dt = resolve_dtype(dtype)
+    except (TypeError, ValueError) as exc:
+        raise ArgumentError(f"dtype={dtype!r}: {exc}") from None
+    strategy = build_strategy(dt, shape_list, domain)
+    domains = [d.resolve(dtype_info(dt)) for d in per_argument_domains(domain, len(shape_list))]
+    case_id = name or f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    return Case(fn, positional(fn, names, by_keyword), names, shape_list, by_keyword, dt, domain, domains,
+                strategy, case_id)
+
+
+def build_strategy(dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], domain: Any) -> Any:
+    """The case's scenarios (``jst.strategies.arguments`` draws, with siblings); a bad ``domain`` is an
+    :class:`ArgumentError`."""
+    try:
+        return draw_scenarios(dtype, shapes, domain=domain)
+    except (ValueError, TypeError) as exc:
+        if isinstance(exc, ArgumentError) and str(exc).startswith("domain="):
+            raise
+        raise ArgumentError(f"domain={domain!r}: {exc}") from None
+
+
+def resolve_rules(rules: Any) -> tuple[Any, ...]:
+    """The rules to apply (``None``: the stability catalogue); unknown names are an :class:`ArgumentError`."""
+    try:
+        if rules is None:
+            return resolve_rule_names(None, (), tuple(STABILITY))
+        return resolve_rule_names(rules if isinstance(rules, str) else list(rules))
+    except (KeyError, TypeError, ValueError) as exc:
+        problem = exc.args[0] if exc.args else exc
+        raise ArgumentError(f"rules={rules!r}: {problem}") from None
