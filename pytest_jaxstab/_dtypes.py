@@ -18,6 +18,8 @@ import ml_dtypes
 import numpy as np
 import numpy.typing as npt
 
+from ._errors import ArgumentError
+
 __all__ = [
     "FLOAT_DTYPE_NAMES",
     "DtypeInfo",
@@ -67,7 +69,7 @@ def resolve_dtype(dtype: Any) -> np.dtype[Any]:
         except (TypeError, ValueError):
             resolved = None
     if resolved is None or resolved not in _DTYPES.values():
-        raise ValueError(f"unsupported dtype {dtype!r}: expected one of {', '.join(FLOAT_DTYPE_NAMES)}")
+        raise ArgumentError(f"unsupported dtype {dtype!r}: expected one of {', '.join(FLOAT_DTYPE_NAMES)}")
     return resolved
 
 
