@@ -228,6 +228,7 @@ class Option:
             (``--jaxstab-<name>``). Only when ``"ini"`` is in ``where``.
         cli: argparse keywords replacing the default form of the command-line option (True/False
             options get ``--jaxstab-X`` / ``--no-jaxstab-X``, others take a value).
+        metavar: how ``--help`` shows the command-line option's value (default ``VALUE``).
     """
 
     name: str
@@ -238,6 +239,7 @@ class Option:
     where: frozenset[str] = CASE
     ini: str | None = None
     cli: Mapping[str, Any] | None = None
+    metavar: str = "VALUE"
 
     @property
     def ini_key(self) -> str | None:
@@ -267,11 +269,11 @@ def _option(name: str, default: Any, doc: str, kind: tuple[Callable[[Any], Any],
 #: Every per-case option. Order is the order of ``pytest --markers`` and of the generated signatures.
 OPTIONS: tuple[Option, ...] = (
     _option("max_examples", 100, "inputs drawn per case (and per search of jst.improve)", _count(1),
-            where=CASE | {"improve"}, ini="jaxstab_examples"),
+            where=CASE | {"improve"}, ini="jaxstab_examples", metavar="N"),
     _option("seed", None, "fixed seed: reproducible draws, no example database", _optional_int(),
-            where=CASE | {"improve"}),
+            where=CASE | {"improve"}, metavar="N"),
     _option("tolerance_bits", 8.0, "the judged variant fails above this error, in bits (or on any overflow)",
-            _number(optional=False)),
+            _number(optional=False), metavar="BITS"),
     _option("atol", None, "absolute differences at most atol count 0 bits (overflows count)",
             _number(optional=True), where=CASE - {"ini"}),
     _option("rules", None, "rewrite rules or rule names (None: the catalogue jst.rewrites.STABILITY)",
@@ -282,12 +284,13 @@ OPTIONS: tuple[Option, ...] = (
             _flag(), where=CASE - {"ini"}),
     _option("judge", "stability", "the verdict's lens: 'stability' (error beyond what the problem's "
             "conditioning explains) or 'accuracy' (forward error, as Herbie)",
-            _choice("stability", "accuracy")),
+            _choice("stability", "accuracy"), metavar="stability|accuracy"),
     _option("oracle_budget", 1e7, "largest estimated cost of the exact oracle per case, in scalar operations "
             "(elements x equations x examples); above it the case fails at once. None: no limit",
-            _budget("1e8")),
+            _budget("1e8"), metavar="N|none"),
     _option("time_budget", 300.0, "seconds of drawing per case, after which the case is judged on the "
-            "inputs drawn so far (a CheckWarning says so). None: no limit", _budget("60")),
+            "inputs drawn so far (a CheckWarning says so). None: no limit", _budget("60"),
+            metavar="SECONDS|none"),
     _option("timing", False, "time both jitted variants on every JAX backend present", _flag()),
     _option("search", True, "when a case fails and the catalogue does not fix it, show the program "
             "jst.improve finds (time-limited) in the failure message", _flag(),

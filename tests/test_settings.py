@@ -227,3 +227,19 @@ def test_an_option_added_to_the_declaration_reaches_every_entry_point(pytester, 
     bad = run_jaxstab()
     bad.assert_outcomes(errors=1)  # a collection error: the session stops before running
     bad.stdout.fnmatch_lines(["*bad @pytest.mark.stabilize: answer=42: expected a digit 0-9*"])
+
+
+def test_a_markers_settings_object_applies_under_its_keywords(pytester, run_jaxstab, seen):
+    pytester.makepyfile(test_m="""
+import jax.numpy as jnp
+import pytest
+import pytest_jaxstab as jst
+
+@pytest.mark.stabilize(dtype="float32", shapes={"x": (2,)}, settings=jst.settings(max_examples=4, seed=21),
+                       seed=22)
+def test_marked(x):
+    return jnp.tanh(x)
+""")
+    run_jaxstab("--jaxstab-examples=9").assert_outcomes(passed=1)
+    (s,) = _by_test(seen).values()
+    assert (s.max_examples, s.seed) == (4, 22)

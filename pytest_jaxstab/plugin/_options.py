@@ -96,7 +96,7 @@ def add_settings_options(group: Any, parser: pytest.Parser) -> None:
             group.addoption("--no-" + flag[2:], action="store_false", dest=key,
                             help=f"the opposite of {flag} (overrides the {key} ini key).")
         else:
-            group.addoption(flag, action="store", default=None, metavar="VALUE", dest=key, help=help_)
+            group.addoption(flag, action="store", default=None, metavar=opt.metavar, dest=key, help=help_)
         parser.addini(key, f"{opt.doc} (default {_shown_default(opt.default)})", type="string", default="")
 
 
