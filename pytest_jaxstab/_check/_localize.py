@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._diagnostics._local_error import analyse as analyse_local_error
+from .._diagnostics import analyse as analyse_local_error
 from .._results import LocalErrorRecord
 from ._evaluate import Accumulator, SampleResult
 
