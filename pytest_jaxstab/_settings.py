@@ -453,6 +453,8 @@ def layered(base: settings, changes: Mapping[str, Any], entry: str, *, where: st
 
     ``where`` names the caller in the message of an unknown argument (``"jst.check()"``). A
     ``settings`` entry among the changes is a settings object whose explicit values apply first.
+    ``None`` for an option that does not take None (``max_examples=None``, ``timing=None``) leaves
+    it as ``base`` has it, as the marker and the fixture always read it.
     """
     changes = dict(changes)
     given = changes.pop("settings", None)
@@ -465,4 +467,17 @@ def layered(base: settings, changes: Mapping[str, Any], entry: str, *, where: st
     if unknown:
         raise SettingsError(f"{where} got an unexpected argument {', '.join(unknown)}; it takes "
                             f"{', '.join(sorted(accepted))} (see jst.settings)")
+    changes = {k: v for k, v in changes.items() if not (v is None and none_inherits(k))}
     return settings(base, **changes) if changes else base
+
+
+def none_inherits(name: str) -> bool:
+    """Whether ``name=None`` means "not given": the option does not take None as a value."""
+    opt = option(name)
+    if opt is None:
+        return False
+    try:
+        opt.validate(None)
+    except Invalid:
+        return True
+    return False

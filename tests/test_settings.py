@@ -243,3 +243,17 @@ def test_marked(x):
     run_jaxstab("--jaxstab-examples=9").assert_outcomes(passed=1)
     (s,) = _by_test(seen).values()
     assert (s.max_examples, s.seed) == (4, 22)
+
+
+def test_none_for_an_option_that_takes_no_none_leaves_the_sessions_value(pytester, run_jaxstab, seen):
+    # As the marker and the fixture read None before the settings existed; oracle_budget and
+    # time_budget take None as a value (no limit), so None there is not "the session's".
+    _suite(pytester, marker=", max_examples=None, timing=None, oracle_budget=None",
+           call=", judge=None, max_examples=None")
+    run_jaxstab("--jaxstab-examples=9", "--jaxstab-judge=accuracy").assert_outcomes(passed=2)
+    marked, fixture = _by_test(seen)["test_marked"], _by_test(seen)["test_fixture"]
+    assert (marked.max_examples, marked.timing, marked.oracle_budget) == (9, False, None)
+    assert (fixture.max_examples, fixture.judge) == (9, "accuracy")
+    seen.clear()
+    jst.check(_tanh, shapes=[(2,)], dtype="float32", max_examples=None)
+    assert seen[0][1].max_examples == 100

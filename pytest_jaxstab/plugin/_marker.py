@@ -96,7 +96,7 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
     from .._check._trace import normalize_shapes
     from .._dtypes import resolve_dtype
     from .._errors import ArgumentError
-    from .._settings import option, settings
+    from .._settings import none_inherits, option, settings
 
     try:
         dtype = resolve_dtype(kw["dtype"])
@@ -129,6 +129,8 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
     for key, value in kw.items():
         opt = option(key)
         if opt is None:  # dtype, shapes, domain, settings
+            continue
+        if value is None and none_inherits(key):  # max_examples=None: the session's value
             continue
         try:
             values[key] = opt.check(value)
