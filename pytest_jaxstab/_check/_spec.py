@@ -61,22 +61,31 @@ def make_case(fn: Callable[..., Any], shapes: Any, dtype: Any, domain: Any, name
         dt = resolve_dtype(dtype)
     except (TypeError, ValueError) as exc:
         raise ArgumentError(f"dtype={dtype!r}: {exc}") from None
-    strategy = build_strategy(dt, shape_list, domain)
-    domains = [d.resolve(dtype_info(dt)) for d in per_argument_domains(domain, len(shape_list))]
+    try:  # the user's domain= parsed once: the strategy and the resolved domains share it
+        specs = per_argument_domains(domain, len(shape_list))
+        domains = [d.resolve(dtype_info(dt)) for d in specs]
+    except (ValueError, TypeError) as exc:
+        raise _domain_error(domain, exc) from None
+    strategy = build_strategy(dt, shape_list, specs, shown=domain)
     case_id = name or f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
     return Case(fn, positional(fn, names, by_keyword), names, shape_list, by_keyword, dt, domain, domains,
                 strategy, case_id)
 
 
-def build_strategy(dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], domain: Any) -> Any:
+def build_strategy(dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], domain: Any, *,
+                   shown: Any = None) -> Any:
     """The case's scenarios (``jst.strategies.arguments`` draws, with siblings); a bad ``domain`` is an
-    :class:`ArgumentError`."""
+    :class:`ArgumentError` showing ``shown`` (default ``domain``: the user's spelling)."""
     try:
         return draw_scenarios(dtype, shapes, domain=domain)
     except (ValueError, TypeError) as exc:
-        if isinstance(exc, ArgumentError) and str(exc).startswith("domain="):
-            raise
-        raise ArgumentError(f"domain={domain!r}: {exc}") from None
+        raise _domain_error(domain if shown is None else shown, exc) from None
+
+
+def _domain_error(domain: Any, exc: Exception) -> ArgumentError:
+    if isinstance(exc, ArgumentError) and str(exc).startswith("domain="):
+        return exc
+    return ArgumentError(f"domain={domain!r}: {exc}")
 
 
 def resolve_rules(rules: Any) -> tuple[Any, ...]:
