@@ -9,6 +9,7 @@
     jst.time_backends(fn, *args)           # jitted time on every backend present
     jst.local_error(fn, *args)             # which of your lines loses the bits
     jst.improve(fn, shapes=..., dtype=...) # search a more accurate program (egglog + oracle)
+    jst.settings(max_examples=1000)        # the options of a case, frozen; named profiles
 
 The names below are the public API, listed once in ``_EXPORTS`` (``__all__`` is derived from it); each
 is imported on first use, so loading the pytest plugin does not import JAX for test runs that never
@@ -35,18 +36,22 @@ if TYPE_CHECKING:
     from ._diagnostics import local_error as local_error
     from ._diagnostics import time_backends as time_backends
     from ._errors import ArgumentError as ArgumentError
+    from ._errors import ArgumentTypeError as ArgumentTypeError
     from ._errors import BaselineError as BaselineError
     from ._errors import JaxstabError as JaxstabError
     from ._errors import MarkerError as MarkerError
     from ._errors import OracleError as OracleError
     from ._errors import ReportMergeError as ReportMergeError
+    from ._errors import SettingsError as SettingsError
     from ._errors import TraceError as TraceError
+    from ._errors import UnknownNameError as UnknownNameError
     from ._errors import UnsupportedPrimitive as UnsupportedPrimitive
     from ._results import CaseResult as CaseResult
     from ._results import VariantStats as VariantStats
     from ._scan_config import domain as domain
     from ._search import Improvement as Improvement
     from ._search import improve as improve
+    from ._settings import settings as settings
     from ._stabilize import explain as explain
     from ._stabilize import stabilize as stabilize
 
@@ -63,17 +68,21 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "local_error": ("._diagnostics", "local_error"),
     "time_backends": ("._diagnostics", "time_backends"),
     "ArgumentError": ("._errors", "ArgumentError"),
+    "ArgumentTypeError": ("._errors", "ArgumentTypeError"),
     "BaselineError": ("._errors", "BaselineError"),
     "ReportMergeError": ("._errors", "ReportMergeError"),
+    "SettingsError": ("._errors", "SettingsError"),
     "JaxstabError": ("._errors", "JaxstabError"),
     "MarkerError": ("._errors", "MarkerError"),
     "OracleError": ("._errors", "OracleError"),
     "TraceError": ("._errors", "TraceError"),
+    "UnknownNameError": ("._errors", "UnknownNameError"),
     "UnsupportedPrimitive": ("._errors", "UnsupportedPrimitive"),
     "CaseResult": ("._results", "CaseResult"),
     "domain": ("._scan_config", "domain"),
     "Improvement": ("._search", "Improvement"),
     "improve": ("._search", "improve"),
+    "settings": ("._settings", "settings"),
     "VariantStats": ("._results", "VariantStats"),
     "explain": ("._stabilize", "explain"),
     "stabilize": ("._stabilize", "stabilize"),

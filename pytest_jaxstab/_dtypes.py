@@ -19,6 +19,8 @@ import ml_dtypes
 import numpy as np
 import numpy.typing as npt
 
+from ._errors import ArgumentError
+
 __all__ = [
     "COMPLEX_DTYPE_NAMES",
     "FLOAT_DTYPE_NAMES",
@@ -87,7 +89,7 @@ def resolve_dtype(dtype: Any, *, complex_ok: bool = False) -> np.dtype[Any]:
         return resolved
     if resolved is None or resolved not in _DTYPES.values():
         names = FLOAT_DTYPE_NAMES + (COMPLEX_DTYPE_NAMES if complex_ok else ())
-        raise ValueError(f"unsupported dtype {dtype!r}: expected one of {', '.join(names)}")
+        raise ArgumentError(f"unsupported dtype {dtype!r}: expected one of {', '.join(names)}")
     return resolved
 
 

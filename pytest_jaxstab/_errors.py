@@ -3,14 +3,20 @@
 ``except jst.JaxstabError`` catches all of them::
 
     JaxstabError
-    ├── ArgumentError (also a ValueError)   bad argument to jst.check / stabilize / the marker
+    ├── ArgumentError (also a ValueError)   bad argument to a public function or class
+    │   ├── ArgumentTypeError (also a TypeError)  an argument of the wrong type
+    │   ├── UnknownNameError (also a KeyError)    a name that is not registered (a rule name)
+    │   ├── SettingsError                   a bad jst.settings value, unknown option or profile
     │   └── MarkerError                     a bad @pytest.mark.stabilize
     ├── TraceError                          JAX cannot trace the function (names the user's line)
     ├── UnsupportedPrimitive                the exact oracle has no semantics for a primitive
     ├── OracleError (also a RuntimeError)   the exact evaluation cannot proceed
-    └── BaselineError                       a baseline file that cannot be used
+    ├── BaselineError                       a baseline file that cannot be used
+    └── ReportMergeError                    shard reports that cannot be merged
 
-Each message names what is wrong and what to do about it.
+Each message names the argument (or file), what is wrong and what to do about it. Errors that were a
+``TypeError`` before the tree existed are :class:`ArgumentTypeError`, so ``except TypeError`` keeps
+working; every other bad argument is an :class:`ArgumentError`, a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -24,12 +30,15 @@ from collections.abc import Iterator
 
 __all__ = [
     "ArgumentError",
+    "ArgumentTypeError",
     "BaselineError",
     "JaxstabError",
     "MarkerError",
     "OracleError",
     "ReportMergeError",
+    "SettingsError",
     "TraceError",
+    "UnknownNameError",
     "UnsupportedPrimitive",
     "trace_error",
     "tracing",
@@ -41,8 +50,26 @@ class JaxstabError(Exception):
 
 
 class ArgumentError(JaxstabError, ValueError):
-    """A bad argument to ``jst.check``, ``jst.stabilize`` or the ``stabilize`` marker; the message names it.
-    """
+    """A bad argument to a public function or class (``jst.check``, ``jst.stabilize``, the marker,
+    ``jst.strategies``, ``jst.rewrites.Rule``, ...); the message names it and what is expected."""
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong type (a rule that is not a ``Rule``, a pattern that is not a
+    ``Pattern``); also a ``TypeError``, as Python's own wrong-type errors are."""
+
+
+class UnknownNameError(ArgumentError, KeyError):
+    """A name looked up and not found (``jst.rewrites.get("nope")``); also a ``KeyError``, as a failed
+    lookup is. Its message reads as a sentence (a plain ``KeyError`` would quote it)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class SettingsError(ArgumentError):
+    """A bad ``jst.settings`` value, an option an entry point does not take, or an unknown profile;
+    the message names the option and what it expects."""
 
 
 class MarkerError(ArgumentError):

@@ -119,13 +119,23 @@ class NanOriginRecord:
         return dataclasses.asdict(self)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class LocalErrorRecord:
-    """Where the function as written loses bits: one user line and primitive (see ``jst.local_error``).
+    """The local error of one (source line, primitive) pair: what ``jst.local_error`` lists (its
+    ``LineError`` is this class) and what a ``CaseResult`` carries, one record for both.
 
-    ``max_bits``/``mean_bits``/``share_over_tolerance`` are over the samples analysed (the worst inputs
-    found); ``removed`` says whether the rewritten function no longer loses more than the tolerance on
-    that line (None when it was not analysed).
+    Attributes:
+        location: the user's ``file:line`` (None when no user frame is known).
+        primitive: the primitive's name (``sub``, ``log``, ``reduce_sum``).
+        kind: cancellation, absorption, overflow, underflow, ... from the worst element.
+        max_bits: the most bits one element lost there, over the samples analysed (a check's worst inputs).
+        mean_bits: the mean over samples of the worst element's bits.
+        share_over_tolerance: the share of samples losing more than the tolerance there.
+        code: the text of the line at ``location`` (None or "" when unknown).
+        removed: in a failed check, whether the rewritten function no longer loses more than the
+            tolerance on that line (None when it was not analysed).
+        path: the nested calls down to the equation (``("jit(f)", "scan", "sub")``).
+        samples: how many samples could be judged there.
     """
 
     location: str | None
@@ -134,8 +144,10 @@ class LocalErrorRecord:
     max_bits: float
     mean_bits: float
     share_over_tolerance: float
-    code: str = ""
+    code: str | None = ""
     removed: bool | None = None
+    path: tuple[str, ...] = ()
+    samples: int = 0
 
     @property
     def significant(self) -> bool:
@@ -143,14 +155,26 @@ class LocalErrorRecord:
         return self.max_bits > 2.0
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field; ``path`` as a list."""
+        return {"location": self.location, "primitive": self.primitive, "kind": self.kind,
+                "max_bits": self.max_bits, "mean_bits": self.mean_bits,
+                "share_over_tolerance": self.share_over_tolerance, "code": self.code,
+                "removed": self.removed, "path": list(self.path), "samples": self.samples}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> LocalErrorRecord:
+        """The record of :meth:`to_json` (older files: ``path``, ``samples``, ``removed`` optional)."""
         removed = d.get("removed")
         return cls(d.get("location"), d["primitive"], d["kind"], float(d["max_bits"]),
-                   float(d["mean_bits"]), float(d["share_over_tolerance"]), d.get("code") or "",
-                   None if removed is None else bool(removed))
+                   float(d["mean_bits"]), float(d["share_over_tolerance"]), d.get("code"),
+                   None if removed is None else bool(removed), tuple(d.get("path", ())),
+                   int(d.get("samples", 0)))
+
+    def __str__(self) -> str:
+        where = self.location or "<no source location>"
+        text = (f"{self.kind} in {self.primitive} at {where}: max {self.max_bits:.1f} bits, mean "
+                f"{self.mean_bits:.1f}, {100 * self.share_over_tolerance:.0f}% of samples over tolerance")
+        return text + (f" (`{self.code}`)" if self.code else "")
 
 
 @dataclasses.dataclass

@@ -275,3 +275,25 @@ def test_a_loss_inside_library_code_lands_on_the_calling_line():
     assert_worst_at(result, through_library, "LIB-DIFF")
     assert result.worst is not None
     assert result.worst.primitive == "sub"
+
+
+def test_one_record_for_a_lines_local_error_and_its_json_round_trip():
+    # jst.local_error's lines and a CaseResult's local_error are one class (issue 25); its JSON keeps
+    # every field and reads back equal, and a case report written before the merge still reads.
+    import json
+
+    from pytest_jaxstab._diagnostics import LineError
+    from pytest_jaxstab._results import LocalErrorRecord
+
+    assert LineError is LocalErrorRecord
+    rec = LocalErrorRecord("m.py:3", "sub", "cancellation", 20.0, 12.5, 0.75, "x - y", True,
+                           ("jit(f)", "sub"), 3)
+    d = rec.to_json()
+    assert d == {"location": "m.py:3", "primitive": "sub", "kind": "cancellation", "max_bits": 20.0,
+                 "mean_bits": 12.5, "share_over_tolerance": 0.75, "code": "x - y", "removed": True,
+                 "path": ["jit(f)", "sub"], "samples": 3}
+    assert LocalErrorRecord.from_json(json.loads(json.dumps(d))) == rec
+    older = {"location": None, "primitive": "log", "kind": "near a pole/zero", "max_bits": 3.0,
+             "mean_bits": 1.0, "share_over_tolerance": 0.0, "code": "", "removed": None}
+    assert LocalErrorRecord.from_json(older) == LocalErrorRecord(None, "log", "near a pole/zero", 3.0, 1.0,
+                                                                 0.0)

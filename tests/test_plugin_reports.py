@@ -104,19 +104,21 @@ def test_bad_option_values_are_usage_errors(suite, run_jaxstab):
     result.stderr.fnmatch_lines(["*unknown figure 'bytes'*"])
 
 
-def test_hypothesis_profile_sets_max_examples(suite, run_jaxstab):
-    from hypothesis import settings
+def test_the_loaded_jaxstab_profile_sets_max_examples(suite, run_jaxstab):
+    # The number of inputs is a jst.settings option (one default, 100, for the marker and jst.check
+    # alike); a profile loaded in conftest.py sets it, as a Hypothesis profile did before the settings.
+    import pytest_jaxstab as jst
 
     suite.makeconftest('''
-        from hypothesis import settings
-        settings.register_profile("tiny", max_examples=5)
-        settings.load_profile("tiny")
+        import pytest_jaxstab as jst
+        jst.settings.register_profile("tiny", max_examples=5)
+        jst.settings.load_profile("tiny")
     ''')
-    previous = settings.get_current_profile_name()
+    previous = jst.settings.default
     try:
         run_jaxstab("-k", "stable", "--jaxstab-report=json:p.json")
     finally:
-        settings.load_profile(previous)  # the run was in this process
+        jst.settings.default = previous  # the run was in this process
     (case,) = json.loads((suite.path / "p.json").read_text())["cases"]
     assert 1 <= case["samples"] <= 5
 

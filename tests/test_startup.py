@@ -28,6 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 LIGHT = {
     "pytest_jaxstab",
     "pytest_jaxstab._errors",
+    "pytest_jaxstab._settings",
     "pytest_jaxstab.plugin",
     "pytest_jaxstab.plugin._marker",
     "pytest_jaxstab.plugin._options",

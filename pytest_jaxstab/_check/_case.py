@@ -14,10 +14,11 @@ re-checks it first.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,35 +27,52 @@ import numpy as np
 # the loaded local modules into its draws, so a module imported midway would change later draws
 # (fixed-seed runs do without those constants altogether: see _explore, _without_local_constants).
 from .. import _compat
-from .._diagnostics._nan_origin import find_nan_origin
-from .._diagnostics._timing import time_backends
-from .._dtypes import dtype_info, from_ordinal, is_complex_dtype, resolve_dtype, to_ordinal
+from .._diagnostics import find_nan_origin, time_backends
+from .._dtypes import from_ordinal, to_ordinal
+from .._errors import ArgumentError
 from .._primitives import CALLS
 from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord, Witness
-from ..rewrites import STABILITY, rewrite_jaxpr
-from ..rewrites._rule import resolve
-from ..strategies._domain import per_argument_domains
-from ..strategies._scenario import scenarios
-from ._complex_case import split_complex
+from .._settings import layered
+from .._settings import option as _option
+from .._settings import settings as Settings
+from ..rewrites import rewrite_jaxpr
 from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes, uniform_undefined_share
 from ._explore import Runner, fits
 from ._gradient import derivative_case, with_gradient
 from ._localize import local_error_records
 from ._message import CheckWarning, failure_message, nothing_judged, passing_note
 from ._shrink import Shrinker
-from ._trace import ArgumentError, normalize_shapes, positional, trace_case, x64_scope
-from ._verdict import validate_judge
+from ._spec import Case, build_strategy, make_case, resolve_rules
+from ._trace import trace_case, x64_scope
 
-__all__ = ["ORACLE_BUDGET", "TIME_BUDGET", "ArgumentError", "StageTimes", "build_strategy", "check",
-           "oracle_cost", "resolve_rules"]
+__all__ = ["ORACLE_BUDGET", "TIME_BUDGET", "ArgumentError", "Case", "RunContext", "StageTimes",
+           "build_strategy", "check", "judge_case", "make_case", "oracle_cost", "resolve_rules"]
+
+
+def _declared(name: str) -> Any:
+    opt = _option(name)
+    assert opt is not None, name
+    return opt.default
 
 #: Default largest estimated oracle cost of one case, in scalar operations (``oracle_cost`` times the
-#: number of examples). The exact oracle takes of the order of 10-30 µs per scalar operation, so this
-#: is a few minutes of exact evaluation; above it a check fails at once instead of running for hours.
-ORACLE_BUDGET = 1e7
-#: Default wall-clock budget of one case's drawing, in seconds: past it no new input is drawn, and the
-#: case is judged on what was drawn (a CheckWarning says how many).
-TIME_BUDGET = 300.0
+#: number of examples), as declared in ``jst.settings``. The exact oracle takes of the order of 10-30 µs
+#: per scalar operation, so this is a few minutes of exact evaluation; above it a check fails at once
+#: instead of running for hours.
+ORACLE_BUDGET: float = _declared("oracle_budget")
+#: Default wall-clock budget of one case's drawing, in seconds (``jst.settings``): past it no new input
+#: is drawn, and the case is judged on what was drawn (a CheckWarning says how many).
+TIME_BUDGET: float = _declared("time_budget")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    """What a run brings to a case beyond its settings: inputs to re-check first (a baseline's
+    witnesses, and the gradient's own), fixed draws, and the stage clock to fill."""
+
+    witnesses: Sequence[Witness] = ()
+    gradient_witnesses: Sequence[Witness] = ()
+    derandomize: bool = False
+    profile: StageTimes = dataclasses.field(default_factory=StageTimes)
 
 
 def check(
@@ -63,23 +81,14 @@ def check(
     shapes: Any,
     dtype: Any,
     domain: Any = None,
-    max_examples: int = 200,
-    seed: int | None = None,
-    rules: Iterable[Any] | None = None,
-    tolerance_bits: float = 8.0,
-    apply: bool = False,
-    atol: float | None = None,
-    timing: bool = False,
+    settings: Settings | None = None,
     name: str | None = None,
     witnesses: Sequence[Witness] = (),
     derandomize: bool = False,
     profile: StageTimes | None = None,
-    oracle_budget: float | None = ORACLE_BUDGET,
-    time_budget: float | None = TIME_BUDGET,
-    grad: bool = False,
     derivative: bool = False,
     gradient_witnesses: Sequence[Witness] = (),
-    judge: str = "stability",
+    **options: Any,
 ) -> CaseResult:
     """Fuzz ``fn`` for numerical stability: both the function as written and its rewritten form.
 
@@ -95,45 +104,37 @@ def check(
             this check only).
         domain: the inputs the function is meant for, as ``jst.strategies.arguments`` takes it:
             ``(lo, hi)``, a ``Domain``, a predicate, or one per argument.
-        max_examples: how many inputs to draw.
-        seed: makes the draws reproducible (no example database is then read or written).
-        rules: rewrite rules or names; None means ``jst.rewrites.STABILITY``.
-        tolerance_bits: the judged variant fails above this max error (or on any overflow).
-        apply: judge the rewritten function (for code that ships ``jst.stabilize(fn)``).
-        atol: absolute differences at most ``atol`` count 0 bits; overflows always count.
-        timing: time both jitted variants on every backend present.
+        settings: a ``jst.settings`` to start from (default: the loaded profile, ``jst.settings.default``).
+        **options: any option of ``jst.settings`` that ``jst.check`` takes, overriding ``settings``:
+            ``max_examples`` (inputs drawn, default 100), ``seed`` (reproducible draws, no example
+            database), ``tolerance_bits`` (the judged variant fails above this max error, or on any
+            overflow; default 8), ``atol`` (absolute differences at most this count 0 bits), ``rules``
+            (rewrite rules or names; None: ``jst.rewrites.STABILITY``), ``apply`` (judge the rewritten
+            function), ``grad`` (also judge the gradient, in ``result.gradient``), ``judge``
+            ("stability": error beyond what the conditioning at the input explains, the default;
+            "accuracy": forward error), ``oracle_budget`` (largest estimated cost of the exact
+            evaluation, :func:`oracle_cost` x ``max_examples``; above it an ``ArgumentError`` before
+            anything runs; None: no limit), ``time_budget`` (seconds of drawing, then the case is
+            judged on what was drawn with a :class:`CheckWarning`; None: no limit), ``timing`` (time
+            both jitted variants on every backend present). ``help(jst.settings)`` lists them all.
         name: the case's name in reports and baselines (default ``module.qualname`` of ``fn``).
         witnesses: inputs to re-check before fuzzing (a baseline's worst inputs). Those that do not
             fit the case's current domain, shapes and dtype are skipped (a :class:`CheckWarning` says
             how many), as are stored failures of the example database.
         derandomize: fixed draws (as a baseline comparison needs); no example database.
         profile: a :class:`StageTimes` to fill with the seconds spent per stage.
-        oracle_budget: the largest estimated cost of the exact evaluation, in scalar operations:
-            :func:`oracle_cost` (elements x equations) times ``max_examples``. Above it the check
-            raises ``ArgumentError`` before running anything, with the figure and the ways out
-            (smaller shapes, fewer examples, a larger budget). None: no limit.
-        time_budget: seconds of drawing after which no new input is drawn; the case is judged on the
-            inputs drawn so far and a :class:`CheckWarning` says how many. None: no limit.
-        grad: also judge the gradient (``jax.grad``; a VJP with ones for non-scalar outputs) of
-            both variants against the exact derivative of the function as written; the figures are
-            in ``result.gradient`` (a ``CaseResult``), and the case fails when either fails.
         derivative: check the gradient only (what ``grad=True`` runs for ``result.gradient``).
         gradient_witnesses: with ``grad=True``, inputs to re-check first in the gradient's check only
             (a baseline's gradient witnesses), before ``witnesses``.
-        judge: the lens of the verdict. "stability" (default): an input fails when its error exceeds
-            what the problem's conditioning at that input explains by more than ``tolerance_bits``
-            (or on any overflow); ill-conditioned inputs pass with a note. "accuracy": the forward
-            error is judged (Herbie's lens; what ``jst.improve`` optimises). Applies to the gradient
-            too with ``grad=True``. See docs/architecture.md, "Two lenses: stability and accuracy".
 
     Returns:
         A :class:`CaseResult`: figures of both variants, verdicts, ``outcome`` ("passed"/"failed" for
         the judged variant) and, on failure, ``message`` naming the smallest failing input.
 
     Raises:
-        ArgumentError: a bad argument, named (a ``ValueError``); a case over the oracle budget; a
-            case where nothing could be judged (every input outside the function's real domain, or
-            uncertain): the message says why and what to change.
+        ArgumentError: a bad argument, named (a ``ValueError``; ``SettingsError`` for an option); a
+            case over the oracle budget; a case where nothing could be judged (every input outside
+            the function's real domain, or uncertain): the message says why and what to change.
         UnsupportedPrimitive: the oracle cannot evaluate ``fn`` exactly (before any input is drawn).
         TraceError: JAX cannot trace ``fn`` (the reason in one paragraph, and a hint).
         JaxstabError: the check cannot be carried out as asked (e.g. float64 could not be enabled).
@@ -147,149 +148,136 @@ def check(
         >>> result.original.overflows > 0, result.rewritten.verdict
         (True, 'pass')
     """
-    if grad:  # the values, then the derivative programs (_gradient.py)
-        return with_gradient(check, fn, dict(
-            shapes=shapes, dtype=dtype, domain=domain, max_examples=max_examples, seed=seed, rules=rules,
-            tolerance_bits=tolerance_bits, apply=apply, atol=atol, timing=timing, name=name,
-            witnesses=witnesses, derandomize=derandomize, profile=profile, oracle_budget=oracle_budget,
-            time_budget=time_budget, judge=judge), gradient_witnesses=gradient_witnesses)
-    prof = profile if profile is not None else StageTimes()
+    chosen = layered(Settings.default, {"settings": settings, **options}, "check", where="jst.check()")
+    case = make_case(fn, shapes, dtype, domain, name)
+    run = RunContext(tuple(witnesses), tuple(gradient_witnesses), bool(derandomize),
+                     profile if profile is not None else StageTimes())
+    if chosen.grad and not derivative:  # the values, then the derivative programs (_gradient.py)
+        return with_gradient(judge_case, case, chosen, run)
+    return judge_case(case, chosen, run, derivative=derivative)
+
+
+def judge_case(case: Case, s: Settings, run: RunContext, *, derivative: bool = False) -> CaseResult:
+    """The pipeline over a validated case and its settings: programs, inputs, diagnostics, result."""
     start = time.perf_counter()
-    names, shape_list, by_keyword = normalize_shapes(shapes)
-    try:
-        dt = resolve_dtype(dtype, complex_ok=True)
-    except ValueError as exc:
-        raise ArgumentError(f"dtype={dtype!r}: {exc}") from None
-    _validate(max_examples=max_examples, tolerance_bits=tolerance_bits, atol=atol, seed=seed)
-    judge = validate_judge(judge)
-    for label, budget in (("oracle_budget", oracle_budget), ("time_budget", time_budget)):
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
-                                   or not budget > 0):
-            raise ArgumentError(f"{label}={budget!r}: expected a number > 0, or None for no limit")
-    strategy = build_strategy(dt, shape_list, domain)
-    case_dtype = dt
-    chosen_rules = resolve_rules(rules)
-    call = positional(fn, names, by_keyword)
-    if is_complex_dtype(dt):  # judged as a function of the parts (_complex_case.py)
-        split = split_complex(dt, shape_list, names, domain)
-        dt, shape_list, names, domain = split.part, split.shapes, split.names, split.domains
-        call = split.wrap(call)
-    domains = [d.resolve(dtype_info(dt)) for d in per_argument_domains(domain, len(shape_list))]
-    case_id = name or f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
-    judged = "rewritten" if apply else "original"
-    with x64_scope(dt):
-        t0 = time.perf_counter()
-        prepared = trace_case(call, dt, shape_list)
-        cost = oracle_cost(prepared.closed)
-        if oracle_budget is not None and cost * max_examples > oracle_budget:
-            raise ArgumentError(_over_budget(case_id, cost, max_examples, oracle_budget, shape_list))
-        rewritten, applied = _rewrite(prepared.closed, chosen_rules)
-        if derivative:
-            prepared, rewritten = derivative_case(prepared, rewritten)
-        evaluator = Evaluator(prepared.closed, rewritten, prepared.judged_outputs, atol, prof, judge,
-                              float(tolerance_bits), derivative)
-        # One run inside the domain, not counted: compiles both variants and surfaces an oracle that
-        # cannot evaluate the program (UnsupportedPrimitive) before Hypothesis starts. Not on zeros: a
-        # loop may only end for inputs of its domain (while v < 1e6: v *= 2 never ends from 0).
-        warm = _warmup_args(dt, shape_list, domains)
-        if warm is not None:
-            before = dict(prof)
-            evaluator(warm)
-            for stage in ("run", "oracle", "metrics", "conditioning"):  # counted as setup, below
-                prof[stage] = before.get(stage, 0.0)
-        prof.add("trace", time.perf_counter() - t0)
-        acc = _JudgedCount(float(tolerance_bits), judged, judge)
-        skipped = 0
-        for w in witnesses:  # re-checked first: a baseline's known worst inputs
-            if fits(w.args, dt, shape_list, domains):
-                acc.add(evaluator(w.args), drawn=False)
-            else:
-                skipped += 1
-        runner = Runner(strategy, evaluator, acc, case_id, max_examples, seed, derandomize, prof,
-                         time_budget, domain)
-        skipped_stored = runner.replay(dt, shape_list, domains)
-        _warn_skipped(case_id, skipped, skipped_stored)
-        runner.explore()
-        if runner.stopped_after is not None:
-            warnings.warn(CheckWarning(
-                f"{case_id}: stopped drawing after {runner.stopped_after:.0f} s (time_budget="
-                f"{time_budget:g} s): judged {acc.samples} inputs, not max_examples={max_examples}. "
-                "Use smaller shapes or fewer examples, or raise time_budget."), stacklevel=2)
-        if acc.judged_elements == 0:
-            raise ArgumentError(nothing_judged(case_id, acc.samples, acc.discarded, acc.uncertain,
-                                               domain, prepared.out_dtypes, shape_list, cost))
-        t0 = time.perf_counter()
-        still_fails = lambda ex: ex.outcomes[judged].fails(float(tolerance_bits))
-        # At most as many runs as the exploration: bounded by count, not time, so it is reproducible.
-        shrinker = Shrinker(evaluator, still_fails, dt, domain, len(shape_list), max_runs=max_examples)
-        minimal = runner.minimise(shrinker)
-        if minimal is not None:
-            acc.add(minimal, drawn=False)  # counted once, as in the run that saved the baseline
-        prof.add("minimise", time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        origins = _nan_origins(prepared.closed, rewritten, acc, minimal)
-        prof.add("diagnostics", time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        local = local_error_records(prepared.closed, rewritten, acc, minimal, float(tolerance_bits),
-                                    acc.stats(judged).verdict == "fail")
-        prof.add("local_error", time.perf_counter() - t0)
-        timings: list[TimingRecord] = []
-        if timing and acc.first is not None:
-            t0 = time.perf_counter()
-            timings = _time(prepared.closed, rewritten, acc.first.args)
-            prof.add("timing", time.perf_counter() - t0)
+    judged = "rewritten" if s.apply else "original"
+    rules = resolve_rules(s.rules)
+    with x64_scope(case.dtype):
+        programs = _programs(case, s, rules, derivative, run.profile)
+        acc, minimal = _inputs(case, s, run, programs, judged)
+        origins, local, timings = _diagnose(programs, acc, minimal, s, judged, run.profile)
     result = CaseResult(
-        nodeid=case_id, dtype=str(case_dtype), samples=acc.samples, discarded=acc.discarded,
-        uncertain=acc.uncertain,
-        original=acc.stats("original"), rewritten=acc.stats("rewritten"),
-        rewrites=[RewriteRecord(a.rule, a.location) for a in applied],
+        nodeid=case.case_id, dtype=str(case.result_dtype), samples=acc.samples, discarded=acc.discarded,
+        uncertain=acc.uncertain, original=acc.stats("original"), rewritten=acc.stats("rewritten"),
+        rewrites=[RewriteRecord(a.rule, a.location) for a in programs.applied],
         nan_origins=origins, timing=timings, local_error=local, witnesses=acc.witnesses(minimal),
         # Sorted: the same inputs give the same report whatever order they arrived in (witnesses first).
         points=sorted(acc.points, key=lambda p: (p.magnitude, p.original_bits, p.rewritten_bits)),
-        tolerance_bits=float(tolerance_bits), judged=judged, judge=judge,
+        tolerance_bits=float(s.tolerance_bits), judged=judged, judge=s.judge,
     )
     result.outcome = "failed" if result.judged_stats.verdict == "fail" else "passed"
     if result.outcome == "failed":
-        result.message = failure_message(result, minimal, names, applied)
+        result.message = failure_message(result, minimal, case.names, programs.applied)
     else:
         result.note = passing_note(result)
-    acc.judge_domain(result, domain,  # limits, kinks, and a function undefined on its domain
-                     lambda: uniform_undefined_share(evaluator, domains, shape_list, dt))
-    prof["examples"] = float(acc.samples)
-    prof["total"] = time.perf_counter() - start
+    probe = lambda: uniform_undefined_share(programs.evaluator, case.domains, case.shapes, case.dtype)
+    acc.judge_domain(result, case.domain, probe)  # limits, kinks, and a function undefined on its domain
+    run.profile["examples"] = float(acc.samples)
+    run.profile["total"] = time.perf_counter() - start
     return result
 
 
-def _validate(*, max_examples: Any, tolerance_bits: Any, atol: Any, seed: Any) -> None:
-    if isinstance(max_examples, bool) or not isinstance(max_examples, (int, np.integer)) or max_examples < 1:
-        raise ArgumentError(f"max_examples={max_examples!r}: expected a positive integer")
-    for name, value in (("tolerance_bits", tolerance_bits), ("atol", atol)):
-        if value is None and name == "atol":
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value >= 0:
-            raise ArgumentError(f"{name}={value!r}: expected a number >= 0")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-        raise ArgumentError(f"seed={seed!r}: expected an integer or None")
+@dataclasses.dataclass
+class _Programs:
+    """The traced case, its rewritten program, the rewrites applied, the evaluator and the oracle's cost."""
+
+    traced: Any
+    rewritten: Any
+    applied: list[Any]
+    evaluator: Evaluator
+    cost: int
 
 
-def build_strategy(dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], domain: Any) -> Any:
-    """The case's scenarios (``jst.strategies.arguments`` draws, with siblings); a bad ``domain`` is an
-    :class:`ArgumentError`."""
-    try:
-        return scenarios(dtype, shapes, domain=domain)
-    except (ValueError, TypeError) as exc:
-        raise ArgumentError(f"domain={domain!r}: {exc}") from None
+def _programs(case: Case, s: Settings, rules: Sequence[Any], derivative: bool, prof: StageTimes) -> _Programs:
+    """Trace, refuse what the oracle cannot take, enforce the budget, rewrite, warm up (stage "trace")."""
+    t0 = time.perf_counter()
+    traced = trace_case(case.call, case.dtype, case.shapes)
+    cost = oracle_cost(traced.closed)
+    if s.oracle_budget is not None and cost * s.max_examples > s.oracle_budget:
+        raise ArgumentError(_over_budget(case.case_id, cost, s.max_examples, s.oracle_budget, case.shapes))
+    rewritten, applied = _rewrite(traced.closed, rules)
+    if derivative:
+        traced, rewritten = derivative_case(traced, rewritten)
+    evaluator = Evaluator(traced.closed, rewritten, traced.judged_outputs, s.atol, prof, s.judge,
+                          float(s.tolerance_bits), derivative)
+    # One run inside the domain, not counted: compiles both variants and surfaces an oracle that cannot
+    # evaluate the program (UnsupportedPrimitive) before Hypothesis starts. Not on zeros: a loop may
+    # only end for inputs of its domain (while v < 1e6: v *= 2 never ends from 0).
+    warm = _warmup_args(case.dtype, case.shapes, case.domains)
+    if warm is not None:
+        before = dict(prof)
+        evaluator(warm)
+        for stage in ("run", "oracle", "metrics", "conditioning"):  # counted as setup, below
+            prof[stage] = before.get(stage, 0.0)
+    prof.add("trace", time.perf_counter() - t0)
+    return _Programs(traced, rewritten, applied, evaluator, cost)
 
 
-def resolve_rules(rules: Any) -> tuple[Any, ...]:
-    """The rules to apply (``None``: the stability catalogue); unknown names are an :class:`ArgumentError`."""
-    try:
-        if rules is None:
-            return resolve(None, (), tuple(STABILITY))
-        return resolve(rules if isinstance(rules, str) else list(rules))
-    except (KeyError, TypeError) as exc:
-        problem = exc.args[0] if exc.args else exc
-        raise ArgumentError(f"rules={rules!r}: {problem}") from None
+def _inputs(case: Case, s: Settings, run: RunContext, programs: _Programs, judged: str,
+            ) -> tuple[_JudgedCount, SampleResult | None]:
+    """Witnesses, stored failures, drawn inputs, then the simplest failing input shrunk."""
+    prof = run.profile
+    evaluator = programs.evaluator
+    acc = _JudgedCount(float(s.tolerance_bits), judged, s.judge)
+    skipped = 0
+    for w in run.witnesses:  # re-checked first: a baseline's known worst inputs
+        if fits(w.args, case.dtype, case.shapes, case.domains):
+            acc.add(evaluator(w.args), drawn=False)
+        else:
+            skipped += 1
+    runner = Runner(case.strategy, evaluator, acc, case.case_id, s.max_examples, s.seed, run.derandomize,
+                    prof, s.time_budget, case.domain)
+    skipped_stored = runner.replay(case.dtype, case.shapes, case.domains)
+    _warn_skipped(case.case_id, skipped, skipped_stored)
+    runner.explore()
+    if runner.stopped_after is not None:
+        warnings.warn(CheckWarning(
+            f"{case.case_id}: stopped drawing after {runner.stopped_after:.0f} s (time_budget="
+            f"{s.time_budget:g} s): judged {acc.samples} inputs, not max_examples={s.max_examples}. "
+            "Use smaller shapes or fewer examples, or raise time_budget."), stacklevel=4)
+    if acc.judged_elements == 0:
+        raise ArgumentError(nothing_judged(case.case_id, acc.samples, acc.discarded, acc.uncertain,
+                                           case.domain, programs.traced.out_dtypes, case.shapes,
+                                           programs.cost))
+    t0 = time.perf_counter()
+    tolerance = float(s.tolerance_bits)
+    still_fails = lambda ex: ex.outcomes[judged].fails(tolerance)
+    # At most as many runs as the exploration: bounded by count, not time, so it is reproducible.
+    shrinker = Shrinker(evaluator, still_fails, case.dtype, case.domains, max_runs=s.max_examples)
+    minimal = runner.minimise(shrinker)
+    if minimal is not None:
+        acc.add(minimal, drawn=False)  # counted once, as in the run that saved the baseline
+    prof.add("minimise", time.perf_counter() - t0)
+    return acc, minimal
+
+
+def _diagnose(programs: _Programs, acc: _JudgedCount, minimal: SampleResult | None, s: Settings, judged: str,
+              prof: StageTimes) -> tuple[list[NanOriginRecord], list[Any], list[TimingRecord]]:
+    """Where NaNs are born, which lines lose the bits, and (``timing``) the jitted times."""
+    closed, rewritten = programs.traced.closed, programs.rewritten
+    t0 = time.perf_counter()
+    origins = _nan_origins(closed, rewritten, acc, minimal)
+    prof.add("diagnostics", time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    local = local_error_records(closed, rewritten, acc, minimal, float(s.tolerance_bits),
+                                acc.stats(judged).verdict == "fail")
+    prof.add("local_error", time.perf_counter() - t0)
+    timings: list[TimingRecord] = []
+    if s.timing and acc.first is not None:
+        t0 = time.perf_counter()
+        timings = _time(closed, rewritten, acc.first.args)
+        prof.add("timing", time.perf_counter() - t0)
+    return origins, local, timings
 
 
 def _rewrite(closed: Any, rules: Sequence[Any]) -> tuple[Any, list[Any]]:
@@ -320,7 +308,7 @@ def _warn_skipped(case_id: str, witnesses: int, stored: int) -> None:
     if parts:
         warnings.warn(CheckWarning(
             f"{case_id}: skipped {' and '.join(parts)}: they no longer fit the case's domain, shapes or "
-            "dtype (re-save the baseline to store inputs of the current case)"), stacklevel=3)
+            "dtype (re-save the baseline to store inputs of the current case)"), stacklevel=5)
 
 
 def _warmup_args(dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]],

@@ -23,9 +23,8 @@ from .._dtypes import component_dtype, dtype_info, from_ordinal
 from .._errors import JaxstabError
 from .._primitives import DISCONTINUOUS
 from .._results import Point, VariantStats, Witness
-from ..oracles import evaluate
+from ..oracles import error_bits, evaluate
 from ..oracles._limits import confirm, evaluate_near, resolve
-from ..oracles._metrics import error_bits
 from ._conditioning import conditioning_ulps, reduction_terms
 from ._trace import x64_scope
 from ._verdict import judge_elements

@@ -13,7 +13,7 @@ scored against the oracle, NaN/Inf origins found in the backward pass, figures a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -61,20 +61,20 @@ def derivative_case(traced: TracedCase, rewritten: Any) -> tuple[TracedCase, Any
     return grad_case, grad_rewritten
 
 
-def with_gradient(check: Callable[..., Any], fn: Callable[..., Any], kwargs: dict[str, Any], *,
-                  gradient_witnesses: Sequence[Any] = ()) -> Any:
-    """``check(fn, **kwargs)`` for the values, then for the gradients (``result.gradient``).
+def with_gradient(judge_case: Callable[..., Any], case: Any, settings: Any, run: Any) -> Any:
+    """``judge_case`` for the values, then for the gradients (``result.gradient``).
 
-    The gradient's check re-checks ``gradient_witnesses`` (a baseline's worst inputs of the gradient)
-    first, then the values' witnesses; the values' check never sees the gradient's.
+    ``case`` is the validated case, ``run`` its ``RunContext``. The gradient's check re-checks
+    ``run.gradient_witnesses`` (a baseline's worst inputs of the gradient) first, then the values'
+    witnesses; the values' check never sees the gradient's.
 
     The case fails when either fails; the message then says which (the gradient's names the
     backward-pass origin of a NaN/Inf, as a value's does).
     """
-    result = check(fn, **kwargs)
-    grad_kwargs = dict(kwargs, name=f"{result.nodeid}[grad]", derivative=True,  # witnesses are inputs
-                       witnesses=[*gradient_witnesses, *kwargs.get("witnesses", ())])
-    gradient = check(fn, **grad_kwargs)
+    result = judge_case(case, settings, run)
+    grad_case = dataclasses.replace(case, case_id=f"{result.nodeid}[grad]")
+    grad_run = dataclasses.replace(run, witnesses=(*run.gradient_witnesses, *run.witnesses))  # inputs
+    gradient = judge_case(grad_case, settings, grad_run, derivative=True)
     gradient.nodeid = result.nodeid
     result.gradient = gradient
     if gradient.outcome == "failed":

@@ -7,11 +7,12 @@ loss on each line. A diagnostic: any error in it leaves the records empty, never
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
-from .._diagnostics._local_error import analyse as analyse_local_error
+from .._diagnostics import analyse as analyse_local_error
 from .._results import LocalErrorRecord
 from ._evaluate import Accumulator, SampleResult
 
@@ -52,7 +53,5 @@ def local_error_records(closed: Any, rewritten: Any, acc: Accumulator, minimal: 
         if failed:
             removed = after is not None and not any(
                 a.location == line.location and a.max_bits > tolerance for a in after)
-        records.append(LocalErrorRecord(line.location, line.primitive, line.kind, line.max_bits,
-                                        line.mean_bits, line.share_over_tolerance, line.code or "",
-                                        removed))
+        records.append(dataclasses.replace(line, code=line.code or "", removed=removed))
     return records

@@ -15,8 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from .._dtypes import dtype_info
-from ..strategies._domain import per_argument_domains
 from ._evaluate import SampleResult
 
 __all__ = ["Shrinker"]
@@ -33,19 +31,17 @@ class Shrinker:
         evaluate: runs both variants and the oracle on an input.
         fails: whether an evaluated input still fails the judged variant.
         dtype: the inputs' dtype.
-        domain: the case's ``domain=`` (as ``jst.strategies.arguments`` takes it).
-        count: the number of arguments.
+        domains: the case's domain of each argument, resolved for ``dtype`` (``Case.domains``).
         max_runs: the most evaluations to spend (capped at ``MAX_RUNS``).
     """
 
     def __init__(self, evaluate: Callable[[Sequence[np.ndarray]], SampleResult],
                  fails: Callable[[SampleResult], bool],
-                 dtype: np.dtype[Any], domain: Any, count: int, *, max_runs: int = MAX_RUNS) -> None:
+                 dtype: np.dtype[Any], domains: Sequence[Any], *, max_runs: int = MAX_RUNS) -> None:
         self.evaluate = evaluate
         self.fails = fails
         self.dtype = dtype
-        info = dtype_info(dtype)
-        self.domains = [d.resolve(info) for d in per_argument_domains(domain, count)]
+        self.domains = list(domains)
         self.runs = 0
         self.max_runs = min(int(max_runs), MAX_RUNS)
 

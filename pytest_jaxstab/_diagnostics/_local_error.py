@@ -38,6 +38,7 @@ from .. import _compat as C
 from .._dtypes import component_dtype, dtype_info
 from .._errors import ArgumentError, trace_error
 from .._primitives import ELEMENTWISE
+from .._results import LocalErrorRecord
 from ..oracles import error_bits, evaluate
 from ._local_trace import Instrumented, Site, Slot, instrument
 
@@ -60,50 +61,9 @@ _ADDITIVE = frozenset({"add", "sub", "add_any"})
 _SUMS = frozenset({"reduce_sum", "cumsum", "dot_general"})
 
 
-@dataclasses.dataclass(frozen=True)
-class LineError:
-    """The local error of one (source line, primitive) pair, over the samples analysed.
-
-    Attributes:
-        location: the user's ``file:line`` (None when no user frame is known).
-        primitive: the primitive's name (``sub``, ``log``, ``reduce_sum``).
-        kind: one of :data:`KINDS`, from the worst element.
-        max_bits: the most bits one element lost there.
-        mean_bits: the mean over samples of the worst element's bits.
-        share_over_tolerance: the share of samples losing more than the tolerance there.
-        code: the text of the line at ``location``.
-        path: the nested calls down to the equation (``("jit(f)", "scan", "sub")``).
-        samples: how many samples could be judged there.
-    """
-
-    location: str | None
-    primitive: str
-    kind: str
-    max_bits: float
-    mean_bits: float
-    share_over_tolerance: float
-    code: str | None = None
-    path: tuple[str, ...] = ()
-    samples: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON report's entry: location, primitive, kind, the three figures, code and samples."""
-        return {"location": self.location, "primitive": self.primitive, "kind": self.kind,
-                "max_bits": self.max_bits, "mean_bits": self.mean_bits,
-                "share_over_tolerance": self.share_over_tolerance, "code": self.code,
-                "path": list(self.path), "samples": self.samples}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> LineError:
-        return cls(d["location"], d["primitive"], d["kind"], float(d["max_bits"]), float(d["mean_bits"]),
-                   float(d["share_over_tolerance"]), d.get("code"), tuple(d.get("path", ())),
-                   int(d.get("samples", 0)))
-
-    def __str__(self) -> str:
-        where = self.location or "<no source location>"
-        text = (f"{self.kind} in {self.primitive} at {where}: max {self.max_bits:.1f} bits, mean "
-                f"{self.mean_bits:.1f}, {100 * self.share_over_tolerance:.0f}% of samples over tolerance")
-        return text + (f" (`{self.code}`)" if self.code else "")
+#: One (source line, primitive) pair's local error: the record a ``CaseResult`` carries too (one
+#: class for one fact, ``_results.LocalErrorRecord``).
+LineError = LocalErrorRecord
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,10 +249,10 @@ class _Group:
         src = self.site.source
         if not s.size:
             return LineError(None if src is None else str(src), self.site.primitive, self.kind, 0.0, 0.0,
-                             0.0, None, self.site.path, 0)
+                             0.0, code=None, path=self.site.path, samples=0)
         return LineError(None if src is None else str(src), self.site.primitive, self.kind,
                          float(s.max()), float(s.mean()), float((s > tolerance).mean()),
-                         None if src is None else src.text, self.site.path, int(s.size))
+                         code=None if src is None else src.text, path=self.site.path, samples=int(s.size))
 
 
 class _Floats:

@@ -55,7 +55,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _compat as C
-from .._errors import tracing
+from .._errors import ArgumentTypeError, tracing
 from ._nan_records import NanOrigin, OperandSummary
 from ._nan_walk import Ctx, Walker, every_finite
 
@@ -90,11 +90,11 @@ def find_nan_origin(fn: Callable[..., Any], *args: Any,
         ('overflow', 'exp', (1,))
     """
     if not callable(fn):
-        raise TypeError(f"find_nan_origin: fn must be a callable, got {type(fn).__name__}")
+        raise ArgumentTypeError(f"find_nan_origin: fn must be a callable, got {type(fn).__name__}")
     leaves = jax.tree_util.tree_leaves(args)
     if any(C.is_tracer(x) for x in leaves):
-        raise TypeError("find_nan_origin evaluates concrete inputs: call it outside jax.jit/grad/vmap "
-                        "(pass the transformed function, e.g. find_nan_origin(jax.grad(f), x)).")
+        raise ArgumentTypeError("find_nan_origin evaluates concrete inputs: call it outside jax.jit/grad/vmap"
+                                " (pass the transformed function, e.g. find_nan_origin(jax.grad(f), x)).")
     with tracing(fn):  # a tracing mistake reads as in jst.check: the user's line, JAX's reason, a hint
         closed, _, _ = C.trace(fn, *args)
     invals = [jnp.asarray(x) for x in leaves]

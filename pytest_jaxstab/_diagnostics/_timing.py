@@ -23,7 +23,7 @@ from typing import Any
 
 import jax
 
-from .._errors import tracing
+from .._errors import ArgumentError, ArgumentTypeError, tracing
 
 __all__ = ["BackendTiming", "time_backends"]
 
@@ -105,14 +105,14 @@ def time_backends(fn: Callable[..., Any], *args: Any, rewritten: Callable[..., A
         'cpu'
     """
     if not callable(fn):
-        raise TypeError(f"time_backends: fn must be a callable, got {type(fn).__name__}")
+        raise ArgumentTypeError(f"time_backends: fn must be a callable, got {type(fn).__name__}")
     if rewritten is not None and not callable(rewritten):
-        raise TypeError(f"time_backends: rewritten must be a callable or None, got "
-                        f"{type(rewritten).__name__}")
+        raise ArgumentTypeError(f"time_backends: rewritten must be a callable or None, got "
+                                f"{type(rewritten).__name__}")
     if int(min_repeats) < 1:
-        raise ValueError(f"time_backends: min_repeats must be >= 1, got {min_repeats}")
+        raise ArgumentError(f"time_backends: min_repeats must be >= 1, got {min_repeats}")
     if not target_s > 0:
-        raise ValueError(f"time_backends: target_s must be > 0 seconds, got {target_s}")
+        raise ArgumentError(f"time_backends: target_s must be > 0 seconds, got {target_s}")
     records = []
     for device in _devices():
         call, compiled = _compile_for(device, fn, args)

@@ -27,6 +27,8 @@ import numpy as np
 from .._check._trace import normalize_shapes, positional, trace_case, x64_scope
 from .._dtypes import is_complex_dtype, resolve_dtype
 from .._errors import ArgumentError, JaxstabError, function_name
+from .._settings import layered
+from .._settings import settings as Settings
 from ._egraph import SaturationError, saturate
 from ._expr import Term, cost, evaluate_jax, replace, subterms
 from ._extract import Extractor
@@ -49,9 +51,8 @@ _NOISE_BITS = 0.1
 _FINALISTS = 8
 
 
-def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = None, max_examples: int = 128,
-            seed: int | None = None, time_limit: float = 15.0, node_limit: int = 5000, iter_limit: int = 8,
-            ) -> Improvement:
+def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = None, settings: Any = None,
+            **options: Any) -> Improvement:
     """Search for a more accurate program computing ``fn`` (equality saturation judged by the oracle).
 
     ``fn`` must compute one float result elementwise from its array inputs with operations the search
@@ -66,10 +67,12 @@ def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = No
         The search works per element, so only the number and names of the arguments matter.
       dtype: "float16", "bfloat16", "float32" or "float64".
       domain: the input domain, as for ``jst.strategies.floats`` (e.g. ``(0, None)``).
-      max_examples: the number of inputs drawn for the search (and again for the re-check).
-      seed: makes the draws reproducible (None: seed 0, the search is deterministic by default).
-      time_limit: seconds for saturation plus candidate search; the result says when it was hit.
-      node_limit: e-nodes after which saturation stops; iter_limit: saturation iterations at most.
+      settings: a ``jst.settings`` to start from (default: the loaded profile).
+      **options: the ``jst.settings`` options ``jst.improve`` takes: ``max_examples`` (inputs drawn for
+        the search, and again for the re-check; default 100), ``seed`` (None: seed 0, the search is
+        deterministic by default), ``time_limit`` (seconds for saturation plus candidate search, default
+        15; the result says when it was hit), ``node_limit`` (e-nodes after which saturation stops,
+        default 5000), ``iter_limit`` (saturation iterations at most, default 8).
 
     Returns:
       An :class:`Improvement` (``.fn``, ``.source``, ``.frontier``, ``.report()``); when the
@@ -77,7 +80,7 @@ def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = No
       ``status`` says why.
 
     Raises:
-      ArgumentError: a bad dtype, shapes, limit or seed.
+      ArgumentError: a bad dtype or shapes; ``SettingsError`` for a bad limit, seed or unknown option.
       TraceError: JAX cannot trace ``fn``.
 
     Example::
@@ -86,16 +89,7 @@ def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = No
                           domain=(0, None))
         print(imp.source)   # def ...(x): return 1.0 / (jnp.sqrt(x + 1.0) + jnp.sqrt(x))
     """
-    dt = _validate(dtype, max_examples, seed, time_limit, node_limit, iter_limit)
-    names, shape_list, by_keyword = normalize_shapes(shapes)
-    param_names = _param_names(fn, names, by_keyword)
-    with x64_scope(dt):
-        return _improve(fn, dt, shape_list, names, by_keyword, param_names, domain, int(max_examples),
-                        0 if seed is None else int(seed), float(time_limit), int(node_limit), int(iter_limit))
-
-
-def _validate(dtype: Any, max_examples: Any, seed: Any, time_limit: Any, node_limit: Any,
-              iter_limit: Any) -> np.dtype[Any]:
+    s = layered(Settings.default, {"settings": settings, **options}, "improve", where="jst.improve()")
     if is_complex_dtype(dtype):
         raise ArgumentError(f"dtype={dtype!r}: jst.improve searches identities of real numbers; complex "
                             "functions are checked (jst.check) but not searched")
@@ -103,15 +97,12 @@ def _validate(dtype: Any, max_examples: Any, seed: Any, time_limit: Any, node_li
         dt = resolve_dtype(dtype)
     except (TypeError, ValueError) as exc:
         raise ArgumentError(f"dtype={dtype!r}: {exc}") from None
-    counts = (("max_examples", max_examples), ("node_limit", node_limit), ("iter_limit", iter_limit))
-    for name, value in counts:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ArgumentError(f"{name}={value!r}: expected a positive integer")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-        raise ArgumentError(f"seed={seed!r}: expected an integer or None")
-    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0:
-        raise ArgumentError(f"time_limit={time_limit!r}: expected a number of seconds > 0")
-    return dt
+    names, shape_list, by_keyword = normalize_shapes(shapes)
+    param_names = _param_names(fn, names, by_keyword)
+    with x64_scope(dt):
+        return _improve(fn, dt, shape_list, names, by_keyword, param_names, domain, int(s.max_examples),
+                        0 if s.seed is None else int(s.seed), float(s.time_limit), int(s.node_limit),
+                        int(s.iter_limit))
 
 
 def _param_names(fn: Callable[..., Any], names: list[str], by_keyword: bool) -> list[str]:

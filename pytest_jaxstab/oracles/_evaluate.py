@@ -29,6 +29,7 @@ from flint import ctx as flint_ctx
 
 from .. import _compat
 from .._dtypes import complex_dtype, component_dtype, dtype_info, is_complex_dtype, resolve_dtype
+from .._errors import ArgumentError, ArgumentTypeError
 from .._primitives import CALLS, CUSTOM_DERIVATIVES, ELEMENTWISE
 from ._balls import ball_to_mpf, round_balls
 from ._common import Undecided, is_complex, is_float
@@ -83,10 +84,11 @@ def _prepare(fn_or_jaxpr: Any, args: tuple[Any, ...]) -> tuple[Any, list[Any], A
         closed = _compat.as_closed(fn_or_jaxpr)
         n = len(_compat.invars(closed))
         if len(args) != n:
-            raise TypeError(f"evaluate: this jaxpr takes {n} flat arguments, got {len(args)}")
+            raise ArgumentTypeError(f"evaluate: this jaxpr takes {n} flat arguments, got {len(args)}")
         return closed, list(args), None
     if not callable(fn_or_jaxpr):
-        raise TypeError(f"evaluate: expected a function or a closed jaxpr, got {type(fn_or_jaxpr).__name__}")
+        raise ArgumentTypeError(f"evaluate: expected a function or a closed jaxpr, got "
+                                f"{type(fn_or_jaxpr).__name__}")
     closed, _, out_tree = _compat.trace(fn_or_jaxpr, *args)
     return closed, jax.tree_util.tree_leaves((args, {})), out_tree
 
@@ -227,7 +229,7 @@ def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
       array(1., dtype=float32)
     """
     if int(max_precision) < 16:
-        raise ValueError(f"max_precision must be at least 16 bits, got {max_precision}")
+        raise ArgumentError(f"max_precision={max_precision!r}: expected at least 16 bits")
     closed, flat_args, out_tree = _prepare(fn_or_jaxpr, args)
     check_supported(closed)
     in_avals = [_compat.aval(v) for v in _compat.invars(closed)]

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import dtype_info, to_ordinal
+from .._errors import ArgumentError
 
 __all__ = ["complex_error_bits", "error_bits", "ordinals", "summarize"]
 
@@ -63,7 +64,7 @@ def error_bits(approx: Any, exact: Any) -> np.ndarray:
     if np.iscomplexobj(a) or np.iscomplexobj(e):
         return complex_error_bits(a, e)
     if a.dtype != e.dtype:
-        raise ValueError(f"error_bits needs one dtype, got approx {a.dtype} and exact {e.dtype}")
+        raise ArgumentError(f"error_bits needs one dtype, got approx {a.dtype} and exact {e.dtype}")
     width = float(dtype_info(a.dtype).bits)
     a, e = np.broadcast_arrays(a, e)
     # Wrapping uint64 arithmetic: the true distance is below 2**64 but -max to +max overflows int64.

@@ -19,6 +19,7 @@ import numpy as np
 from mpmath import libmp
 
 from .._dtypes import DtypeInfo, dtype_info
+from .._errors import ArgumentTypeError
 
 __all__ = ["round_to_dtype", "to_mpf_array"]
 
@@ -51,11 +52,11 @@ def _raw(value: Any) -> tuple | None:
         return (int(v < 0), abs(v), 0, abs(v).bit_length())
     if isinstance(value, float | np.floating | ml_dtypes.bfloat16):
         if isinstance(value, np.floating) and value.dtype.itemsize > 8:
-            raise TypeError(f"cannot round {value.dtype} exactly: float() would round it first")
+            raise ArgumentTypeError(f"cannot round {value.dtype} exactly: float() would round it first")
         f = float(value)
         # mpmath's zero is unsigned; keep the sign of a float -0.0 (_round_all reads a signed raw zero).
         return (int(math.copysign(1.0, f) < 0), 0, 0, 0) if f == 0 else libmp.from_float(f)
-    raise TypeError(f"cannot round a {type(value).__name__} to a float dtype: {value!r}")
+    raise ArgumentTypeError(f"cannot round a {type(value).__name__} to a float dtype: {value!r}")
 
 
 def shift_nearest_even(man: int, bc: int, shift: int) -> int:

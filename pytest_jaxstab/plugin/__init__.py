@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ._marker import MARKER, MARKER_HELP
+from ._marker import MARKER, marker_help
 from ._options import (
     COMPARE_FAIL_OPTION,
     COMPARE_OPTION,
@@ -74,7 +74,7 @@ def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.It
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", MARKER_HELP)
+    config.addinivalue_line("markers", marker_help())
     session = JaxstabSession(config, resolve_options(config))
     config.stash[SESSION_KEY] = session
     # The session object's own hooks (reports, collection, end of session) see this config only.
@@ -157,8 +157,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 @pytest.fixture
 def jaxstab(request: pytest.FixtureRequest) -> Any:
-    """Check functions defined elsewhere: ``jaxstab.check(fn, shapes=..., dtype=...)`` fuzzes ``fn``
-    like ``jst.check`` with the session's options and returns the ``CaseResult``. Every check of the
+    """Check functions defined elsewhere: ``jaxstab.check(fn, shapes=..., dtype=..., **options)`` fuzzes
+    ``fn`` like ``jst.check`` with the session's ``jst.settings`` (any option overridable by keyword)
+    and returns the ``CaseResult``. Every check of the
     test runs and is recorded; the test fails after its body when one of them failed."""
     from ._run import JaxstabFixture
 

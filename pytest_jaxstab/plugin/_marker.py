@@ -11,52 +11,60 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 
 from .._errors import MarkerError
-from ._options import JUDGES
 
-__all__ = ["MARKER", "MARKER_HELP", "MarkerError", "MarkerSpec", "drawn_signature", "missing_fixture_message",
-           "parse_marker"]
+__all__ = ["CASE_ARGUMENTS", "MARKER", "MarkerError", "MarkerSpec", "drawn_signature", "marker_arguments",
+           "marker_help", "missing_fixture_message", "parse_marker"]
 
 MARKER = "stabilize"
-MARKER_HELP = (
-    "stabilize(dtype, shapes, domain=None, max_examples=None, tolerance_bits=8.0, rules=None, "
-    "apply=False, timing=None, atol=None, oracle_budget=None, grad=False, search=None, judge=None): "
+#: The marker's arguments that say what is checked; every other argument is a ``jst.settings`` option.
+CASE_ARGUMENTS = ("dtype", "shapes", "domain", "settings")
+_SUMMARY = (
     "fuzz the test's body, a JAX function of the array parameters named in `shapes` (drawn by "
     "pytest-jaxstab; other parameters stay fixtures), for numerical stability; fail on overflow or an "
-    "error above tolerance_bits. "
-    "apply=True judges jst.stabilize(body); grad=True judges its gradient too; a failure the catalogue "
-    "does not fix shows jst.improve's program unless search=False or --jaxstab-search=off (search=True "
-    "searches even under --jaxstab-search=off); judge= 'stability' (default: error beyond the problem's "
-    "conditioning) or 'accuracy' (forward error)."
-)
-_KWARGS = ("dtype", "shapes", "domain", "max_examples", "tolerance_bits", "rules", "apply", "timing", "atol",
-           "oracle_budget", "grad", "search", "judge")
+    "error above tolerance_bits. dtype: float16, bfloat16, float32 or float64; domain: (lo, hi), a "
+    "Domain, a predicate, or one per argument; settings: a jst.settings object. Any other argument is a "
+    "jst.settings option, overriding the session's (--jaxstab-* options, ini keys, --jaxstab-profile):")
 _ORIGINAL = "__jaxstab_signature__"
+
+
+def marker_arguments() -> tuple[str, ...]:
+    """Every argument the marker takes: the case's, then the options of ``jst.settings`` it takes."""
+    from .._settings import options
+
+    return (*CASE_ARGUMENTS, *(o.name for o in options("marker")))
+
+
+def marker_help() -> str:
+    """The marker's line of ``pytest --markers``, from the settings' declaration."""
+    from .._settings import options
+
+    opts = options("marker")
+    signature = ", ".join(["dtype", "shapes", "domain=None", "settings=None",
+                           *(f"{o.name}={o.default!r}" for o in opts)])
+    described = "; ".join(f"{o.name}: {o.doc}" for o in opts)
+    return f"{MARKER}({signature}): {_SUMMARY} {described}."
 
 
 @dataclasses.dataclass(frozen=True)
 class MarkerSpec:
-    """A validated marker: the drawn parameters, in order, and the ``jst.check`` arguments."""
+    """A validated marker: the drawn parameters, in order, the case, and the settings it changes.
+
+    ``options`` holds the ``jst.settings`` values the marker gives (validated), and ``settings`` its
+    ``settings=`` object; both apply over the session's settings, the options last.
+    """
 
     names: tuple[str, ...]
     shapes: tuple[tuple[int, ...], ...]
     dtype: str
     domain: Any = None
-    max_examples: int | None = None
-    tolerance_bits: float = 8.0
-    rules: Any = None
-    apply: bool = False
-    timing: bool | None = None
-    atol: float | None = None
-    oracle_budget: float | None = None
-    grad: bool = False
-    search: bool | None = None  # None: as --jaxstab-search says
-    judge: str | None = None  # None: --jaxstab-judge / the ini key / "stability"
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    settings: Any = None
 
 
 def _parameters(sig: inspect.Signature, is_method: bool) -> list[inspect.Parameter]:
@@ -73,12 +81,13 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
         MarkerError: unknown or missing argument, bad dtype, shapes that do not match the parameters,
             an empty domain, bad numbers, unknown rule names.
     """
+    accepted = marker_arguments()
     if mark.args:
-        raise MarkerError(f"takes keyword arguments only ({', '.join(_KWARGS)}), got positional "
+        raise MarkerError(f"takes keyword arguments only ({', '.join(accepted)}), got positional "
                           f"{', '.join(map(repr, mark.args))}")
-    unknown = [k for k in mark.kwargs if k not in _KWARGS]
+    unknown = [k for k in mark.kwargs if k not in accepted]
     if unknown:
-        raise MarkerError(f"unknown argument {', '.join(unknown)}; the marker takes {', '.join(_KWARGS)}")
+        raise MarkerError(f"unknown argument {', '.join(unknown)}; the marker takes {', '.join(accepted)}")
     kw = dict(mark.kwargs)
     for required in ("dtype", "shapes"):
         if required not in kw:
@@ -87,6 +96,7 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
     from .._check._trace import normalize_shapes
     from .._dtypes import resolve_dtype
     from .._errors import ArgumentError
+    from .._settings import none_inherits, option, settings
 
     try:
         dtype = resolve_dtype(kw["dtype"], complex_ok=True)
@@ -112,66 +122,34 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
         names = positional[: len(shapes)]
     if not names:
         raise MarkerError("shapes is empty: name at least one array parameter to draw")
-    spec = MarkerSpec(tuple(names), tuple(shapes), str(dtype), kw.get("domain"),
-                      _count(kw, "max_examples"), _number(kw, "tolerance_bits", 8.0),
-                      kw.get("rules"), _flag(kw, "apply", False), _flag(kw, "timing", None),
-                      _number(kw, "atol", None), _budget(kw), _flag(kw, "grad", False),
-                      _flag(kw, "search", None), _judge(kw))
+    given = kw.get("settings")
+    if given is not None and not isinstance(given, settings):
+        raise MarkerError(f"settings={given!r}: expected a jst.settings object")
+    values: dict[str, Any] = {}
+    for key, value in kw.items():
+        opt = option(key)
+        if opt is None:  # dtype, shapes, domain, settings
+            continue
+        if value is None and none_inherits(key):  # max_examples=None: the session's value
+            continue
+        try:
+            values[key] = opt.check(value)
+        except ArgumentError as exc:
+            raise MarkerError(str(exc)) from None
+    spec = MarkerSpec(tuple(names), tuple(shapes), str(dtype), kw.get("domain"), values, given)
     _check_domain_and_rules(spec)
     return spec
 
 
-def _count(kw: dict[str, Any], name: str) -> int | None:
-    value = kw.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise MarkerError(f"{name}={value!r}: expected a positive integer")
-    return value
-
-
-def _number(kw: dict[str, Any], name: str, default: float | None) -> Any:
-    value = kw.get(name, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise MarkerError(f"{name}={value!r}: expected a number >= 0")
-    return float(value)
-
-
-def _budget(kw: dict[str, Any]) -> float | None:
-    value = kw.get("oracle_budget")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise MarkerError(f"oracle_budget={value!r}: expected a number > 0 (float('inf') for no limit)")
-    return float(value)
-
-
-def _judge(kw: dict[str, Any]) -> str | None:
-    value = kw.get("judge")
-    if value is not None and value not in JUDGES:
-        raise MarkerError(f"judge={value!r}: expected 'stability' (error beyond what the problem's "
-                          "conditioning explains) or 'accuracy' (forward error)")
-    return value
-
-
-def _flag(kw: dict[str, Any], name: str, default: bool | None) -> Any:
-    value = kw.get(name, default)
-    if value is not None and not isinstance(value, bool):
-        raise MarkerError(f"{name}={value!r}: expected True or False")
-    return value
-
-
 def _check_domain_and_rules(spec: MarkerSpec) -> None:
-    from .._check._case import build_strategy, resolve_rules
+    from .._check._spec import build_strategy, resolve_rules
     from .._dtypes import resolve_dtype
     from .._errors import ArgumentError
 
     try:
         build_strategy(resolve_dtype(spec.dtype, complex_ok=True), spec.shapes, spec.domain)
-        if spec.rules is not None:
-            resolve_rules(spec.rules)
+        if spec.options.get("rules") is not None:
+            resolve_rules(spec.options["rules"])
     except ArgumentError as exc:
         raise MarkerError(str(exc)) from None
 

@@ -1,7 +1,12 @@
 """Command-line options and ini keys of the plugin (group "jaxstab"), resolved into :class:`Options`.
 
 Every ``--jaxstab-*`` option has an ini key of the same name with underscores (``jaxstab_examples``);
-the command line wins over the ini file. Paths given on the command line are relative to the directory
+the command line wins over the ini file. The per-case options (``--jaxstab-examples``,
+``--jaxstab-seed``, ``--jaxstab-judge``, ...) are generated from ``jst.settings``' declaration
+(``pytest_jaxstab._settings.OPTIONS``) and resolved once into the session's settings: declared
+defaults < ini keys < the profile (``--jaxstab-profile`` / ``jaxstab_profile``) < the command line; a
+marker or a call overrides them per case. The options written out here are the run's own (reports,
+baselines). Paths given on the command line are relative to the directory
 pytest was invoked from, ini paths to the ini file's directory, and the default baseline to the rootdir.
 This module imports neither JAX nor Hypothesis.
 """
@@ -9,7 +14,6 @@ This module imports neither JAX nor Hypothesis.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,7 @@ __all__ = [
     "REPORT_OPTION",
     "SAVE_BASELINE_OPTION",
     "SEED_OPTION",
+    "PROFILE_OPTION",
     "SEARCH_OPTION",
     "TIMING_OPTION",
     "Options",
@@ -47,6 +52,7 @@ ORACLE_BUDGET_OPTION = "--jaxstab-oracle-budget"
 NO_TIMING_OPTION = "--no-jaxstab-timing"
 SEARCH_OPTION = "--jaxstab-search"
 JUDGE_OPTION = "--jaxstab-judge"
+PROFILE_OPTION = "--jaxstab-profile"
 # The verdict's lenses (as pytest_jaxstab._check._verdict.JUDGES; spelt here so that the plugin's
 # start-up does not import the check machinery).
 JUDGES = ("stability", "accuracy")
@@ -55,22 +61,43 @@ DEFAULT_BASELINE = ".jaxstab/baseline.json"
 # argparse's value for a bare `--jaxstab-compare` / `--jaxstab-save-baseline` (no PATH given).
 _DEFAULT_PATH = "\0default"
 
+#: The run's own ini keys; the per-case ones come from the settings' declaration (``_settings_ini``).
 _INI = {
     "jaxstab_report": "report formats, one per line or space-separated: term, json:PATH, html:PATH",
-    "jaxstab_examples": "inputs drawn per case (default: the active Hypothesis profile's max_examples)",
-    "jaxstab_seed": "fixed seed for the draws (reproducible runs)",
     "jaxstab_save_baseline": "save the baseline on every run: true, or a PATH",
     "jaxstab_compare": "compare with the baseline on every run: true, or a PATH",
     "jaxstab_compare_fail": "regression margins, e.g. bits:2 or bits:2,overflows:0",
-    "jaxstab_timing": "time both variants of every case on every JAX backend (true/false)",
-    "jaxstab_search": "propose jst.improve's program in the failure of every case the catalogue does not "
-                      "fix (true/false; default true)",
-    "jaxstab_oracle_budget": "largest estimated oracle cost of one case (elements x examples x equations); "
-                             "default 5e7, none: no limit",
-    "jaxstab_judge": "the verdict's lens: stability (default: error beyond the problem's conditioning) or "
-                     "accuracy (forward error); a marker's judge= wins",
     "jaxstab_baseline": f"the baseline file used when no PATH is given (default {DEFAULT_BASELINE})",
+    "jaxstab_profile": "the jst.settings profile of every case (registered with "
+                       "jst.settings.register_profile in conftest.py); --jaxstab-profile wins",
 }
+
+
+def _shown_default(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def add_settings_options(group: Any, parser: pytest.Parser) -> None:
+    """One ``--jaxstab-X`` option and one ``jaxstab_X`` ini key per declared option that takes them."""
+    from .._settings import options
+
+    for opt in options("ini"):
+        key, flag = opt.ini_key, opt.flag
+        assert key is not None and flag is not None
+        help_ = f"{opt.doc} (default {_shown_default(opt.default)}); a marker's or a call's {opt.name}= wins."
+        if opt.cli is not None:
+            group.addoption(flag, action="store", default=None, dest=key, help=help_, **dict(opt.cli))
+        elif isinstance(opt.default, bool):
+            group.addoption(flag, action="store_true", default=None, dest=key, help=help_)
+            group.addoption("--no-" + flag[2:], action="store_false", dest=key,
+                            help=f"the opposite of {flag} (overrides the {key} ini key).")
+        else:
+            group.addoption(flag, action="store", default=None, metavar=opt.metavar, dest=key, help=help_)
+        parser.addini(key, f"{opt.doc} (default {_shown_default(opt.default)})", type="string", default="")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -80,11 +107,6 @@ def add_options(parser: pytest.Parser) -> None:
                     metavar="TYPE", dest="jaxstab_report",
                     help="report type: term (default when the option has no value), json:PATH, html:PATH. "
                          "Repeatable, like --cov-report.")
-    group.addoption(EXAMPLES_OPTION, action="store", default=None, metavar="N", dest="jaxstab_examples",
-                    help="inputs drawn per case (default: the Hypothesis profile's max_examples); a "
-                         "marker's max_examples= still wins.")
-    group.addoption(SEED_OPTION, action="store", default=None, metavar="N", dest="jaxstab_seed",
-                    help="fixed seed: reproducible draws, no example database.")
     group.addoption(SAVE_BASELINE_OPTION, action="store", nargs="?", const=_DEFAULT_PATH, default=None,
                     metavar="PATH", dest="jaxstab_save_baseline",
                     help=f"save the cases' figures and worst inputs (default {DEFAULT_BASELINE} under "
@@ -94,11 +116,6 @@ def add_options(parser: pytest.Parser) -> None:
                     help="with --jaxstab-save-baseline: also remove the stale entries (tests or checks that "
                          "are gone). Only in a run of the whole suite (no node ids, -k, -m, --lf, "
                          "--collect-only); deliberately not an ini key.")
-    group.addoption(ORACLE_BUDGET_OPTION, action="store", default=None, metavar="N",
-                    dest="jaxstab_oracle_budget",
-                    help="largest estimated oracle cost of one case, in scalar operations (elements x "
-                         "examples x equations; default 5e7): above it a case fails at once with the "
-                         "figure. 'none' lifts the limit; a marker's oracle_budget= wins.")
     group.addoption(COMPARE_OPTION, action="store", nargs="?", const=_DEFAULT_PATH, default=None,
                     metavar="PATH", dest="jaxstab_compare",
                     help="compare with a saved baseline: re-check its worst inputs first, fuzz with a fixed "
@@ -107,20 +124,12 @@ def add_options(parser: pytest.Parser) -> None:
                     dest="jaxstab_compare_fail",
                     help="how much worse counts as a regression: bits:N (max error up by more than N bits) "
                          "and/or overflows:N, comma-separated. Default: any growth.")
-    group.addoption(TIMING_OPTION, action="store_true", default=None, dest="jaxstab_timing",
-                    help="time both jitted variants of each case on every backend present.")
-    group.addoption(NO_TIMING_OPTION, action="store_false", dest="jaxstab_timing",
-                    help="do not time (overrides the jaxstab_timing ini key).")
-    group.addoption(SEARCH_OPTION, action="store", nargs="?", const="on", default=None, choices=("on", "off"),
-                    dest="jaxstab_search",
-                    help="on (the default): for every case (marked test or jaxstab.check) that fails and "
-                         "that the catalogue does not fix, search for a more accurate program (jst.improve, "
-                         "time-limited per case) and show it in the failure message; off: no search. A "
-                         "marker's search=False/True overrides this for its test.")
-    group.addoption(JUDGE_OPTION, action="store", default=None, choices=JUDGES, dest="jaxstab_judge",
-                    help="the verdict's lens: stability (default; an input fails when its error exceeds what "
-                         "the problem's conditioning explains by more than the tolerance) or accuracy (the "
-                         "forward error, as Herbie). A marker's judge= wins.")
+    group.addoption(PROFILE_OPTION, action="store", default=None, metavar="NAME", dest="jaxstab_profile",
+                    help="the jst.settings profile of every case, registered with "
+                         "jst.settings.register_profile(NAME, ...) in conftest.py: its values override "
+                         "the ini keys; the command line's --jaxstab-* options and a marker's arguments "
+                         "override it.")
+    add_settings_options(group, parser)
     for name, help_ in _INI.items():
         parser.addini(name, help_, type="string", default="")
 
@@ -135,19 +144,46 @@ class ReportTarget:
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """The plugin's settings for one session."""
+    """The plugin's settings for one session: the run's own options and the cases' ``jst.settings``."""
 
     reports: tuple[ReportTarget, ...] = ()
-    examples: int | None = None
-    seed: int | None = None
     save_baseline: Path | None = None
     compare: Path | None = None
     compare_fail: str | None = None
-    timing: bool = False
     prune: bool = False
-    search: bool = True
-    oracle_budget: float | None = None  # None: jst.check's default; math.inf: no limit
-    judge: str = "stability"
+    #: The session's ``jst.settings`` (declared defaults < ini < profile < command line); None: the
+    #: declared defaults.
+    settings: Any = None
+    profile: str | None = None
+
+    def _value(self, name: str) -> Any:
+        if self.settings is not None:
+            return getattr(self.settings, name)
+        from .._settings import option
+
+        opt = option(name)
+        return None if opt is None else opt.default
+
+    @property
+    def examples(self) -> int | None:
+        """Inputs per case when a layer set it (recorded in the JSON report), else None."""
+        return None if self.settings is None else self.settings.explicit().get("max_examples")
+
+    @property
+    def seed(self) -> int | None:
+        return self._value("seed")
+
+    @property
+    def timing(self) -> bool:
+        return bool(self._value("timing"))
+
+    @property
+    def search(self) -> bool:
+        return bool(self._value("search"))
+
+    @property
+    def judge(self) -> str:
+        return str(self._value("judge"))
 
     @property
     def derandomize(self) -> bool:
@@ -158,16 +194,6 @@ class Options:
 def _ini(config: pytest.Config, name: str) -> str:
     value = config.getini(name)
     return str(value).strip() if value is not None else ""
-
-
-def _int(value: str, source: str, *, minimum: int) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise pytest.UsageError(f"{source}={value!r}: expected an integer") from None
-    if number < minimum:
-        raise pytest.UsageError(f"{source}={value!r}: expected an integer >= {minimum}")
-    return number
 
 
 def _truthy(value: str) -> bool | None:
@@ -245,43 +271,46 @@ def _reports(config: pytest.Config) -> tuple[ReportTarget, ...]:
     return tuple(targets)
 
 
-def _int_setting(config: pytest.Config, name: str, option: str, *, minimum: int) -> int | None:
-    """An integer from the command line (``option``), else from the ini key ``name``, else None."""
-    raw = config.getoption(name)
-    if raw is not None:
-        return _int(raw, option, minimum=minimum)
-    if _ini(config, name):
-        return _int(_ini(config, name), name, minimum=minimum)
-    return None
+def _parsed(opt: Any, raw: Any, source: str) -> Any:
+    from .._settings import Invalid
+
+    if isinstance(raw, bool):  # a --jaxstab-X / --no-jaxstab-X flag
+        return raw
+    try:
+        return opt.parse(str(raw).strip())
+    except Invalid as exc:
+        raise pytest.UsageError(f"{source}={raw!r}: expected {exc}") from None
 
 
-def _bool_setting(config: pytest.Config, name: str) -> bool:
-    """A true/false setting: the command line (``dest`` ``name``) wins, else the ini key ``name``."""
-    value = config.getoption(name)
-    if value is not None:
-        return bool(value)
-    flag = _truthy(_ini(config, name))
-    if flag is None:
-        raise pytest.UsageError(f"{name}={_ini(config, name)!r}: expected true or false")
-    return flag
+def resolve_settings(config: pytest.Config) -> tuple[Any, str | None]:
+    """The session's ``jst.settings`` and the profile's name: declared defaults < ini keys < the
+    profile < the command line, each value validated (a ``pytest.UsageError`` naming the option)."""
+    from .._errors import SettingsError
+    from .._settings import options, root, settings
 
-
-def _search_setting(config: pytest.Config) -> bool:
-    """``--jaxstab-search[=on|off]`` wins, else the ini key ``jaxstab_search``; on when neither is given."""
-    value = config.getoption("jaxstab_search")
-    if value is not None:
-        return value == "on"
-    if not _ini(config, "jaxstab_search"):
-        return True
-    return _bool_setting(config, "jaxstab_search")
+    ini: dict[str, Any] = {}
+    cli: dict[str, Any] = {}
+    for opt in options("ini"):
+        key, flag = str(opt.ini_key), str(opt.flag)
+        raw = _ini(config, key)
+        if raw:
+            ini[opt.name] = _parsed(opt, raw, key)
+        value = config.getoption(key, None)
+        if value is not None:
+            cli[opt.name] = _parsed(opt, value, flag)
+    name = config.getoption("jaxstab_profile", None) or _ini(config, "jaxstab_profile") or None
+    try:
+        profile = settings.get_profile(name) if name is not None else settings.default
+        chosen = settings(settings(settings(root(), **ini), **profile.explicit()), **cli)
+    except SettingsError as exc:
+        source = PROFILE_OPTION if config.getoption("jaxstab_profile", None) else "jaxstab_profile"
+        raise pytest.UsageError(f"{source}: {exc}" if name is not None else str(exc)) from None
+    return chosen, name
 
 
 def resolve_options(config: pytest.Config) -> Options:
     """Reads and validates the options; a bad value is a ``pytest.UsageError`` naming the option."""
-    examples = _int_setting(config, "jaxstab_examples", EXAMPLES_OPTION, minimum=1)
-    seed = _int_setting(config, "jaxstab_seed", SEED_OPTION, minimum=0)
-    timing = _bool_setting(config, "jaxstab_timing")
-    search = _search_setting(config)
+    chosen, profile = resolve_settings(config)
     compare_fail = config.getoption("jaxstab_compare_fail") or _ini(config, "jaxstab_compare_fail") or None
     if compare_fail is not None:
         from .._baseline import parse_compare_fail
@@ -302,19 +331,8 @@ def resolve_options(config: pytest.Config) -> Options:
     prune = bool(config.getoption("jaxstab_prune_baseline"))
     if prune:
         _check_prune(config, save)
-    return Options(
-        reports=reports,
-        examples=examples,
-        seed=seed,
-        save_baseline=save,
-        compare=compare,
-        compare_fail=compare_fail,
-        timing=bool(timing),
-        prune=prune,
-        search=bool(search),
-        oracle_budget=_oracle_budget(config),
-        judge=_judge(config),
-    )
+    return Options(reports=reports, save_baseline=save, compare=compare, compare_fail=compare_fail,
+                   prune=prune, settings=chosen, profile=profile)
 
 
 def _check_writable(path: Path, source: str) -> None:
@@ -353,37 +371,11 @@ def _check_prune(config: pytest.Config, save: Path | None) -> None:
             "drop the option to save without pruning.")
 
 
-def _judge(config: pytest.Config) -> str:
-    raw = config.getoption("jaxstab_judge")
-    if raw is None:
-        raw = _ini(config, "jaxstab_judge")
-        if raw is not None and str(raw).strip() and str(raw).strip() not in JUDGES:
-            raise pytest.UsageError(f"jaxstab_judge = {raw!r}: expected stability or accuracy")
-    return str(raw).strip() if raw is not None and str(raw).strip() else "stability"
-
-
-def _oracle_budget(config: pytest.Config) -> float | None:
-    raw = config.getoption("jaxstab_oracle_budget")
-    source = ORACLE_BUDGET_OPTION
-    if raw is None:
-        raw, source = _ini(config, "jaxstab_oracle_budget"), "jaxstab_oracle_budget"
-    if raw is None or str(raw).strip() == "":
-        return None
-    text = str(raw).strip().lower()
-    if text == "none":
-        return math.inf
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == math.inf:
-        raise pytest.UsageError(f"{source}={raw!r}: expected a number > 0 (e.g. 1e8), or none for no limit")
-    return value
-
-
 def describe(options: Options) -> str | None:
     """A header line for ``pytest -v`` (None when every option is at its default)."""
     parts: list[str] = []
+    if options.profile is not None:
+        parts.append(f"profile={options.profile}")
     if options.examples is not None:
         parts.append(f"examples={options.examples}")
     if options.seed is not None:
@@ -399,20 +391,3 @@ def describe(options: Options) -> str | None:
     if not options.search:
         parts.append("search=off")
     return f"jaxstab: {', '.join(parts)}" if parts else None
-
-
-def marker_kwargs_doc() -> dict[str, Any]:
-    """The marker's keyword arguments and their meaning (for ``pytest --markers`` and validation)."""
-    return {
-        "dtype": "float16, bfloat16, float32 or float64 (required)",
-        "shapes": "{name: shape} of the drawn array parameters, or a list of shapes for the first ones",
-        "domain": "(lo, hi), a Domain, a predicate, or one per argument",
-        "max_examples": "inputs drawn",
-        "tolerance_bits": "max error allowed, in bits (default 8)",
-        "rules": "rewrite rules or names (default: the stability catalogue)",
-        "apply": "judge the rewritten function (default False)",
-        "timing": "time both variants on every backend",
-        "atol": "absolute differences below this count 0 bits",
-        "oracle_budget": "largest estimated oracle cost (elements x examples x equations); None: no limit",
-        "judge": "the verdict's lens: 'stability' (default) or 'accuracy' (default --jaxstab-judge)",
-    }

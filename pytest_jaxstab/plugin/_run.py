@@ -8,18 +8,16 @@ or, when comparing with a baseline, whether the case got worse than its entry.
 from __future__ import annotations
 
 import inspect
-import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
-from hypothesis import settings
 
 # Imported by the plugin when the first case runs. Everything a case needs is imported here at once,
 # before any input is drawn: Hypothesis mixes constants of loaded local modules into its draws, so
 # a module first imported between two cases would make draws depend on test order (xdist vs serial).
 from .. import _baseline  # noqa: F401  (loaded before any case runs)
-from .._check._case import ORACLE_BUDGET, check
+from .._check import check
 from .._errors import JaxstabError
 from ._marker import MARKER, MarkerError, parse_marker
 from ._session import CASES_KEY, COMPLETE_KEY, PENDING_KEY, SESSION_KEY, JaxstabSession, pending_failures
@@ -36,20 +34,26 @@ def _session(item: pytest.Item) -> JaxstabSession:
     return item.config.stash[SESSION_KEY]
 
 
-def _max_examples(explicit: int | None, session: JaxstabSession) -> int:
-    if explicit is not None:
-        return explicit
-    if session.options.examples is not None:
-        return session.options.examples
-    return int(settings().max_examples)  # the active Hypothesis profile's
+def case_settings(session: JaxstabSession, given: Any, options: Mapping[str, Any], entry: str,
+                  where: str) -> Any:
+    """The case's ``jst.settings``: the session's, then ``given`` (a settings object), then ``options``."""
+    from .._settings import layered
+
+    base = session.options.settings
+    if base is None:
+        from .._settings import root
+
+        base = root()
+    return layered(base, {"settings": given, **options}, entry, where=where)
 
 
 def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: Any, dtype: Any,
-             domain: Any = None, max_examples: int | None = None, tolerance_bits: float = 8.0,
-             rules: Any = None, apply: bool = False, timing: bool | None = None,
-             atol: float | None = None, oracle_budget: float | None = None, defer: bool = False,
-             grad: bool = False, search: bool | None = None, judge: str | None = None) -> Any:
+             domain: Any = None, settings: Any = None, options: Mapping[str, Any] | None = None,
+             entry: str = "marker", defer: bool = False) -> Any:
     """Checks ``fn`` as case ``nodeid`` of ``item``; fails the test when the case fails.
+
+    The case's settings are the session's with ``settings`` (a ``jst.settings``) and ``options`` (the
+    marker's or the call's values, as ``entry`` takes them) applied, resolved once here.
 
     With ``defer``, a failing verdict is kept on the item and the test fails once its body has
     finished (:func:`pending_failures`), so that every check of the test runs and is recorded. An error
@@ -59,21 +63,16 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
     """
     __tracebackhide__ = True
     session = _session(item)
-    opts = session.options
     problem = None
     result: Any = None  # check's CaseResult; when check raises, pytest.fail below ends the test
-    budget = oracle_budget if oracle_budget is not None else opts.oracle_budget
-    if budget is None:
-        budget = ORACLE_BUDGET
+    chosen: Any = None
     try:
-        result = check(fn, shapes=shapes, dtype=dtype, domain=domain,
-                       max_examples=_max_examples(max_examples, session), seed=opts.seed, rules=rules,
-                       tolerance_bits=tolerance_bits, apply=apply, atol=atol,
-                       timing=opts.timing if timing is None else timing, name=nodeid,
-                       witnesses=session.witnesses(nodeid), derandomize=opts.derandomize,
-                       gradient_witnesses=session.gradient_witnesses(nodeid) if grad else (),
-                       oracle_budget=None if budget == math.inf else budget, grad=grad,
-                       judge=judge if judge is not None else opts.judge)
+        chosen = case_settings(session, settings, options or {}, entry,
+                               "jaxstab.check()" if entry == "fixture" else f"@pytest.mark.{MARKER}")
+        result = check(fn, shapes=shapes, dtype=dtype, domain=domain, settings=_for_check(chosen),
+                       name=nodeid, witnesses=session.witnesses(nodeid),
+                       derandomize=session.options.derandomize,
+                       gradient_witnesses=session.gradient_witnesses(nodeid) if chosen.grad else ())
     except JaxstabError as exc:
         # Bad arguments, an untraceable function, a primitive the oracle cannot evaluate exactly: the
         # reason, not a traceback.
@@ -83,9 +82,9 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
     failure = _judge(session, result)
     # Searched only for a case that fails the test (a known instability of the baseline does not) and
     # that the catalogue does not fix; jst.improve's time limit bounds the cost per case.
-    wanted = opts.search if search is None else search
-    if wanted and failure is not None and result.outcome == "failed" and result.rewritten.verdict != "pass":
-        result.message += _proposal(fn, shapes, dtype, domain, opts.seed)
+    unfixed = result.outcome == "failed" and result.rewritten.verdict != "pass"
+    if chosen.search and failure is not None and unfixed:
+        result.message += _proposal(fn, shapes, dtype, domain, chosen.seed)
         failure = _judge(session, result)
     item.stash.setdefault(CASES_KEY, []).append(result)
     if failure is not None:
@@ -94,6 +93,14 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
         else:
             pytest.fail(failure, pytrace=False)
     return result
+
+
+def _for_check(chosen: Any) -> Any:
+    """``chosen`` as ``jst.check`` takes it: every value explicit, so that no loaded profile of the
+    process (``jst.settings.load_profile``) comes between the session's resolution and the case."""
+    from .._settings import root, settings
+
+    return settings(root(), **chosen.as_dict())
 
 
 def _proposal(fn: Callable[..., Any], shapes: Any, dtype: Any, domain: Any, seed: int | None) -> str:
@@ -151,9 +158,7 @@ def run_marked(item: pytest.Function) -> None:
     body.__qualname__ = getattr(func, "__qualname__", body.__name__)
     shapes = dict(zip(spec.names, spec.shapes))  # by name: the failure message names the parameters
     run_case(item, body, nodeid=item.nodeid, shapes=shapes, dtype=spec.dtype, domain=spec.domain,
-             max_examples=spec.max_examples, tolerance_bits=spec.tolerance_bits, rules=spec.rules,
-             apply=spec.apply, timing=spec.timing, atol=spec.atol, oracle_budget=spec.oracle_budget,
-             grad=spec.grad, search=spec.search, judge=spec.judge)
+             settings=spec.settings, options=spec.options, entry="marker")
 
 
 class JaxstabFixture:
@@ -174,24 +179,21 @@ class JaxstabFixture:
         self._names: set[str] = set()
 
     def check(self, fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = None,
-              max_examples: int | None = None, tolerance_bits: float = 8.0, rules: Any = None,
-              apply: bool = False, timing: bool | None = None, atol: float | None = None,
-              name: str | None = None, oracle_budget: float | None = None, grad: bool = False,
-              judge: str | None = None) -> Any:
-        """Fuzz ``fn`` as ``jst.check`` does, with the session's options; the test fails if it fails.
+              name: str | None = None, settings: Any = None, **options: Any) -> Any:
+        """Fuzz ``fn`` as ``jst.check`` does, with the session's settings; the test fails if it fails.
 
         A failing case does not stop the test: the remaining checks run and are recorded (and
         baselined), and the test fails once its body has finished, with every failure.
 
         Args:
-            fn, shapes, dtype, domain, tolerance_bits, rules, apply, atol, oracle_budget, grad, judge: as
-                for ``jst.check`` (``oracle_budget`` defaults to ``--jaxstab-oracle-budget``, ``judge``
-                to ``--jaxstab-judge``).
-            max_examples: default ``--jaxstab-examples``, else the Hypothesis profile's.
-            timing: default ``--jaxstab-timing``.
+            fn, shapes, dtype, domain: as for ``jst.check``.
             name: the case's name in reports and baselines, appended to the test's id
                 (``test_x.py::test_loss::name``); needed to tell apart several checks in one test, and
                 distinct within the test. The first unnamed check is named after the test itself.
+            settings: a ``jst.settings`` applied over the session's (``--jaxstab-*`` options, ini keys,
+                ``--jaxstab-profile``).
+            **options: any ``jst.settings`` option the fixture takes (those of ``jst.check``, and
+                ``search``), overriding both.
 
         Returns:
             The :class:`CaseResult`.
@@ -210,6 +212,4 @@ class JaxstabFixture:
         self._names.add(nodeid)
         self._count += 1
         return run_case(self._item, fn, nodeid=nodeid, shapes=shapes, dtype=dtype, domain=domain,
-                        max_examples=max_examples, tolerance_bits=tolerance_bits, rules=rules, apply=apply,
-                        timing=timing, atol=atol, oracle_budget=oracle_budget, defer=True, grad=grad,
-                        judge=judge)
+                        settings=settings, options=options, entry="fixture", defer=True)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import _compat
+from .._errors import ArgumentTypeError
 from .._primitives import ELEMENTWISE, GLUE
 from ._pattern import COMMUTATIVE, AnyOf, Const, Op, Param, Pattern, Var
 
@@ -191,7 +192,7 @@ def match_atom(g: Graph, pat: Pattern, atom: Any, state: _State, *,
             yield st
         return
     if not isinstance(pat, Op):
-        raise TypeError(f"not a pattern: {pat!r}")
+        raise ArgumentTypeError(f"not a pattern: {pat!r}; build one with jst.rewrites.pattern.op, var")
     if pat.keep:  # matched for its structure only: nothing swallowed, its value an operand
         assert pat.name is not None
         if pat.name in state.atoms:

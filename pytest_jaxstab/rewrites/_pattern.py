@@ -23,6 +23,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._errors import ArgumentError
+
 __all__ = ["Const", "Op", "Param", "Pattern", "Var", "any_of", "const", "op", "param", "var"]
 
 #: Primitives whose two operands may be swapped when matching.
@@ -150,7 +152,7 @@ def op(prim: str | Sequence[str], *args: Pattern, name: str | None = None, glue:
     names = frozenset([prim]) if isinstance(prim, str) else frozenset(prim)
     constraints = {**(params or {}), **kw_params}
     if keep and name is None:
-        raise ValueError("op(..., keep=True) needs a name: the replacement receives the kept value by it")
+        raise ArgumentError("op(..., keep=True) needs a name: the replacement receives the kept value by it")
     return Op(names, tuple(args), tuple(sorted(constraints.items())), name, glue, keep)
 
 

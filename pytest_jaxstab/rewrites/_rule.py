@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .._errors import ArgumentError, ArgumentTypeError, UnknownNameError
 from ._complex_guard import COMPLEX_VALID, touches_complex
 from ._match import Graph, Match, match_root, root_ops
 from ._pattern import Pattern
@@ -56,16 +57,16 @@ class Rule:
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
-            raise ValueError(f"Rule name must be a non-empty string, got {self.name!r}")
+            raise ArgumentError(f"Rule(name={self.name!r}): the name must be a non-empty string")
         if self.pattern is None and self.matcher is None:
-            raise ValueError(f"Rule {self.name!r} needs a pattern (or a matcher)")
+            raise ArgumentError(f"Rule {self.name!r}: no pattern and no matcher; give a pattern (or matcher)")
         if not callable(self.replacement):
-            raise TypeError(f"Rule {self.name!r}: replacement must be callable")
+            raise ArgumentTypeError(f"Rule {self.name!r}: replacement={self.replacement!r} must be callable")
         if not self.doc:
             object.__setattr__(self, "doc", (self.replacement.__doc__ or "").strip())
         roots = root_ops(self.pattern) if self.pattern is not None else ()
         if self.pattern is not None and not roots:
-            raise ValueError(f"Rule {self.name!r}: the pattern's root must be an op(...) (or any_of ops)")
+            raise ArgumentError(f"Rule {self.name!r}: the pattern's root must be an op(...) (or any_of ops)")
         object.__setattr__(self, "_roots", roots)
 
     @property
@@ -104,9 +105,10 @@ def register(rule: Rule, *, replace: bool = False) -> Rule:
     Registering a second rule under a taken name is an error unless ``replace=True``.
     """
     if not isinstance(rule, Rule):
-        raise TypeError(f"register() expects a Rule, got {type(rule).__name__}")
+        raise ArgumentTypeError(f"register(rule={rule!r}): expected a Rule, got {type(rule).__name__}")
     if rule.name in _REGISTRY and _REGISTRY[rule.name] is not rule and not replace:
-        raise ValueError(f"a rule named {rule.name!r} is already registered; pass replace=True")
+        raise ArgumentError(f"register(): a rule named {rule.name!r} is already registered; "
+                            "pass replace=True")
     _REGISTRY[rule.name] = rule
     return rule
 
@@ -117,7 +119,7 @@ def get(name: str) -> Rule:
         return _REGISTRY[name]
     except KeyError:
         known = ", ".join(sorted(_REGISTRY))
-        raise KeyError(f"unknown rewrite rule {name!r}; known rules: {known}") from None
+        raise UnknownNameError(f"unknown rewrite rule {name!r}; known rules: {known}") from None
 
 
 def registered() -> dict[str, Rule]:
@@ -133,7 +135,7 @@ def resolve(rules: Iterable[Rule | str] | None, exclude: Iterable[Rule | str] = 
     chosen = list(default) if rules is None else [get(r) if isinstance(r, str) else r for r in rules]
     for r in chosen:
         if not isinstance(r, Rule):
-            raise TypeError(f"rules= expects Rule objects or rule names, got {r!r}")
+            raise ArgumentTypeError(f"rules=: expected Rule objects or rule names (registered()), got {r!r}")
     if isinstance(exclude, (str, Rule)):
         exclude = [exclude]
     drop = set()

@@ -12,6 +12,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from .._dtypes import from_ordinal, is_complex_dtype
+from .._errors import ArgumentError, ArgumentTypeError
 from ._classes import CLASSES, Header, clamp, independent
 from ._complex import ComplexPlan, combine
 from ._domain import Domain, DomainLike, per_argument_domains
@@ -42,9 +43,9 @@ def _normalize_shape(shape: Any) -> tuple[int, ...]:
     try:
         dims = tuple(operator.index(d) for d in shape)
     except TypeError as exc:
-        raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}") from exc
+        raise ArgumentTypeError(f"shape={shape!r}: expected an int or a tuple of ints, e.g. (8, 4)") from exc
     if any(d < 0 for d in dims):
-        raise ValueError(f"shape {shape!r} has a negative dimension")
+        raise ArgumentError(f"shape={shape!r}: a negative dimension; dimensions are ints >= 0")
     return dims
 
 

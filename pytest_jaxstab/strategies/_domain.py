@@ -11,6 +11,7 @@ from typing import Any, TypeAlias, cast
 import numpy as np
 
 from .._dtypes import DtypeInfo, from_ordinal, to_ordinal
+from .._errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["Domain", "DomainLike", "ResolvedDomain", "as_domain", "per_argument_domains"]
 
@@ -63,9 +64,9 @@ class Domain:
         object.__setattr__(self, "lo", lo)
         object.__setattr__(self, "hi", hi)
         if self.where is not None and not callable(self.where):
-            raise TypeError(f"Domain.where must be callable, got {self.where!r}")
+            raise ArgumentTypeError(f"Domain(where={self.where!r}): expected a predicate (callable) or None")
         if lo > hi or (lo == hi and (self.open_lo or self.open_hi)):
-            raise ValueError(f"empty domain {self}: no value satisfies {self._interval_text()}")
+            raise ArgumentError(f"empty domain {self}: no value satisfies {self._interval_text()}")
 
     def _interval_text(self) -> str:
         left = "(" if self.open_lo else "["
@@ -93,7 +94,7 @@ class Domain:
         lo_ord = _inner_ordinal(lo, info, open_=self.open_lo, upward=True)
         hi_ord = _inner_ordinal(hi, info, open_=self.open_hi, upward=False)
         if lo_ord > hi_ord:
-            raise ValueError(
+            raise ArgumentError(
                 f"empty domain {self!r} for {info.name}: no finite {info.name} value lies in it "
                 f"({info.name} values lie in [{-float(info.max)!r}, {float(info.max)!r}])"
             )
@@ -113,9 +114,9 @@ def _to_float(value: Any, name: str) -> float:
     try:
         result = float(value)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise ValueError(f"Domain.{name} must be a real number or None, got {value!r}") from exc
+        raise ArgumentError(f"Domain({name}={value!r}): expected a real number or None") from exc
     if math.isnan(result):
-        raise ValueError(f"Domain.{name} must not be NaN")
+        raise ArgumentError(f"Domain({name}=nan): expected a real number or None, not NaN")
     return result
 
 
@@ -210,7 +211,7 @@ def as_domain(spec: Any) -> Domain:
         return Domain(spec[0], spec[1])
     if callable(spec):
         return Domain(where=spec)
-    raise TypeError(f"domain must be None, a Domain, a (lo, hi) pair or a predicate, got {spec!r}")
+    raise ArgumentTypeError(f"domain must be None, a Domain, a (lo, hi) pair or a predicate, got {spec!r}")
 
 
 def per_argument_domains(spec: Any, count: int) -> list[Domain]:
@@ -226,10 +227,10 @@ def per_argument_domains(spec: Any, count: int) -> list[Domain]:
     if isinstance(spec, Mapping):
         bad = [key for key in spec if not isinstance(key, int) or not 0 <= key < count]
         if bad:
-            raise ValueError(f"domain positions {bad!r} out of range for {count} arguments")
+            raise ArgumentError(f"domain positions {bad!r} out of range for {count} arguments")
         return [as_domain(spec.get(i)) for i in range(count)]
     if isinstance(spec, Sequence) and not isinstance(spec, str) and not _is_pair(spec):
         if len(spec) != count:
-            raise ValueError(f"{len(spec)} domains given for {count} arguments")
+            raise ArgumentError(f"domain: {len(spec)} domains given for {count} arguments; one per argument")
         return [as_domain(item) for item in spec]
     return [as_domain(spec)] * count

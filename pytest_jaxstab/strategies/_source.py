@@ -13,6 +13,8 @@ from typing import Any, cast
 
 from hypothesis import strategies as st
 
+from .._errors import ArgumentTypeError
+
 __all__ = ["Source", "source_of"]
 
 
@@ -27,7 +29,7 @@ class Source:
     records_fixed = False
 
     def draw(self, strategy: Any) -> Any:
-        raise TypeError(f"the array strategies draw through their helpers, not draw({strategy!r})")
+        raise ArgumentTypeError(f"the array strategies draw through their helpers, not draw({strategy!r})")
 
     @property
     def draw_fn(self) -> st.DrawFn:
