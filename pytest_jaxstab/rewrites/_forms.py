@@ -73,9 +73,10 @@ def _rest(x: Any, shift: Any, ax: tuple[int, ...]) -> Any:
        accurate sum up to a factor 3. Every row with ties lands here (two terms of exactly 1 make the
        rounded sum >= 2, rounding being monotone), and so does every row with an infinity or NaN.
     2. Rows with 0 <= r_f < 1/2 have exactly one term equal to 1 (the maximum: exp(0) = 1) and every
-       other below 1/2, so ``sum(e - floor(e))`` is the sum of the other terms alone, with no
-       cancellation: exact to the summation's own error, the reason for the accurate form (x = [0,
-       -40 x 15] gives 6.4e-17, which ``fl(1 + 6.4e-17) - 1`` = 0 loses). These rows are summed again,
+       other below 1 (a second 1 would make r_f >= 1), so ``sum(e - floor(e))`` is the sum of the
+       other terms alone, with no cancellation: exact to the summation's own error, the reason for
+       the accurate form (x = [0, -40 x 15] gives 6.4e-17, which ``fl(1 + 6.4e-17) - 1`` = 0
+       loses). These rows are summed again,
        gathered when they are at most 1/16 of the rows (on spread logits most rows have r >= 1/2),
        else all rows are (one more pass). An all -inf row has r_f = -1 and keeps it: log1p(-1) = -inf.
 
@@ -131,7 +132,9 @@ def logsumexp(x: Any, axes: Axes = None) -> Any:
 
     Exact to the last bit where the library's ``m + log(sum(exp(x - m)))`` loses the small terms
     (x = [1e-20, -20, ...]: the result is about 3e-8, and ``log(1 + 3e-8)`` is 0 in float32).
-    All -inf gives -inf; +inf gives +inf; the gradient is softmax(x) and finite.
+    All -inf gives -inf; +inf gives +inf; the gradient is softmax(x) and finite. On XLA:CPU it costs
+    about 1.2x ``jax.nn.logsumexp`` where no term dominates its row, about 2x where most rows have
+    one (those are summed twice, see ``_rest``).
     """
     ax = _axes(x, axes)
     shift, l1p = _log1p_rest(x, ax)
