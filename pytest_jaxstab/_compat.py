@@ -306,11 +306,15 @@ def bind(eqn: Eqn, invals: Sequence[Any], params: dict[str, Any] | None = None) 
     return list(ans) if eqn.primitive.multiple_results else [ans]
 
 
-def with_operands(eqn: Eqn, invars: Sequence[Any], outvars: Sequence[Any] | None = None) -> Eqn:
-    """A copy of ``eqn`` reading ``invars`` (and writing ``outvars``); params and source info kept."""
-    if outvars is None:
-        return eqn.replace(invars=list(invars))
-    return eqn.replace(invars=list(invars), outvars=list(outvars))
+def with_operands(eqn: Eqn, invars: Sequence[Any], outvars: Sequence[Any] | None = None,
+                  traceback_of: Eqn | None = None) -> Eqn:
+    """A copy of ``eqn`` reading ``invars`` (and writing ``outvars``); params and source info kept,
+    except that ``traceback_of`` gives it that equation's user traceback (one copy, not two:
+    :func:`with_traceback_of` of the result, as the rewrite pass needs it per spliced equation)."""
+    info = None if traceback_of is None else eqn.source_info.replace(
+        traceback=traceback_of.source_info.traceback)
+    return eqn.replace(invars=list(invars), outvars=None if outvars is None else list(outvars),
+                       source_info=info)
 
 
 def with_traceback_of(eqn: Eqn, origin: Eqn) -> Eqn:

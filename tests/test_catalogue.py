@@ -428,9 +428,11 @@ def test_agrees_with_the_original_on_ordinary_inputs(case_id: str):
     original = np.asarray(jax.jit(case.fn)(*case.ordinary))
     rewritten = np.asarray(jax.jit(jst.stabilize(case.fn))(*case.ordinary))
     # Ordinary inputs: the original is accurate (a correctly rounded op is 0 bits, a few chained
-    # ones 1-2), so a difference is the rewrite's doing.
+    # ones 1-2), so a difference is the rewrite's doing; unless the rewrite is the closer of the two
+    # to the exact value (per element: the two errors can lie on either side, log_softmax 1 bit one
+    # way where the original is 2 bits the other).
     assert bits(original, exact).max() <= 2
-    assert bits(rewritten, original).max() <= case.ordinary_bits
+    assert np.minimum(bits(rewritten, original), bits(rewritten, exact)).max() <= case.ordinary_bits
 
 
 @pytest.mark.parametrize("case_id", [c for c in CASE_IDS if c != "sigmoid"])

@@ -65,3 +65,27 @@ def test_gradients_through_the_spliced_program():
     new, _ = rewrite_jaxpr(closed, STABILITY)
     g = jax.grad(lambda v: _compat.eval_jaxpr(new, v)[0])(x)
     np.testing.assert_allclose(np.asarray(g), [1.0, 0.0, 0.0], atol=1e-30)  # softmax, exactly
+
+
+@pytest.mark.parametrize(("fn", "args"), FUNCTIONS)
+def test_the_splice_knows_which_equations_are_replacements(fn, args):
+    # The pass hands the next pass's index the replacement equations the splice made, instead of
+    # reading every equation's name stack; both must agree, also on a program that holds an earlier
+    # rewrite's replacements (kept) next to new matches.
+    closed, _, _ = _compat.trace(fn, *args)
+    once, _ = rewrite_jaxpr(closed, STABILITY)
+
+    def again(*xs):
+        outs = _compat.eval_jaxpr(once, *xs)
+        return [*outs, *(jnp.log(1 + jnp.exp(x)) for x in xs)]  # new softplus matches
+
+    mixed, _, _ = _compat.trace(again, *args)
+    assert Graph(mixed).claimed, "the earlier replacements must keep their scope"
+    for program in (closed, mixed):
+        g = Graph(program)
+        plan = _engine._plan(g, STABILITY)
+        assert plan
+        known: set[int] = set()
+        spliced = _engine._splice(g, plan, False, (), None, known)
+        assert spliced is not None
+        assert known == Graph(spliced[0]).claimed

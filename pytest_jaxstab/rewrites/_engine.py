@@ -101,19 +101,31 @@ def rewrite_jaxpr(closed: Any, rules: Sequence[Rule], *, describe: bool = False,
     ``describe=True`` also renders each rewrite's expression before and after (``Applied.before``,
     ``Applied.after``); ``jst.explain`` asks for it, ``jst.stabilize`` does not.
     """
-    applied: list[Applied] = []
     if not rules:
-        return closed, applied
+        return closed, []
+    kw: dict[str, Any] = {"describe": describe, "max_passes": max_passes, "path": path,
+                          "enclosing": enclosing}
     patterns = [r for r in rules if r.matcher is None]
     structural = [r for r in rules if r.matcher is not None]
     if patterns and structural:  # two phases (module docstring): pattern rules first
-        kw: dict[str, Any] = {"describe": describe, "max_passes": max_passes, "path": path,
-                              "enclosing": enclosing}
-        closed, first = rewrite_jaxpr(closed, patterns, **kw)
-        closed, second = rewrite_jaxpr(closed, structural, **kw)
+        closed, first, graph = _fixed_point(closed, patterns, None, **kw)
+        # the pattern phase's last graph is the program the structural phase starts from
+        closed, second, _ = _fixed_point(closed, structural, graph, **kw)
         return closed, first + second
+    closed, applied, _ = _fixed_point(closed, rules, None, **kw)
+    return closed, applied
+
+
+def _fixed_point(closed: Any, rules: Sequence[Rule], graph: Graph | None, *, describe: bool,
+                 max_passes: int, path: tuple[str, ...], enclosing: _compat.SourceLine | None,
+                 ) -> tuple[Any, list[Applied], Graph | None]:
+    """Passes of ``rules`` until nothing matches: ``(closed, applied, graph)``, ``graph`` the index
+    of the returned program when the last pass built one (None otherwise). ``graph``: the index of
+    ``closed`` if the caller has it (a pass with no match leaves its graph unchanged)."""
+    applied: list[Applied] = []
     for _ in range(max_passes):
-        g = Graph(closed)
+        g = graph if graph is not None else Graph(closed)
+        graph = None
         plan = _plan(g, rules)
         sub_new: dict[int, dict[_compat.Site, Any]] = {}
         sub_applied: dict[int, list[Applied]] = {}
@@ -131,15 +143,18 @@ def rewrite_jaxpr(closed: Any, rules: Sequence[Rule], *, describe: bool = False,
                     sub_new.setdefault(i, {})[site] = new_sub
                     sub_applied.setdefault(i, []).extend(got)
         if not plan and not sub_new:
-            break
+            return closed, applied, g
         spliced = None
         if not sub_new and not any(m.extra_outputs or m.at is not None for _, m in plan.values()):
-            spliced = _splice(g, plan, describe, path, enclosing)
+            claimed: set[int] = set()
+            spliced = _splice(g, plan, describe, path, enclosing, claimed)
+            if spliced is not None:  # the next pass's index, its replacements already known
+                graph = Graph(spliced[0], claimed)
         closed, fired = spliced or _retrace(g, plan, sub_new, sub_applied, describe, path, enclosing)
         applied.extend(fired)
         if not plan:
             break  # only sub-jaxprs changed; they are already at their own fixed point
-    return closed, applied
+    return closed, applied, None
 
 
 def _rebindable(eqn: Any, new_sub: Any) -> bool:
@@ -248,36 +263,28 @@ def _retrace(g: Graph, plan: dict[int, tuple[Rule, Match]], sub_new: dict[int, d
 
 
 def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path: tuple[str, ...],
-            enclosing: _compat.SourceLine | None) -> tuple[Any, list[Applied]] | None:
+            enclosing: _compat.SourceLine | None, claimed: set[int] | None = None,
+            ) -> tuple[Any, list[Applied]] | None:
     """The rewritten jaxpr built by splicing each replacement's equations in place of its match.
 
     Unchanged equations are reused as they are (only operands that now come from a replacement are
     renamed), so the cost is the replacements' own traces rather than re-binding the whole program:
     the fast path for pattern rules at this level. Returns None when a replacement refuses to apply
-    or creates array constants, and the caller re-traces instead.
+    or creates array constants, and the caller re-traces instead. ``claimed``, if given, receives
+    the positions of the new program's equations in a rule's scope (what ``Graph`` would find by
+    reading every equation's name stack, known here without reading them).
     """
-    reps: dict[int, tuple[Any, list[str]]] = {}
+    reps: dict[int, tuple[_Replacement, list[str]]] = {}
     for i, (rule, m) in plan.items():
         eqn = g.eqns[i]
         names = _operand_names(m)
         static = {k: v for k, v in m.captures.items() if k not in names}
-        avals = [_abstract(m.atoms[k]) for k in names]
-        key = _rep_key(rule, names, avals, static, _compat.aval(eqn.outvars[0]))
+        key = _rep_key(rule, names, [_compat.aval(m.atoms[k]) for k in names], static,
+                       _compat.aval(eqn.outvars[0]))
         rep = _REP_CACHE.get(key) if key is not None else None
         if rep is None:
-            refused: list[bool] = []
-
-            def fn(*xs: Any, eqn: Any = eqn, rule: Rule = rule, names: list[str] = names,
-                   static: dict[str, Any] = static, refused: list[bool] = refused) -> Any:
-                res = _replace(eqn, rule, {**dict(zip(names, xs)), **static})
-                if res is None:
-                    refused.append(True)
-                    out = _compat.aval(eqn.outvars[0])
-                    return jnp.zeros(out.shape, out.dtype)
-                return res[0]
-
-            rep = jax.make_jaxpr(fn)(*avals)
-            if refused:
+            rep = _trace_replacement(eqn, rule, m, names, static)
+            if rep is None:
                 return None
             if key is not None:
                 if len(_REP_CACHE) >= _REP_CACHE_SIZE:
@@ -287,60 +294,124 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
 
     swallowed = set().union(*(m.swallowed for _, m in plan.values()))
     subst: dict[Any, Any] = {}
+    literal, new_var, with_operands = _compat.Literal, _compat.new_var, _compat.with_operands
 
     def sub(a: Any) -> Any:
-        return a if _compat.is_literal(a) else subst.get(a, a)
+        return a if isinstance(a, literal) else subst.get(a, a)
 
     eqns: list[Any] = []
     new_constvars: list[Any] = []
     new_consts: list[Any] = []
     fired: list[Applied] = []
+    scoped = claimed if claimed is not None else set()
     for j, eqn in enumerate(g.eqns):
         if j in reps:
             rule, m = plan[j]
             rep, names = reps[j]
-            rename: dict[Any, Any] = {v: sub(m.atoms[k]) for v, k in zip(_compat.invars(rep), names)}
-            for v, c in zip(_compat.constvars(rep), rep.consts):
-                rename[v] = nv = _compat.new_var(_compat.aval(v))
-                new_constvars.append(nv)
+            # the replacement's variables by slot: its inputs (this match's operands), its
+            # constants, then each equation's outputs in order
+            slots: list[Any] = [sub(m.atoms[k]) for k in names]
+            for v, c in zip(rep.constvars, rep.consts):
+                slots.append(new_var(_compat.aval(v)))
+                new_constvars.append(slots[-1])
                 new_consts.append(c)
-            for e in _compat.eqns(rep):
-                ins = [a if _compat.is_literal(a) else rename[a] for a in e.invars]
-                outs = []
-                for o in e.outvars:
-                    if _compat.is_dropvar(o):
-                        outs.append(o)
-                    else:
-                        rename[o] = nv = _compat.new_var(_compat.aval(o))
-                        outs.append(nv)
+            scoped.update(len(eqns) + k for k in rep.scoped)
+            for e, ins, outs in rep.eqns:
+                invars = [a if k < 0 else slots[k] for k, a in ins]
+                outvars = []
+                for k, a in outs:
+                    if k >= 0:
+                        slots.append(new_var(a))
+                        a = slots[-1]
+                    outvars.append(a)
                 # a cached replacement was traced at another root: give it this root's user line
-                eqns.append(_compat.with_traceback_of(_compat.with_operands(e, ins, outs), eqn))
-            (out,) = _compat.outvars(rep)
-            subst[eqn.outvars[0]] = out if _compat.is_literal(out) else rename[out]
+                eqns.append(with_operands(e, invars, outvars, traceback_of=eqn))
+            k, out = rep.out
+            subst[eqn.outvars[0]] = out if k < 0 else slots[k]
             src = _compat.refine_source(enclosing, eqn)
-            after = _shorten(render_jaxpr(rep, names)) if describe else ""
+            after = _shorten(render_jaxpr(rep.closed, names)) if describe else ""
             before = render(g, j, m) if describe else ""
             fired.append(Applied(rule.name, None if src is None else str(src), before, after, path))
         elif j in swallowed:
             continue
-        elif any(not _compat.is_literal(a) and a in subst for a in eqn.invars):
-            eqns.append(_compat.with_operands(eqn, [sub(a) for a in eqn.invars]))
         else:
-            eqns.append(eqn)
+            if j in g.claimed:  # kept, and claimed before the plan: in a rule's scope
+                scoped.add(len(eqns))
+            if subst and any(not isinstance(a, literal) and a in subst for a in eqn.invars):
+                eqns.append(with_operands(eqn, [sub(a) for a in eqn.invars]))
+            else:
+                eqns.append(eqn)
     outvars = [sub(a) for a in _compat.outvars(g.closed)]
     return _compat.build_closed(g.closed, eqns, outvars, new_constvars, new_consts), fired
 
 
+@dataclasses.dataclass(frozen=True)
+class _Replacement:
+    """A traced replacement, laid out for splicing. Variables are numbered by slot: the inputs, the
+    constants, then every equation output in order. ``eqns``: per equation, its operands as
+    ``(slot, None)`` or ``(-1, literal)`` and its outputs as ``(slot, aval)`` or ``(-1, dropvar)``;
+    ``out``: the result as ``(slot, None)`` or ``(-1, literal)``; ``scoped``: positions of the
+    equations in a rule's scope."""
+
+    closed: Any
+    constvars: tuple[Any, ...]
+    consts: tuple[Any, ...]
+    eqns: tuple[tuple[Any, tuple[tuple[int, Any], ...], tuple[tuple[int, Any], ...]], ...]
+    out: tuple[int, Any]
+    scoped: frozenset[int]
+
+
+def _trace_replacement(eqn: Any, rule: Rule, m: Match, names: list[str], static: dict[str, Any],
+                       ) -> _Replacement | None:
+    """The replacement of match ``m`` traced on its operands' types; None if it refused."""
+    refused: list[bool] = []
+
+    def fn(*xs: Any) -> Any:
+        res = _replace(eqn, rule, {**dict(zip(names, xs)), **static})
+        if res is None:
+            refused.append(True)
+            out = _compat.aval(eqn.outvars[0])
+            return jnp.zeros(out.shape, out.dtype)
+        return res[0]
+
+    closed = jax.make_jaxpr(fn)(*[_abstract(m.atoms[k]) for k in names])
+    if refused:
+        return None
+    slot: dict[Any, int] = {}
+    for v in (*_compat.invars(closed), *_compat.constvars(closed)):
+        slot[v] = len(slot)
+
+    def ref(a: Any) -> tuple[int, Any]:
+        return (-1, a) if _compat.is_literal(a) else (slot[a], None)
+
+    laid_out = []
+    for e in _compat.eqns(closed):
+        ins = tuple(ref(a) for a in e.invars)
+        outs: list[tuple[int, Any]] = []
+        for o in e.outvars:
+            if _compat.is_dropvar(o):
+                outs.append((-1, o))
+            else:
+                slot[o] = len(slot)
+                outs.append((slot[o], _compat.aval(o)))
+        laid_out.append((e, ins, tuple(outs)))
+    (out,) = _compat.outvars(closed)
+    scoped = frozenset(k for k, e in enumerate(_compat.eqns(closed))
+                       if _compat.in_scope_named(e, SCOPE_PREFIX))
+    return _Replacement(closed, tuple(_compat.constvars(closed)), tuple(closed.consts),
+                        tuple(laid_out), ref(out), scoped)
+
+
 # Replacement jaxprs by (rule, operand types, static captures, result type): a program repeating a
 # pattern (a layer applied many times) traces each replacement once. Bounded, oldest dropped first.
-_REP_CACHE: dict[Any, Any] = {}
+_REP_CACHE: dict[Any, _Replacement] = {}
 _REP_CACHE_SIZE = 512
 
 
 def _rep_key(rule: Rule, names: list[str], avals: list[Any], static: dict[str, Any], out: Any) -> Any:
     key = (id(rule), rule, tuple(names),
-           tuple((a.shape, str(a.dtype), a.weak_type) for a in avals),
-           tuple(sorted(static.items())), (tuple(out.shape), str(out.dtype)))
+           tuple((tuple(a.shape), a.dtype, getattr(a, "weak_type", False)) for a in avals),
+           tuple(sorted(static.items())), (tuple(out.shape), out.dtype))
     try:
         hash(key)
     except TypeError:  # an unhashable captured parameter: trace every time

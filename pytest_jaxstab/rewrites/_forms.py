@@ -43,26 +43,88 @@ def _max_shift(x: Any, axes: tuple[int, ...]) -> tuple[Any, Any]:
 
 
 def _log1p_rest(x: Any, axes: tuple[int, ...]) -> tuple[Any, Any]:
-    """``(shift, log1p(s))`` with ``s`` = sum of exp(x_j - m) over the non-maximal terms.
+    """``(shift, log1p(r))`` with ``r`` = sum over the terms but one maximal one of exp(x_j - m).
 
-    The maximal term is exp(0) = 1 exactly and is taken out so the small rest keeps its digits
-    (log(1 + s) through ``log1p``). Ties: the other maximal terms contribute exactly 1 each
-    (``count - 1``). Each maximal term enters as ``max(x_j - m, -1)``: exactly 0 with derivative 1
-    (like ``expm1(0)``, at a fraction of its cost), so the gradient stays softmax without
-    differentiating the max; -1 when the max is -inf, so that all -inf gives log1p(-1) = -inf.
+    The maximal term is exp(0) = 1 exactly and is kept apart from the rest, so that a small rest
+    keeps its digits (log(1 + r) through ``log1p``); ties count 1 each in ``r``. See :func:`_rest`
+    for how ``r`` is computed and why it is exact where it needs to be.
     """
-    m, shift = _max_shift(x, axes)
-    z = x - shift
-    is_max = x == m
-    terms = jnp.where(is_max, jnp.maximum(z, -1.0), jnp.exp(z))
-    # The terms and the tie count summed as one reduction of the stacked pair: XLA:CPU then reads the
-    # input once for both (a separate integer count was a pass of its own, ~25% slower overall;
-    # benchmarks/bench_logsumexp_forms.py). A float count is exact up to 2**(mantissa bits + 1) ties,
-    # beyond which the result rounds at that magnitude anyway.
-    both = jnp.sum(jnp.stack([terms, is_max.astype(x.dtype)]), axis=tuple(a + 1 for a in axes),
-                   keepdims=True)
-    rest = both[0] + (both[1] - 1)
-    return shift, jnp.log1p(rest)
+    _, shift = _max_shift(x, axes)
+    return shift, jnp.log1p(_rest(x, shift, axes))
+
+
+# Rows whose fast sum is below this are summed again with the maximal term masked (see _rest).
+_SMALL_REST = 0.5
+# The re-summed rows are gathered when they are at most this fraction of the rows; a larger share
+# re-sums every row (one more pass over the data).
+_GATHERED_SHARE = 16
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _rest(x: Any, shift: Any, ax: tuple[int, ...]) -> Any:
+    """r = sum(exp(x - shift)) - 1 over ``ax`` (keepdims), accurate where it is small.
+
+    XLA:CPU fuses ``sum(exp(x - shift))`` into one pass but no compare or select (issue 24,
+    ``benchmarks/bench_logsumexp_forms.py``), so a masked sum or a tie count is a pass of its own.
+    Hence two steps:
+
+    1. The fast sum ``r_f = fl(sum(exp(x - shift))) - 1``. Its error is at most g·(1 + r) (g the
+       summation's relative error bound), so for r >= 1/2 it is at most 3g relative: as good as the
+       accurate sum up to a factor 3. Every row with ties lands here (two terms of exactly 1 make the
+       rounded sum >= 2, rounding being monotone), and so does every row with an infinity or NaN.
+    2. Rows with 0 <= r_f < 1/2 have exactly one term equal to 1 (the maximum: exp(0) = 1) and every
+       other below 1 (a second 1 would make r_f >= 1), so ``sum(e - floor(e))`` is the sum of the
+       other terms alone, with no cancellation: exact to the summation's own error, the reason for
+       the accurate form (x = [0, -40 x 15] gives 6.4e-17, which ``fl(1 + 6.4e-17) - 1`` = 0
+       loses). These rows are summed again,
+       gathered when they are at most 1/16 of the rows (on spread logits most rows have r >= 1/2),
+       else all rows are (one more pass). An all -inf row has r_f = -1 and keeps it: log1p(-1) = -inf.
+
+    The derivative is written out, d r = sum(exp(x - shift) · dx) (``shift`` is a constant: it
+    cancels), so the gradient never goes through the branches and is the softmax as before.
+    """
+    e = jnp.exp(x - shift)
+    fast = jnp.sum(e, axis=ax, keepdims=True) - 1
+    keep = [d for d in range(x.ndim) if d not in ax]
+    rows, n = math.prod(x.shape[d] for d in keep), math.prod(x.shape[d] for d in ax)
+    if rows == 0 or n == 0:
+        return fast
+    small = ((fast >= 0) & (fast < _SMALL_REST)).reshape(rows)
+    flat_fast, flat_shift = fast.reshape(rows), shift.reshape(rows)
+    share = max(1, -(-rows // _GATHERED_SHARE))
+
+    def as_rows() -> Any:  # x as (rows, n), the reduced axes last (a transpose only if they are not)
+        order = keep + list(ax)
+        xt = x if order == list(range(x.ndim)) else jnp.transpose(x, order)
+        return xt.reshape(rows, n)
+
+    def masked_sum(xr: Any, sr: Any) -> Any:
+        er = jnp.exp(xr - sr[:, None])
+        return jnp.sum(er - jnp.floor(er), axis=-1)
+
+    def gathered(r: Any) -> Any:
+        # the re-summed rows' indices, padded with one past the end (what jnp.nonzero(size=...) gives;
+        # on jax 0.12 that is a "hi" primitive, which cannot be re-bound inside a rewritten jaxpr)
+        slot = jnp.where(small, lax.cumsum(small.astype(jnp.int32)) - 1, share)
+        idx = jnp.full((share,), rows, jnp.int32).at[slot].set(
+            jnp.arange(rows, dtype=jnp.int32), mode="drop")
+        xr = jnp.take(as_rows(), idx, axis=0, mode="fill", fill_value=0)
+        sums = masked_sum(xr, jnp.take(flat_shift, idx, mode="fill", fill_value=0))
+        return r.at[idx].set(sums, mode="drop")
+
+    def every(r: Any) -> Any:
+        return jnp.where(small, masked_sum(as_rows(), flat_shift), r)
+
+    count = jnp.sum(small, dtype=jnp.int32)
+    branch = jnp.where(count == 0, 0, jnp.where(count <= share, 1, 2))
+    out = lax.switch(branch, [lambda r: r, gathered, every], flat_fast)
+    return out.reshape(fast.shape)
+
+
+@_rest.defjvp
+def _rest_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
+    (x, shift), (tx, _) = primals, tangents
+    return _rest(x, shift, ax), jnp.sum(jnp.exp(x - shift) * tx, axis=ax, keepdims=True)
 
 
 def logsumexp(x: Any, axes: Axes = None) -> Any:
@@ -70,7 +132,9 @@ def logsumexp(x: Any, axes: Axes = None) -> Any:
 
     Exact to the last bit where the library's ``m + log(sum(exp(x - m)))`` loses the small terms
     (x = [1e-20, -20, ...]: the result is about 3e-8, and ``log(1 + 3e-8)`` is 0 in float32).
-    All -inf gives -inf; +inf gives +inf; the gradient is softmax(x) and finite.
+    All -inf gives -inf; +inf gives +inf; the gradient is softmax(x) and finite. On XLA:CPU it costs
+    about 1.2x ``jax.nn.logsumexp`` where no term dominates its row, about 2x where most rows have
+    one (those are summed twice, see ``_rest``).
     """
     ax = _axes(x, axes)
     shift, l1p = _log1p_rest(x, ax)
@@ -93,7 +157,8 @@ def logsumexp_fast(x: Any, axes: Axes = None) -> Any:
 
     No overflow, and as fast as ``jax.nn.logsumexp`` (XLA:CPU fuses the shifted exp into the sum);
     but where the result is near 0 the small terms are lost in ``log(1 + s)`` (x = [1e-20, -20 x 15]:
-    ~28 bits in float32). :func:`logsumexp` keeps them at 1.4-2.2x ``jax.nn``'s time on XLA:CPU.
+    ~28 bits in float32). :func:`logsumexp` keeps them, at about the same cost where no term
+    dominates its row and up to ~2x ``jax.nn``'s time on XLA:CPU where most rows have one.
     """
     ax = _axes(x, axes)
     _, shift = _max_shift(x, ax)

@@ -30,7 +30,9 @@ SCOPE_PREFIX = "jaxstab_"
 class Graph:
     """Producer and use-count index of one (closed) jaxpr, built once per rewrite pass."""
 
-    def __init__(self, closed: Any) -> None:
+    def __init__(self, closed: Any, claimed: set[int] | None = None) -> None:
+        """``claimed``: the equations already known to be a rule's replacement (the rewrite pass
+        passes the set its splice produced); None finds them by their name scope."""
         self.closed = closed
         self.eqns = _compat.eqns(closed)
         self.producer: dict[Any, int] = {}
@@ -45,8 +47,8 @@ class Graph:
             if not _compat.is_literal(a):
                 self.uses[a] += 1
         self.const_values = dict(zip(_compat.constvars(closed), closed.consts))
-        self.claimed: set[int] = {i for i, eqn in enumerate(self.eqns)
-                                  if _compat.in_scope_named(eqn, SCOPE_PREFIX)}
+        self.claimed: set[int] = set(claimed) if claimed is not None else {
+            i for i, eqn in enumerate(self.eqns) if _compat.in_scope_named(eqn, SCOPE_PREFIX)}
 
     def producer_eqn(self, atom: Any) -> tuple[int, Any] | None:
         if _compat.is_literal(atom):
