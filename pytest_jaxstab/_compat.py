@@ -484,3 +484,23 @@ def enable_x64() -> Iterator[None]:
         yield
     finally:  # pragma: no cover
         jax.config.update("jax_enable_x64", old)
+
+
+# ------------------------------------------------------------------------------ primitive registry
+def registered_primitives() -> dict[str, Any]:
+    """Every primitive that an imported ``jax`` module defines at module level, by name.
+
+    The oracle's coverage test walks this to find primitives it neither evaluates nor refuses on its
+    documented list. Only modules already imported are seen: import the public API you care about
+    (``jax.lax``, ``jax.random``, ``jax.scipy.special``, ...) first.
+    """
+    import sys
+
+    found: dict[str, Any] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "jax" or name.startswith("jax.")):
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, jex.Primitive):
+                found.setdefault(value.name, value)
+    return found

@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
 # Everything a check uses is imported here, before any input is drawn: Hypothesis mixes constants of
@@ -384,7 +385,7 @@ def _refuse_complex(closed: Any) -> None:
                 continue
             for v in inner.outvars:
                 dtype = getattr(_compat.aval(v), "dtype", None)
-                if dtype is not None and np.issubdtype(np.dtype(dtype), np.complexfloating):
+                if dtype is not None and jnp.issubdtype(dtype, jnp.complexfloating):  # PRNG key dtypes too
                     where = _compat.location(inner) or outer
                     found.append((_compat.primitive_name(inner), short_path(where) if where else None))
                     break

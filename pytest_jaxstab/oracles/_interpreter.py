@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _compat
 from .._primitives import CALLS, CUSTOM_DERIVATIVES
-from . import _elementwise, _linalg, _reductions, _structural
+from . import _effects, _elementwise, _linalg, _random, _reductions, _special, _structural
 from ._balls import to_arb_array
 from ._common import OracleError, Rule, UnsupportedPrimitive, ints_to_arb, is_complex, is_float, obj
 
@@ -96,7 +96,8 @@ _CONTROL.update({name: _custom_call for name in CUSTOM_DERIVATIVES})
 _CONTROL.update({"scan": _scan, "while": _while, "cond": _cond})
 
 _RULES: dict[str, Rule] = {
-    **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_CONTROL,
+    **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_special.RULES,
+    **_random.RULES, **_effects.RULES, **_CONTROL,
 }
 
 #: Names of the primitives the oracle evaluates exactly (anything else raises UnsupportedPrimitive).
@@ -107,6 +108,8 @@ def to_value(x: Any, aval: Any) -> np.ndarray:
     """An input, const or literal as an interpreter value (exact balls for floats)."""
     if is_complex(aval.dtype) or np.iscomplexobj(x):
         raise OracleError(f"complex value of dtype {aval.dtype}: the exact oracle evaluates real functions")
+    if _random.is_key(aval.dtype):
+        return x  # a PRNG key array stays a JAX array (see _random)
     arr = np.asarray(x)
     if is_float(aval.dtype):
         if not is_float(arr.dtype):
@@ -142,7 +145,7 @@ class Interpreter:
                 # Flat mode admits only broadcasts of scalars, which numpy broadcasting does for us.
                 env[eqn.outvars[0]] = invals[0]
                 continue
-            rule = _RULES.get(name)
+            rule = _rule(eqn, name)
             if rule is None:  # the pre-scan makes this unreachable, kept for direct callers
                 raise self.unsupported(eqn)
             self._stack.append(eqn)
@@ -177,8 +180,17 @@ class Interpreter:
         return val
 
 
+def _rule(eqn: Any, name: str) -> Rule | None:
+    """The rule for ``eqn``: its primitive's, or an eager bind where keys are involved (see _random)."""
+    if name not in _CONTROL and _random.involves_keys(eqn):
+        return _random.concrete
+    return _RULES.get(name)
+
+
 def _conform(val: Any, aval: Any, flat: bool = False) -> np.ndarray:
     """A rule's result as a value of ``aval``'s kind and shape (kind only in flat mode)."""
+    if _random.is_key(aval.dtype):
+        return val
     shape = tuple(aval.shape)
     if is_float(aval.dtype):
         if isinstance(val, np.ndarray) and val.dtype != object:  # a rule returned plain numbers
@@ -216,7 +228,7 @@ def check_supported(closed: Any, stack: tuple[Any, ...] = ()) -> None:
     """Raises UnsupportedPrimitive for the first equation the oracle cannot evaluate, before running."""
     for eqn in _compat.eqns(closed):
         name = _compat.primitive_name(eqn)
-        if name not in _RULES:
+        if _rule(eqn, name) is None:
             raise UnsupportedPrimitive(name, _location(eqn, stack))
         for var in eqn.outvars:
             if is_complex(_compat.aval(var).dtype):
