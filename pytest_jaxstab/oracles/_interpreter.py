@@ -181,8 +181,10 @@ class Interpreter:
 
 
 def _rule(eqn: Any, name: str) -> Rule | None:
-    """The rule for ``eqn``: its primitive's, or an eager bind where keys are involved (see _random)."""
-    if name not in _CONTROL and _random.involves_keys(eqn):
+    """The rule for ``eqn``: its primitive's, or an eager bind where keys are involved or no real number
+    is (integer arithmetic is exact: see _random)."""
+    if name not in _CONTROL and (_random.involves_keys(eqn)
+                                 or (name not in _RULES and _random.is_integral(eqn))):
         return _random.concrete
     return _RULES.get(name)
 

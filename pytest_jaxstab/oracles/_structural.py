@@ -66,6 +66,11 @@ def _split(ctx: Any, eqn: Any, x: np.ndarray) -> list[np.ndarray]:
     return list(np.split(x, cuts, axis=int(eqn.params["axis"])))
 
 
+def _unstack(ctx: Any, eqn: Any, x: np.ndarray) -> list[np.ndarray]:
+    axis = int(eqn.params["axis"])
+    return [np.take(x, i, axis=axis) for i in range(x.shape[axis])]
+
+
 def _slice(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
     p = eqn.params
     strides = p.get("strides") or (1,) * x.ndim
@@ -257,6 +262,7 @@ RULES: dict[str, Rule] = {
     "transpose": _transpose,
     "concatenate": _concatenate,
     "split": _split,
+    "unstack": _unstack,
     "stack": _stack,
     "slice": _slice,
     "dynamic_slice": _dynamic_slice,

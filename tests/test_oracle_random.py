@@ -1,0 +1,143 @@
+"""PRNG keys, random bits and value-neutral effects in the oracle and through ``jst.check``.
+
+References: the Random123 known-answer vectors for threefry2x32-20 (independent of JAX and of the
+oracle); numpy's bit reinterpretation; mpmath for the float values; the dropout masks themselves are
+JAX's integer results, which the oracle must reproduce bit for bit.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.extend as jex
+import jax.numpy as jnp
+import mpmath as mp
+import numpy as np
+import pytest
+from jax import lax
+from jax.sharding import PartitionSpec
+
+import pytest_jaxstab as jst
+from pytest_jaxstab import oracles
+
+F32 = np.float32
+
+
+def _f32(fn, xs):
+    """``fn`` over mpf at 200 bits, each value then rounded once to float32's 24 bits (normal range)."""
+    out = []
+    for v in xs:
+        with mp.workprec(200):
+            exact = fn(mp.mpf(float(v)))
+        with mp.workprec(24):
+            out.append(float(+exact))
+    return np.asarray(out, F32)
+
+# Random123's known answers for threefry2x32 with 20 rounds: (key, counter) -> output.
+THREEFRY_KAT = [
+    ((0x00000000, 0x00000000), (0x00000000, 0x00000000), (0x6B200159, 0x99BA4EFE)),
+    ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
+    ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0)),
+]
+
+
+@pytest.mark.parametrize(("key", "count", "want"), THREEFRY_KAT)
+def test_threefry_matches_known_answers(key, count, want):
+    got = oracles.evaluate(jex.random.threefry_2x32, np.asarray(key, np.uint32), np.asarray(count, np.uint32))
+    np.testing.assert_array_equal(np.asarray(got.values), np.asarray(want, np.uint32))
+
+
+def _dropout(key):
+    def f(x):
+        keep = jax.random.bernoulli(key(), 0.9, x.shape)
+        return jnp.where(keep, x / F32(0.9), F32(0.0))
+
+    return f
+
+
+KEY = jax.random.key(7)
+KEYS = {
+    "made-inside": lambda: jax.random.key(0),
+    "closed-over": lambda: KEY,
+    "raw-uint32": lambda: jax.random.PRNGKey(3),
+    "split-fold_in": lambda: jax.random.fold_in(jax.random.split(jax.random.key(1), 3)[2], 11),
+}
+
+
+@pytest.mark.parametrize("which", list(KEYS))
+def test_dropout_mask_is_jax_own_and_values_exact(which):
+    f = _dropout(KEYS[which])
+    x = np.linspace(-3, 3, 64, dtype=F32)
+    got = oracles.evaluate(f, x)
+    assert np.asarray(got.certain).all()
+    keep = np.asarray(jax.random.bernoulli(KEYS[which](), 0.9, x.shape))
+    assert 0 < keep.sum() < len(keep)  # the mask has both kinds
+    scaled = _f32(lambda v: v / mp.mpf(float(F32(0.9))), x)
+    want = np.where(keep, scaled, F32(0.0))
+    np.testing.assert_array_equal(np.asarray(got.values), want)
+
+
+def test_uniform_and_normal_from_a_key():
+    # uniform: bits -> [1, 2) by bitcast -> minus 1: exact in float32, so the oracle equals JAX's floats.
+    def f(x):
+        k1, k2 = jax.random.split(jax.random.key(42))
+        return jax.random.uniform(k1, x.shape) * x, jax.random.normal(k2, x.shape) * x
+
+    x = np.ones(16, F32)
+    got = oracles.evaluate(f, x)
+    np.testing.assert_array_equal(np.asarray(got.values[0]), np.asarray(f(x)[0]))
+    assert np.asarray(got.certain[1]).all()
+    # normal, by hand from the same 32-bit draws: u = max(lo, (f - 1)(1 - lo) + lo) with f in [1, 2) from the
+    # top 23 bits and lo = -0.99999994f, then sqrt2f * erfinv(u), all exact in mpmath, rounded once.
+    bits = np.asarray(jax.random.bits(jax.random.split(jax.random.key(42))[1], x.shape), np.uint32)
+    unit = ((bits >> 9) | np.uint32(0x3F800000)).view(F32)
+    lo, sqrt2 = (mp.mpf(float(F32(v))) for v in (-0.99999994, 1.4142135381698608))
+    want = _f32(lambda f: sqrt2 * mp.erfinv(max(lo, (f - 1) * (1 - lo) + lo)), unit)
+    np.testing.assert_array_equal(np.asarray(got.values[1]), want)
+
+
+def test_check_finds_the_instability_inside_a_dropout_model():
+    def masked_logsumexp(x):  # the mask drops terms; exp still underflows for every kept one
+        keep = jax.random.bernoulli(KEY, 0.9, x.shape)
+        return jnp.log(jnp.sum(jnp.where(keep, jnp.exp(x), F32(0.0))))
+
+    result = jst.check(masked_logsumexp, dtype="float32", shapes={"x": (8,)}, max_examples=40, seed=1)
+    assert result.outcome == "failed"
+    assert result.original.overflows > 0
+    assert any(r.primitive in ("log", "exp") for r in result.nan_origins)
+
+
+def test_check_passes_a_stable_dropout_model_with_a_key_made_inside():
+    result = jst.check(_dropout(KEYS["made-inside"]), dtype="float32", shapes={"x": (8,)},
+                       max_examples=30, seed=2)
+    assert result.outcome == "passed"
+    assert result.original.max_error_bits <= 1.0  # one division, correctly rounded by the float program
+
+
+# --------------------------------------------------------------------------------------- effects
+def _printing_softplus(x):
+    jax.debug.print("x = {x}", x=x)
+    return jnp.log(1 + jnp.exp(x))
+
+
+def test_debug_print_is_skipped_by_the_oracle(capfd):
+    x = np.asarray([1e-3, 2.0], F32)
+    got = oracles.evaluate(_printing_softplus, x)
+    np.testing.assert_array_equal(np.asarray(got.values), _f32(lambda v: mp.log(1 + mp.exp(v)), x))
+    assert "x = " not in capfd.readouterr().out  # the exact evaluation printed nothing
+
+
+def test_check_finds_the_overflow_in_a_function_that_prints():
+    result = jst.check(_printing_softplus, dtype="float32", shapes={"x": (4,)}, max_examples=30, seed=0)
+    assert result.outcome == "failed"
+    assert any(r.primitive == "exp" and r.kind == "overflow" for r in result.nan_origins)
+
+
+def test_one_device_shard_map_and_pmap_are_evaluated_through_their_bodies():
+    mesh = jax.make_mesh((1,), ("i",))
+    body = lambda x: jnp.exp(x) + lax.psum(x, "i")
+    sharded = jax.shard_map(body, mesh=mesh, in_specs=PartitionSpec(), out_specs=PartitionSpec())
+    mapped = jax.pmap(lambda x: jnp.exp(x) + lax.all_gather(x, "i")[0], axis_name="i")
+    x = np.asarray([1.0, -20.0], F32)
+    want = _f32(lambda v: mp.exp(v) + v, x)
+    np.testing.assert_array_equal(np.asarray(oracles.evaluate(sharded, x).values), want)
+    np.testing.assert_array_equal(np.asarray(oracles.evaluate(mapped, x[None]).values), want[None])
