@@ -58,6 +58,7 @@ from ._interpreter import SUPPORTED_PRIMITIVES as SUPPORTED_PRIMITIVES
 from ._metrics import error_bits as error_bits
 from ._metrics import ordinals as ordinals
 from ._metrics import summarize as summarize
+from ._refusals import REFUSED_PRIMITIVES as REFUSED_PRIMITIVES
 from ._rounding import round_to_dtype as round_to_dtype
 from ._rounding import to_mpf_array as to_mpf_array
 
@@ -67,6 +68,7 @@ __all__ = [
     "SUPPORTED_PRIMITIVES",
     "OracleError",
     "OracleResult",
+    "REFUSED_PRIMITIVES",
     "UnsupportedPrimitive",
     "error_bits",
     "evaluate",

@@ -4,6 +4,7 @@
   and return nothing: the oracle skips them (no output is printed a second time by the exact
   evaluation). Layout and placement annotations (``layout_constraint``, ``reshard``,
   ``with_memory_space_constraint``, ``pvary``, ``pbroadcast``) return their operand.
+* ``lax.composite`` is evaluated through its decomposition (the jaxpr it carries).
 * ``shard_map`` (and ``jax.pmap``, which JAX lowers to it) over a mesh of **one device** computes its body
   on the whole arrays: the oracle evaluates the body. Its collectives then have one participant, so
   ``psum``/``pmax``/``pmin`` (and their ``_invariant`` forms) are the identity, ``all_gather`` adds the
@@ -50,6 +51,11 @@ def _shard_map(ctx: Any, eqn: Any, *args: np.ndarray) -> list[np.ndarray]:
     return ctx.call(body, args)
 
 
+def _composite(ctx: Any, eqn: Any, *args: np.ndarray) -> list[np.ndarray]:
+    (_, body), *_ = _compat.subjaxprs(eqn)  # lax.composite: its decomposition is its meaning
+    return ctx.call(body, args)
+
+
 def _all_gather(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
     return np.reshape(x, tuple(out_aval(eqn).shape))  # one participant: a new axis of size 1 at most
 
@@ -84,4 +90,5 @@ RULES: dict[str, Rule] = {
     "axis_index": _axis_index,
     "ppermute": _ppermute,
     "shard_map": _shard_map,
+    "composite": _composite,
 }

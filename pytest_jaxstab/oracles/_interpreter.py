@@ -20,9 +20,10 @@ import numpy as np
 
 from .. import _compat
 from .._primitives import CALLS, CUSTOM_DERIVATIVES
-from . import _effects, _elementwise, _linalg, _random, _reductions, _special, _structural
+from . import _effects, _elementwise, _linalg, _random, _reductions, _special, _structural, _windows
 from ._balls import to_arb_array
 from ._common import OracleError, Rule, UnsupportedPrimitive, ints_to_arb, is_complex, is_float, obj
+from ._refusals import REFUSED_PRIMITIVES
 
 __all__ = ["MAX_WHILE_ITERATIONS", "SUPPORTED_PRIMITIVES", "Interpreter", "check_supported", "to_value"]
 
@@ -41,8 +42,10 @@ def _custom_call(ctx: Interpreter, eqn: Any, *args: np.ndarray) -> list[np.ndarr
 
 
 def _at(x: np.ndarray, i: int) -> np.ndarray:
-    """``x[i]`` along the leading axis, always an ndarray."""
+    """``x[i]`` along the leading axis, always an ndarray (a JAX array for PRNG keys)."""
     r = x[i]
+    if not isinstance(x, np.ndarray):  # a key array
+        return r
     if isinstance(r, np.ndarray):
         return r
     return obj(r) if x.dtype == object else np.asarray(r, dtype=x.dtype)
@@ -64,7 +67,7 @@ def _scan(ctx: Interpreter, eqn: Any, *args: np.ndarray) -> list[np.ndarray]:
         carry = outs[:nk]
         for j, y in enumerate(outs[nk:]):
             ys[j][i] = y
-    stacked = [np.stack(y) if length else _empty(_compat.aval(v)) for y, v in zip(ys, sp.ys)]
+    stacked = [_random.stack(y) if length else _empty(_compat.aval(v)) for y, v in zip(ys, sp.ys)]
     return carry + stacked
 
 
@@ -74,9 +77,12 @@ def _while(ctx: Interpreter, eqn: Any, *args: np.ndarray) -> list[np.ndarray]:
     cond_consts, body_consts, carry = list(args[:nc]), list(args[nc : nc + nb]), list(args[nc + nb :])
     for _ in range(MAX_WHILE_ITERATIONS):
         (pred,) = ctx.call(wp.cond, cond_consts + carry)
-        if not bool(np.asarray(pred)):
+        pred = np.asarray(pred)
+        if not pred.any():
             return carry
-        carry = ctx.call(wp.body, body_consts + carry)
+        new = ctx.call(wp.body, body_consts + carry)
+        # A batched predicate (vmap of a while loop): only the elements still running take a step.
+        carry = new if pred.ndim == 0 else [_random.select_leading(pred, n, o) for n, o in zip(new, carry)]
     raise OracleError(
         f"a while loop at {ctx.location(eqn) or 'an unknown location'} was still running after "
         f"{MAX_WHILE_ITERATIONS:,} iterations in the exact evaluation. Its exit condition may depend on "
@@ -97,7 +103,7 @@ _CONTROL.update({"scan": _scan, "while": _while, "cond": _cond})
 
 _RULES: dict[str, Rule] = {
     **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_special.RULES,
-    **_random.RULES, **_effects.RULES, **_CONTROL,
+    **_random.RULES, **_effects.RULES, **_windows.RULES, **_CONTROL,
 }
 
 #: Names of the primitives the oracle evaluates exactly (anything else raises UnsupportedPrimitive).
@@ -181,10 +187,10 @@ class Interpreter:
 
 
 def _rule(eqn: Any, name: str) -> Rule | None:
-    """The rule for ``eqn``: its primitive's, or an eager bind where keys are involved or no real number
-    is (integer arithmetic is exact: see _random)."""
-    if name not in _CONTROL and (_random.involves_keys(eqn)
-                                 or (name not in _RULES and _random.is_integral(eqn))):
+    """The rule for ``eqn``: its primitive's, or an eager bind where no real number is involved (keys,
+    integers: exact integer arithmetic, see _random)."""
+    integral = name not in _CONTROL and _random.is_integral(eqn)
+    if integral and (name not in _RULES or _random.involves_keys(eqn)):
         return _random.concrete
     return _RULES.get(name)
 
@@ -231,7 +237,7 @@ def check_supported(closed: Any, stack: tuple[Any, ...] = ()) -> None:
     for eqn in _compat.eqns(closed):
         name = _compat.primitive_name(eqn)
         if _rule(eqn, name) is None:
-            raise UnsupportedPrimitive(name, _location(eqn, stack))
+            raise UnsupportedPrimitive(name, _location(eqn, stack), REFUSED_PRIMITIVES.get(name))
         for var in eqn.outvars:
             if is_complex(_compat.aval(var).dtype):
                 raise UnsupportedPrimitive(name, _location(eqn, stack), "complex values")

@@ -12,6 +12,9 @@ The same holds for bit-level integer primitives numpy has no ufunc for (``shift_
 ``population_count``, ``clz``, ``mulhi``, ...): any equation whose operands and results are all integers,
 booleans or keys may be bound eagerly (:func:`is_integral`).
 
+``random_gamma`` (``jax.random.gamma``, ``beta``, ``dirichlet``) is JAX's rejection sampler, traced once per
+operand shape and evaluated exactly like any program.
+
 ``bitcast_convert_type`` reinterprets bits. From an integer to a float it yields that float exactly (how
 ``jax.random.uniform`` makes floats in [1, 2)); from a float it has no real-number meaning, so like
 ``nextafter`` it applies to the operand rounded to its dtype, which must be decided (``Undecided``
@@ -20,6 +23,7 @@ otherwise, so the element escalates until the ball rounds to one float).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -29,13 +33,16 @@ from .. import _compat
 from ._balls import round_balls, to_arb_array
 from ._common import Rule, Undecided, is_float
 
-__all__ = ["KEY_PRIMITIVES", "RULES", "concrete", "is_integral", "is_key"]
+__all__ = [
+    "KEY_PRIMITIVES", "RULES", "concrete", "involves_keys", "is_integral", "is_key", "select_leading",
+    "stack",
+]
 
 #: Primitives on keys or random bits: always bound eagerly on their concrete (integer or key) operands.
 KEY_PRIMITIVES: frozenset[str] = frozenset({
     "random_seed", "random_wrap", "random_unwrap", "random_split", "random_fold_in", "random_bits",
-    "random_clone", "threefry2x32", "shift_right_logical", "population_count", "clz", "mulhi",
-    "iota_2x32_shape",
+    "random_clone", "threefry2x32", "threefry4x32", "philox2x32", "philox4x32", "rng_bit_generator",
+    "shift_right_logical", "population_count", "clz", "mulhi", "iota_2x32_shape",
 })
 
 
@@ -65,6 +72,22 @@ def is_integral(eqn: Any) -> bool:
 def involves_keys(eqn: Any) -> bool:
     """Whether ``eqn`` reads or writes a key array."""
     return any(is_key(_compat.aval(a).dtype) for a in (*eqn.invars, *eqn.outvars))
+
+
+def stack(values: list[Any]) -> Any:
+    """``np.stack``, or ``jnp.stack`` for key arrays (a scan's per-step keys)."""
+    if values and not isinstance(values[0], np.ndarray):
+        return jax.numpy.stack(values)
+    return np.stack(values)
+
+
+def select_leading(pred: np.ndarray, new: Any, old: Any) -> Any:
+    """``where(pred, new, old)`` with ``pred`` over the leading axes (a batched while loop's step)."""
+    if not isinstance(old, np.ndarray):  # key arrays
+        mask = jax.numpy.reshape(pred, pred.shape + (1,) * (old.ndim - pred.ndim))
+        return jax.numpy.where(mask, new, old)
+    mask = pred.reshape(pred.shape + (1,) * (old.ndim - pred.ndim))
+    return np.where(mask, new, old)
 
 
 def _from_jax(x: Any, aval: Any) -> Any:
@@ -98,5 +121,21 @@ def _bitcast(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
     return to_arb_array(out) if is_float(new) else np.asarray(out)
 
 
+@functools.cache
+def _gamma_program(key_aval: Any, a_aval: Any, log_space: bool) -> Any:
+    return _compat.random_gamma_program(key_aval, a_aval, log_space)
+
+
+def _random_gamma(ctx: Any, eqn: Any, key: Any, a: np.ndarray) -> np.ndarray:
+    """``jax.random.gamma``: JAX's rejection sampler evaluated exactly (its acceptance tests decided on
+    balls, so a draw the float program accepts by a rounding may be rejected by the exact one)."""
+    avals = tuple(_compat.aval(v) for v in eqn.invars)
+    program = _gamma_program(*avals, bool(eqn.params.get("log_space", False)))
+    if program is None:  # pragma: no cover - another JAX layout
+        raise ctx.unsupported(eqn, "this JAX release's gamma sampler is not reachable")
+    return ctx.call(program, [key, a])[0]
+
+
 RULES: dict[str, Rule] = {name: concrete for name in KEY_PRIMITIVES}
 RULES["bitcast_convert_type"] = _bitcast
+RULES["random_gamma"] = _random_gamma

@@ -26,6 +26,7 @@ they are one-sided or agree on both sides), written per function:
   ``0 < q < 1``.
 * ``polygamma(n, x) = psi^(n)(x)`` for an integer ``n >= 0`` (NaN otherwise), ``(-1)^(n+1) n! zeta(n+1,
   x)`` for ``n >= 1`` (so its poles follow ``zeta``'s), ``digamma`` for ``n = 0``; 0 at ``x = inf``.
+* ``log2(x) = log(x) / log(2)`` and ``one_minus_square(x) = 1 - x^2``, with ``log``'s and ``sub``'s limits.
 * ``igamma_grad_a(a, x) = dP(a, x)/da``; ``random_gamma_grad(a, x) = -(dP/da) / (dP/dx)``, the derivative
   of a Gamma(a) sample with respect to ``a`` at fixed uniform draw (implicit reparameterization). Both
   from the convergent series ``gamma(a, x) = x^a sum_n (-x)^n / (n! (a+n))`` and its ``a``-derivative,
@@ -43,7 +44,7 @@ from flint import arb
 from flint import ctx as flint_ctx
 
 from ._arb import FUNCTIONS
-from ._arb_binary import mul
+from ._arb_binary import div, mul, sub
 from ._ball_util import Ball
 from ._ball_util import cls as _cls
 from ._ball_util import exact_int as _int
@@ -325,6 +326,17 @@ def _random_gamma_grad(a: Ball, x: Ball) -> Ball:
     return _finite(r)
 
 
+# --------------------------------------------------------------- small elementwise compositions
+def _log2(x: Ball) -> Ball:
+    """``log(x) / log(2)``: ``log``'s conventions (``log2(0) = -inf``, NaN below 0)."""
+    r = FUNCTIONS["log"](x)
+    return r if r is None or not r.is_finite() else div(r, arb(2).log())
+
+
+def _one_minus_square(x: Ball) -> Ball:
+    return sub(ONE, FUNCTIONS["square"](x))
+
+
 FUNCTIONS_SPECIAL: dict[str, Callable[..., Ball]] = {
     "igamma": _gamma_reg(upper=False),
     "igammac": _gamma_reg(upper=True),
@@ -335,9 +347,12 @@ FUNCTIONS_SPECIAL: dict[str, Callable[..., Ball]] = {
     "polygamma": _polygamma,
     "igamma_grad_a": _igamma_grad_a,
     "random_gamma_grad": _random_gamma_grad,
+    "log2": _log2,
+    "one_minus_square": _one_minus_square,
 }
 
-_ARITY = {"bessel_i0e": 1, "bessel_i1e": 1, "regularized_incomplete_beta": 3}
+_ARITY = {"bessel_i0e": 1, "bessel_i1e": 1, "regularized_incomplete_beta": 3, "log2": 1,
+          "one_minus_square": 1}
 
 
 def _rule(name: str) -> Rule:
