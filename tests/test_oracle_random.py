@@ -113,6 +113,26 @@ def test_check_passes_a_stable_dropout_model_with_a_key_made_inside():
     assert result.original.max_error_bits <= 1.0  # one division, correctly rounded by the float program
 
 
+def _returns_its_key(x):
+    key, sub = jax.random.split(jax.random.key(0))
+    return x * jax.random.uniform(sub, x.shape), key
+
+
+def test_a_returned_key_gets_a_clear_error():
+    with pytest.raises(oracles.OracleError, match="returns a PRNG key"):
+        oracles.evaluate(_returns_its_key, np.ones(3, F32))
+    with pytest.raises(jst.TraceError, match=r"returns a PRNG key \(output 1\)"):
+        jst.check(_returns_its_key, dtype="float32", shapes={"x": (3,)}, max_examples=2, seed=0)
+
+
+def test_a_key_argument_is_evaluated():
+    f = lambda x, key: x * jax.random.uniform(key, x.shape)
+    x, key = np.full(4, 3.0, F32), jax.random.key(5)
+    got = oracles.evaluate(f, x, key)
+    u = np.asarray(jax.random.uniform(key, x.shape))  # floats in [0, 1): 3u is exact in float64
+    np.testing.assert_array_equal(np.asarray(got.values), _f32(lambda v: v, 3 * u.astype(np.float64)))
+
+
 # --------------------------------------------------------------------------------------- effects
 def _printing_softplus(x):
     jax.debug.print("x = {x}", x=x)

@@ -30,8 +30,9 @@ from flint import ctx as flint_ctx
 from .. import _compat
 from .._dtypes import dtype_info, resolve_dtype
 from .._primitives import CALLS, CUSTOM_DERIVATIVES, ELEMENTWISE
+from . import _random
 from ._balls import ball_to_mpf, round_balls
-from ._common import Undecided, is_float
+from ._common import OracleError, Undecided, is_float
 from ._interpreter import Interpreter, check_supported, to_value
 from ._rounding import round_to_dtype
 
@@ -224,6 +225,9 @@ def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
     check_supported(closed)
     in_avals = [_compat.aval(v) for v in _compat.invars(closed)]
     out_avals = [_compat.aval(v) for v in _compat.outvars(closed)]
+    if any(_random.is_key(a.dtype) for a in out_avals):
+        raise OracleError("the function returns a PRNG key: the oracle returns values, not keys; return "
+                          "only the arrays to evaluate")
     target = None if dtype is None else resolve_dtype(dtype)
     targets = [(target or np.dtype(a.dtype)) if is_float(a.dtype) else None for a in out_avals]
     widths = [_significand_bits(a.dtype) for a in in_avals if is_float(a.dtype)]

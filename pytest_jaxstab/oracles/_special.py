@@ -266,6 +266,8 @@ def _order_series(a: arb, x: arb) -> tuple[arb, arb] | None:
     s0, s1 = ZERO, ZERO
     t = ONE  # (-x)^n / n!
     xmax = float(x.upper())
+    if 2 * xmax + 2 >= MAX_SERIES_TERMS:
+        return None  # the terms would not start falling before the cap
     eps = arb((1, -(int(flint_ctx.prec) + 8)))  # a notch below the working precision
     for n in range(MAX_SERIES_TERMS):
         an = a + n
