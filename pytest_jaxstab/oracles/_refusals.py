@@ -29,7 +29,7 @@ REFUSED_PRIMITIVES: dict[str, str] = {
     **dict.fromkeys(("fft", "complex", "real", "imag", "conj"), _COMPLEX),
     **dict.fromkeys(("eigh", "eig", "svd", "qr", "geqrf", "geqp3", "householder_product", "ormqr",
         "schur", "hessenberg", "tridiagonal"), _FACTORS),
-    **dict.fromkeys(("conv_general_dilated", "reduce_window", "select_and_scatter_add",
+    **dict.fromkeys(("reduce_window", "select_and_scatter_add",
         "select_and_gather_add", "select_and_scatter", "cholesky_update", "tridiagonal_solve",
         "symmetric_product", "ragged_dot_general", "top_k", "approx_top_k", "reduce", "scatter-sub"),
         _NOT_YET),
