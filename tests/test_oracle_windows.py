@@ -8,6 +8,7 @@ oracle), and JAX's results on small integers (exact in any order) for the window
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
@@ -64,3 +65,34 @@ def test_gamma_samples_are_evaluated_exactly():
     floats = np.asarray(f(alphas))
     assert np.all(np.abs(np.asarray(got.values) - floats) <= 8 * np.spacing(floats))
     assert np.all(np.asarray(got.values) > 0)
+
+
+POOLS = [("SAME", (2, 2)), ("VALID", (1, 1)), (((1, 1), (0, 1)), (2, 1))]
+
+
+@pytest.mark.parametrize(("padding", "strides"), POOLS)
+@pytest.mark.parametrize(("op", "init"), [(lax.max, -np.inf), (lax.min, np.inf)])
+def test_pool_derivatives_keep_xla_tie_rule(op, init, padding, strides):
+    # Small integers: many exact ties, which XLA breaks by keeping the first element of the window.
+    rng = np.random.default_rng(3)
+    x, t = (rng.integers(-9, 9, (5, 6)).astype(F32) for _ in range(2))
+    pool = lambda v: lax.reduce_window(v, F32(init), op, (2, 3), strides, padding)
+    grad = jax.grad(lambda v: jnp.sum(pool(v) ** 2))
+    tangent = lambda v, dv: jax.jvp(pool, (v,), (dv,))[1]
+    np.testing.assert_array_equal(np.asarray(oracles.evaluate(grad, x).values), np.asarray(grad(x)))
+    got = oracles.evaluate(tangent, x, t).values
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(tangent(x, t)))
+
+
+def test_max_pool_gradient_marks_each_windows_argmax():
+    # Distinct values, non-overlapping 2x2 windows: d sum(maxpool(x)) / dx is 1 at each window's argmax
+    # (numpy's argmax, the independent reference) and 0 elsewhere.
+    x = np.random.default_rng(4).permutation(16).astype(F32).reshape(4, 4)
+    grad = jax.grad(lambda v: jnp.sum(lax.reduce_window(v, -jnp.inf, lax.max, (2, 2), (2, 2), "VALID")))
+    want = np.zeros((4, 4), F32)
+    for i in range(2):
+        for j in range(2):
+            block = x[2 * i:2 * i + 2, 2 * j:2 * j + 2]
+            a, b = np.unravel_index(np.argmax(block), (2, 2))
+            want[2 * i + a, 2 * j + b] = 1
+    np.testing.assert_array_equal(np.asarray(oracles.evaluate(grad, x).values), want)
