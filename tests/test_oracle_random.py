@@ -161,3 +161,25 @@ def test_one_device_shard_map_and_pmap_are_evaluated_through_their_bodies():
     want = _f32(lambda v: mp.exp(v) + v, x)
     np.testing.assert_array_equal(np.asarray(oracles.evaluate(sharded, x).values), want)
     np.testing.assert_array_equal(np.asarray(oracles.evaluate(mapped, x[None]).values), want[None])
+
+
+def test_a_dropout_test_runs_through_the_plugin_with_the_search_on(pytester, run_jaxstab):
+    # The plugin's default run (search on) with a closed-over key and jax.debug.print: the instability is
+    # reported at the user's line, and neither the oracle nor the search trips over the key.
+    pytester.makepyfile(test_dropout='''
+        import jax, jax.numpy as jnp
+        import pytest
+
+        KEY = jax.random.key(0)
+
+        @pytest.mark.stabilize(dtype="float32", shapes={"x": (8,)})
+        def test_dropout_logsumexp(x):
+            keep = jax.random.bernoulli(KEY, 0.9, x.shape)
+            jax.debug.print("kept {k}", k=keep.sum())
+            return jnp.log(jnp.sum(jnp.where(keep, jnp.exp(x), 0.0)))
+    ''')
+    result = run_jaxstab("--jaxstab-examples=20", search=True)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "NaN/Inf born in the function as written" in out and "test_dropout.py:10" in out
+    assert "TypeError" not in out
