@@ -20,7 +20,18 @@ import numpy as np
 
 from .. import _compat
 from .._primitives import CALLS, CUSTOM_DERIVATIVES
-from . import _conv, _effects, _elementwise, _linalg, _random, _reductions, _special, _structural, _windows
+from . import (
+    _conv,
+    _effects,
+    _elementwise,
+    _linalg,
+    _random,
+    _reductions,
+    _special,
+    _structural,
+    _topk,
+    _windows,
+)
 from ._balls import to_arb_array
 from ._common import OracleError, Rule, UnsupportedPrimitive, ints_to_arb, is_complex, is_float, obj
 from ._refusals import REFUSED_PRIMITIVES
@@ -103,7 +114,7 @@ _CONTROL.update({"scan": _scan, "while": _while, "cond": _cond})
 
 _RULES: dict[str, Rule] = {
     **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_special.RULES,
-    **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES, **_CONTROL,
+    **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES, **_topk.RULES, **_CONTROL,
 }
 
 #: Names of the primitives the oracle evaluates exactly (anything else raises UnsupportedPrimitive).
