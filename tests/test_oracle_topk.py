@@ -1,4 +1,5 @@
-"""``top_k`` in the exact oracle: XLA's order (descending, NaN first, ties by index), decided on balls."""
+"""``top_k`` in the exact oracle: XLA's order (descending, NaN first, ties by index), decided on balls;
+and ``scatter-sub`` (``x.at[i].subtract``), added with it."""
 
 from __future__ import annotations
 
@@ -35,3 +36,13 @@ def test_top_k_orders_by_the_exact_values():
     np.testing.assert_array_equal(np.asarray(got.values), [0])
     got = oracles.evaluate(lambda v: lax.top_k(v + np.asarray([0.0, 2.0**-24], F32), 1)[1], x)
     np.testing.assert_array_equal(np.asarray(got.values), [1])  # float32 would say 0
+
+
+def test_scatter_subtract_is_exact():
+    # x.at[i].subtract(u) with a repeated index: both updates land, exactly (float32 would round twice).
+    import jax.numpy as jnp
+
+    x = np.asarray([1.0, 2.0, 3.0], F32)
+    f = lambda v: v.at[jnp.asarray([0, 0, 2])].subtract(jnp.asarray([2.0**-25, 2.0**-25, 0.5], F32))
+    got = oracles.evaluate(f, x)
+    np.testing.assert_array_equal(np.asarray(got.values), np.asarray([1 - 2.0**-24, 2.0, 2.5], F32))

@@ -30,7 +30,7 @@ REFUSED_PRIMITIVES: dict[str, str] = {
     **dict.fromkeys(("eigh", "eig", "svd", "qr", "geqrf", "geqp3", "householder_product", "ormqr",
         "schur", "hessenberg", "tridiagonal"), _FACTORS),
     **dict.fromkeys(("reduce_window", "select_and_scatter", "cholesky_update", "tridiagonal_solve",
-        "symmetric_product", "ragged_dot_general", "approx_top_k", "reduce", "scatter-sub"),
+        "symmetric_product", "ragged_dot_general", "approx_top_k", "reduce"),
         _NOT_YET),
     **dict.fromkeys(("pure_callback", "io_callback", "ffi_call", "call_exported", "cudnn_fusion",
         "custom_partitioning", "dot_product_attention_fwd", "dot_product_attention_bwd",

@@ -158,7 +158,8 @@ def _gather(ctx: Any, eqn: Any, operand: np.ndarray, indices: np.ndarray) -> np.
 
 
 _COMBINE = {"scatter-add": "add", "scatter_add": "add", "scatter-mul": "mul", "scatter_mul": "mul",
-            "scatter-min": "min", "scatter_min": "min", "scatter-max": "max", "scatter_max": "max"}
+            "scatter-min": "min", "scatter_min": "min", "scatter-max": "max", "scatter_max": "max",
+            "scatter-sub": "sub", "scatter_sub": "sub"}
 
 
 def _scatter(ctx: Any, eqn: Any, operand: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray:
@@ -185,7 +186,8 @@ def _scatter(ctx: Any, eqn: Any, operand: np.ndarray, indices: np.ndarray, updat
     elif out.dtype == object:
         fn = ufunc(combine)
     else:
-        fn = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}[combine]
+        fn = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum,
+              "sub": np.subtract}[combine]
     for b in np.ndindex(*idx.shape[:-1]):
         vec = idx[b]
         start = [0] * operand.ndim
@@ -277,6 +279,8 @@ RULES: dict[str, Rule] = {
     "scatter_min": _scatter,
     "scatter-max": _scatter,
     "scatter_max": _scatter,
+    "scatter-sub": _scatter,
+    "scatter_sub": _scatter,
     "pad": _pad,
     "rev": _rev,
     "tile": _tile,
