@@ -30,6 +30,7 @@ from . import (
     _special,
     _structural,
     _topk,
+    _tridiagonal,
     _windows,
 )
 from ._balls import to_arb_array
@@ -114,7 +115,8 @@ _CONTROL.update({"scan": _scan, "while": _while, "cond": _cond})
 
 _RULES: dict[str, Rule] = {
     **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_special.RULES,
-    **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES, **_topk.RULES, **_CONTROL,
+    **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES, **_topk.RULES,
+    **_tridiagonal.RULES, **_CONTROL,
 }
 
 #: Names of the primitives the oracle evaluates exactly (anything else raises UnsupportedPrimitive).

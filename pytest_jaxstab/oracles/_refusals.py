@@ -29,7 +29,7 @@ REFUSED_PRIMITIVES: dict[str, str] = {
     **dict.fromkeys(("fft", "complex", "real", "imag", "conj"), _COMPLEX),
     **dict.fromkeys(("eigh", "eig", "svd", "qr", "geqrf", "geqp3", "householder_product", "ormqr",
         "schur", "hessenberg", "tridiagonal"), _FACTORS),
-    **dict.fromkeys(("reduce_window", "select_and_scatter", "cholesky_update", "tridiagonal_solve",
+    **dict.fromkeys(("reduce_window", "select_and_scatter", "cholesky_update",
         "symmetric_product", "ragged_dot_general", "approx_top_k", "reduce"),
         _NOT_YET),
     **dict.fromkeys(("pure_callback", "io_callback", "ffi_call", "call_exported", "cudnn_fusion",
