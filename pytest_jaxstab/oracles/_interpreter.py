@@ -150,6 +150,7 @@ class Interpreter:
         self.flat = flat
         self._stack: list[Any] = []
         self._converted: dict[int, tuple[Any, np.ndarray]] = {}
+        self._rules: dict[int, tuple[Any, Rule | None]] = {}
 
     # Context protocol -----------------------------------------------------------------------------
     def call(self, closed: Any, args: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -164,7 +165,8 @@ class Interpreter:
                 # Flat mode admits only broadcasts of scalars, which numpy broadcasting does for us.
                 env[eqn.outvars[0]] = invals[0]
                 continue
-            rule = _rule(eqn, name)
+            hit = self._rules.get(id(eqn))
+            rule = hit[1] if hit is not None and hit[0] is eqn else self._remember_rule(eqn, name)
             if rule is None:  # the pre-scan makes this unreachable, kept for direct callers
                 raise self.unsupported(eqn)
             self._stack.append(eqn)
@@ -177,6 +179,11 @@ class Interpreter:
                 if not _compat.is_dropvar(var):
                     env[var] = _conform(val, _compat.aval(var), self.flat)
         return [self._read(env, a) for a in _compat.outvars(closed)]
+
+    def _remember_rule(self, eqn: Any, name: str) -> Rule | None:
+        rule = _rule(eqn, name)
+        self._rules[id(eqn)] = (eqn, rule)  # holds `eqn` so that its id stays unique
+        return rule
 
     def unsupported(self, eqn: Any, reason: str | None = None) -> UnsupportedPrimitive:
         return UnsupportedPrimitive(_compat.primitive_name(eqn), self.location(eqn), reason)

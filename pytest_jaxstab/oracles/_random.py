@@ -49,11 +49,20 @@ KEY_PRIMITIVES: frozenset[str] = frozenset({
 def is_key(dtype: Any) -> bool:
     """Whether ``dtype`` is a PRNG key dtype (``key<fry>``, ``key<rbg>``, ...)."""
     try:
+        return _is_key(dtype)
+    except TypeError:  # unhashable: not a dtype the cache takes
+        return bool(jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key))
+
+
+@functools.cache
+def _is_key(dtype: Any) -> bool:
+    try:
         return bool(jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key))
     except TypeError:
         return False
 
 
+@functools.cache
 def _integral(dtype: Any) -> bool:
     if is_key(dtype):
         return True
