@@ -3,7 +3,8 @@ every function of ``jax.scipy.special`` and ``jax.nn`` runs through the oracle.
 
 The first test walks JAX's own registry (``_compat.registered_primitives``) after importing the public
 API (jax.lax, jax.numpy, jax.scipy, jax.nn, jax.random; not jax.experimental) in a fresh interpreter:
-a JAX release that adds a primitive fails it until the primitive gets a rule or a documented refusal (``oracles.REFUSED_PRIMITIVES``, listed in docs/architecture.md).
+a JAX release that adds a primitive fails it until the primitive gets a rule or a documented refusal
+(``oracles.REFUSED_PRIMITIVES``, listed in docs/architecture.md).
 """
 
 from __future__ import annotations
