@@ -34,6 +34,13 @@ refuses to settle until the ball shrinks to one side. A ``while`` loop that does
 values (``while x + eps != x``) becomes undecided once ``eps`` drops below the working precision, or
 raises ``OracleError`` after ``MAX_WHILE_ITERATIONS`` iterations.
 
+What it covers. Beyond arithmetic, reductions, control flow and linear algebra: the special functions of
+``jax.lax`` (incomplete gamma and beta, scaled Bessel, zeta, polygamma; ``_special``), convolutions,
+pooling and ``top_k``, PRNG keys and integer bit arithmetic (bound eagerly: JAX's own exact integer
+arithmetic; ``_random``), value-neutral effects such as ``jax.debug.print`` and one-device
+``shard_map``/``pmap`` (``_effects``). Everything else is refused with a reason
+(``REFUSED_PRIMITIVES``), before any evaluation.
+
 mpmath keeps two roles: ``OracleResult.exact`` hands out the exact values as ``mpmath.mpf`` (the
 midpoint of each final ball), and the test suite checks the oracle against mpmath at 6000 bits.
 
