@@ -177,6 +177,20 @@ def _exact_integer(x: arb) -> int | None:
     return _int(x) if x.is_exact() and x.is_finite() and x.is_integer() else None
 
 
+def _zeta_positive(s: arb, q: arb) -> Ball:
+    """``zeta(s, q)`` for ``s > 1, q > 0``. Where the first term dominates (large ``s``: Arb's series is
+    slow or gives up there) the sum is ``q^-s + R`` with ``0 <= R <= (q+1)^-s + (q+1)^(1-s) / (s-1)``
+    (the rest bounded by its first term and the integral of the remaining ones)."""
+    if s > 64:
+        first = q ** (-s)
+        after = q + 1
+        tail = after ** (-s) * (1 + after / (s - 1))
+        if first.is_finite() and tail.is_finite() and tail < first * arb((1, -(int(flint_ctx.prec) + 8))):
+            half = tail / 2
+            return first + half + arb(0, half.abs_upper())
+    return _finite(s.zeta(q))
+
+
 def _zeta_negative_shift(s: arb, q: arb) -> Ball:
     """``zeta(s, q)`` for ``q <= 0`` (provably): real only for an integer ``s``."""
     k = _exact_integer(s)
@@ -193,7 +207,9 @@ def _zeta_negative_shift(s: arb, q: arb) -> Ball:
     shifted = q + m
     if not shifted > 0:
         return INDET
-    total = s.zeta(shifted)
+    total = _zeta_positive(s, shifted)
+    if total is INDET or total is None:
+        return total
     for n in range(m):
         total += (q + n) ** (-k)
     return _finite(total)
@@ -229,7 +245,7 @@ def _zeta(s: Ball, q: Ball) -> Ball:
     if cq == "+inf":
         return ZERO
     if q > 0:
-        return _finite(s.zeta(q))
+        return _zeta_positive(s, q)
     if q < 0 or q.is_zero():
         return _zeta_negative_shift(s, q)
     return INDET
