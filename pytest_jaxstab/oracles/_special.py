@@ -140,7 +140,10 @@ def _betainc(a: Ball, b: Ball, x: Ball) -> Ball:
         return ZERO
     if cb == "+inf":
         return ONE
-    return _finite(x.beta_lower(a, b, 1))
+    r = x.beta_lower(a, b, 1)
+    if not r.is_finite():  # Arb gives up on some far tails; the mirror image I_x(a,b) = 1 - I_(1-x)(b,a)
+        r = ONE - (ONE - x).beta_lower(b, a, 1)
+    return _finite(r)
 
 
 # ----------------------------------------------------------------------------------- scaled Bessel
