@@ -107,9 +107,38 @@ def _gamma_reg(upper: bool) -> Callable[[Ball, Ball], Ball]:
             return None if cx == "+inf" else p(ZERO)
         if cx == "+inf":
             return p(ONE)
-        return _finite(x.gamma_upper(a, 1) if upper else x.gamma_lower(a, 1))
+        r = x.gamma_upper(a, 1) if upper else x.gamma_lower(a, 1)
+        if not r.is_finite():  # Arb gives up on some tails: the complement may still be enclosed
+            r = ONE - (x.gamma_lower(a, 1) if upper else x.gamma_upper(a, 1))
+        if not r.is_finite():  # far tails (a = 1e38, x = 1e24): a proven bound on the tiny side
+            tail = _tail_bound(a, x)
+            if tail is not None:
+                lower_p = tail[0] == "P"
+                r = tail[1] if lower_p != upper else ONE - tail[1]
+        return _finite(r)
 
     return f
+
+
+def _tail_bound(a: arb, x: arb) -> tuple[str, arb] | None:
+    """A ball ``[0, B]`` around the tiny one of ``P(a, x)`` and ``Q(a, x)``, with its name.
+
+    ``P <= x^a e^-x / Gamma(a+1) / (1 - x/(a+1))`` for ``x < a+1`` (the series of ``P`` against a
+    geometric one); ``Q <= x^(a-1) e^-x / Gamma(a) / (1 - (a-1)/x)`` for ``x > a-1`` (``(1+u/x)^(a-1) <=
+    e^((a-1)u/x)`` under the integral; the factor is 1 for ``a <= 1``)."""
+    if x < a + 1 and x < (a + 1) / 2:
+        bound = (a * x.log() - x - (a + 1).lgamma()).exp() / (1 - x / (a + 1))
+        name = "P"
+    elif x > a - 1 and x > 2 * (a - 1):
+        factor = 1 / (1 - (a - 1) / x) if a > 1 else ONE
+        bound = ((a - 1) * x.log() - x - a.lgamma()).exp() * factor
+        name = "Q"
+    else:
+        return None
+    if not bound.is_finite():
+        return None
+    half = arb(bound.upper()) / 2
+    return name, half + arb(0, half.abs_upper())
 
 
 # -------------------------------------------------------------------------------- incomplete beta
