@@ -3,8 +3,10 @@
 Every value is an Arb enclosure (``arb.gamma_lower``/``gamma_upper``, ``beta_lower``, ``bessel_i``,
 ``zeta``) or built from Arb operations with a proven error bound (the Hurwitz sum for a negative shift,
 the series of the derivative of the incomplete gamma function in its order). Where Arb cannot enclose a
-value at the working precision (an order of 1e30 for the incomplete gamma function) the result is
-:data:`INDET`, so the element escalates and ends *uncertain*, never guessed.
+value at the working precision, a proven alternative is tried (the complement ``1 - Q``, the mirror
+``1 - I_(1-x)(b, a)``, a bound on the tiny tail, the dominant first term of ``zeta``); where none applies
+(``igamma(1e30, 1e30)``) the result is :data:`INDET`, so the element escalates and ends *uncertain*,
+never guessed.
 
 Conventions (the oracle's, see ``_arb``: NaN where the exact result provably does not exist, limits where
 they are one-sided or agree on both sides), written per function:
