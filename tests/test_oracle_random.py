@@ -232,3 +232,13 @@ def test_a_dropout_test_runs_through_the_plugin_with_the_search_on(pytester, run
     out = result.stdout.str()
     assert "NaN/Inf born in the function as written" in out and "test_dropout.py:10" in out
     assert "TypeError" not in out
+
+
+def test_printing_a_key_or_an_integer_prints_nothing_in_the_oracle(capfd):
+    def f(x):
+        key = jax.random.key(0)
+        jax.debug.print("key={k} n={n}", k=key, n=jnp.sum(x > 0))
+        return x * 2
+
+    oracles.evaluate(f, np.ones(2, F32))
+    assert "key=" not in capfd.readouterr().out

@@ -209,7 +209,7 @@ class Interpreter:
 def _rule(eqn: Any, name: str) -> Rule | None:
     """The rule for ``eqn``: its primitive's, or an eager bind where no real number is involved (keys,
     integers: exact integer arithmetic, see _random)."""
-    integral = name not in _CONTROL and _random.is_integral(eqn)
+    integral = name not in _CONTROL and name not in _effects.RULES and _random.is_integral(eqn)
     if integral and (name not in _RULES or _random.involves_keys(eqn)):
         return _random.concrete
     return _RULES.get(name)
