@@ -115,6 +115,12 @@ def trace_case(fn: Callable[..., Any], dtype: np.dtype[Any], shapes: Sequence[tu
             f"asked for {dtype} inputs but JAX traced {', '.join(map(str, traced))}: the check would run "
             f"in another precision than requested. {_x64_hint(dtype)}"
         )
+    keys = [i for i, v in enumerate(_compat.outvars(closed))
+            if jax.dtypes.issubdtype(_compat.aval(v).dtype, jax.dtypes.prng_key)]
+    if keys:
+        raise TraceError(
+            f"{function_name(fn)} returns a PRNG key (output {keys[0]}): a key is not a value to check. "
+            "Return only the arrays to judge (e.g. drop the new key from the returned tuple).")
     out_dtypes = [np.dtype(_compat.aval(v).dtype) for v in _compat.outvars(closed)]
     judged = [i for i, d in enumerate(out_dtypes) if jax.numpy.issubdtype(d, jax.numpy.inexact)]
     if not judged:

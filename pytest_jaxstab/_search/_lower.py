@@ -77,7 +77,11 @@ def _lower(closed: Any, sites: Sites | None) -> Term:
 
 
 def _constant(value: Any) -> Term:
-    arr = np.asarray(value)
+    try:
+        arr = np.asarray(value)
+    except TypeError:  # a PRNG key (and anything else numpy cannot hold) is no scalar expression
+        raise Unsupported(f"the function closes over a {getattr(value, 'dtype', type(value).__name__)} "
+                          "constant; the search takes scalar elementwise expressions") from None
     flat = arr.reshape(-1)
     if flat.size == 0 or not np.all(flat == flat[0]):
         raise Unsupported("the function closes over a non-uniform array constant; the search takes "

@@ -60,20 +60,28 @@ Rule = Callable[..., Any]
 
 
 @functools.cache
-def _kind(dtype: np.dtype) -> str:
+def _kind(dtype: Any) -> str:
     if jnp.issubdtype(dtype, jnp.complexfloating):
         return "complex"
     return "float" if jnp.issubdtype(dtype, jnp.floating) else "other"
 
 
+def _as_dtype(dtype: Any) -> Any:
+    """``np.dtype(dtype)``, or ``dtype`` itself for JAX's extended dtypes (PRNG keys), which numpy lacks."""
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return dtype
+
+
 def is_float(dtype: Any) -> bool:
     """Whether ``dtype`` is a real floating-point dtype (bfloat16 included), i.e. held as balls."""
-    return _kind(np.dtype(dtype)) == "float"
+    return _kind(_as_dtype(dtype)) == "float"
 
 
 def is_complex(dtype: Any) -> bool:
     """Whether ``dtype`` is complex (held as Arb complex balls, ``_complex``)."""
-    return _kind(np.dtype(dtype)) == "complex"
+    return _kind(_as_dtype(dtype)) == "complex"
 
 
 def out_aval(eqn: Any, i: int = 0) -> Any:

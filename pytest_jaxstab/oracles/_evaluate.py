@@ -31,8 +31,9 @@ from .. import _compat
 from .._dtypes import complex_dtype, component_dtype, dtype_info, is_complex_dtype, resolve_dtype
 from .._errors import ArgumentError, ArgumentTypeError
 from .._primitives import CALLS, CUSTOM_DERIVATIVES, ELEMENTWISE
+from . import _random
 from ._balls import ball_to_mpf, round_balls
-from ._common import Undecided, is_complex, is_float
+from ._common import OracleError, Undecided, is_complex, is_float
 from ._complex import acb_to_mpc, round_complex, round_mpc_to_dtype
 from ._interpreter import Interpreter, check_supported, to_value
 from ._library import lookup
@@ -234,6 +235,9 @@ def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
     check_supported(closed)
     in_avals = [_compat.aval(v) for v in _compat.invars(closed)]
     out_avals = [_compat.aval(v) for v in _compat.outvars(closed)]
+    if any(_random.is_key(a.dtype) for a in out_avals):
+        raise OracleError("the function returns a PRNG key: the oracle returns values, not keys; return "
+                          "only the arrays to evaluate")
     target = None if dtype is None else resolve_dtype(dtype, complex_ok=True)
     targets = [_target(target, a.dtype) for a in out_avals]
     widths = [_significand_bits(a.dtype) for a in in_avals if is_float(a.dtype)]

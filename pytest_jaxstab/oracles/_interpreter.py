@@ -20,9 +20,24 @@ import numpy as np
 
 from .. import _compat
 from .._primitives import CALLS, CUSTOM_DERIVATIVES
-from . import _complex, _elementwise, _library, _linalg, _reductions, _structural
+from . import (
+    _complex,
+    _conv,
+    _effects,
+    _elementwise,
+    _library,
+    _linalg,
+    _random,
+    _reductions,
+    _special,
+    _structural,
+    _topk,
+    _tridiagonal,
+    _windows,
+)
 from ._balls import to_arb_array
 from ._common import OracleError, Rule, UnsupportedPrimitive, ints_to_arb, is_complex, is_float, obj
+from ._refusals import REFUSED_PRIMITIVES
 
 __all__ = ["MAX_WHILE_ITERATIONS", "SUPPORTED_PRIMITIVES", "Interpreter", "check_supported", "to_value"]
 
@@ -47,8 +62,10 @@ def _custom_call(ctx: Interpreter, eqn: Any, *args: np.ndarray) -> list[np.ndarr
 
 
 def _at(x: np.ndarray, i: int) -> np.ndarray:
-    """``x[i]`` along the leading axis, always an ndarray."""
+    """``x[i]`` along the leading axis, always an ndarray (a JAX array for PRNG keys)."""
     r = x[i]
+    if not isinstance(x, np.ndarray):  # a key array
+        return r
     if isinstance(r, np.ndarray):
         return r
     return obj(r) if x.dtype == object else np.asarray(r, dtype=x.dtype)
@@ -71,7 +88,7 @@ def _scan(ctx: Interpreter, eqn: Any, *args: np.ndarray) -> list[np.ndarray]:
         carry = outs[:nk]
         for j, y in enumerate(outs[nk:]):
             ys[j][i] = y
-    stacked = [np.stack(y) if length else _empty(_compat.aval(v)) for y, v in zip(ys, sp.ys)]
+    stacked = [_random.stack(y) if length else _empty(_compat.aval(v)) for y, v in zip(ys, sp.ys)]
     return carry + stacked
 
 
@@ -81,9 +98,12 @@ def _while(ctx: Interpreter, eqn: Any, *args: np.ndarray) -> list[np.ndarray]:
     cond_consts, body_consts, carry = list(args[:nc]), list(args[nc : nc + nb]), list(args[nc + nb :])
     for _ in range(MAX_WHILE_ITERATIONS):
         (pred,) = ctx.call(wp.cond, cond_consts + carry)
-        if not bool(np.asarray(pred)):
+        pred = np.asarray(pred)
+        if not pred.any():
             return carry
-        carry = ctx.call(wp.body, body_consts + carry)
+        new = ctx.call(wp.body, body_consts + carry)
+        # A batched predicate (vmap of a while loop): only the elements still running take a step.
+        carry = new if pred.ndim == 0 else [_random.select_leading(pred, n, o) for n, o in zip(new, carry)]
     raise OracleError(
         f"a while loop at {ctx.location(eqn) or 'an unknown location'} was still running after "
         f"{MAX_WHILE_ITERATIONS:,} iterations in the exact evaluation. Its exit condition may depend on "
@@ -103,7 +123,9 @@ _CONTROL.update({name: _custom_call for name in CUSTOM_DERIVATIVES})
 _CONTROL.update({"scan": _scan, "while": _while, "cond": _cond})
 
 _RULES: dict[str, Rule] = {
-    **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_CONTROL,
+    **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_special.RULES,
+    **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES, **_topk.RULES,
+    **_tridiagonal.RULES, **_CONTROL,
 }
 
 #: Names of the primitives the oracle evaluates exactly (anything else raises UnsupportedPrimitive);
@@ -117,6 +139,8 @@ def to_value(x: Any, aval: Any) -> np.ndarray:
         return _complex.to_acb_array(np.asarray(x))
     if np.iscomplexobj(x):
         raise OracleError(f"complex value for an input of dtype {aval.dtype}")
+    if _random.is_key(aval.dtype):
+        return x  # a PRNG key array stays a JAX array (see _random)
     arr = np.asarray(x)
     if is_float(aval.dtype):
         if not is_float(arr.dtype):
@@ -138,6 +162,7 @@ class Interpreter:
         self.flat = flat
         self._stack: list[Any] = []
         self._converted: dict[int, tuple[Any, np.ndarray]] = {}
+        self._rules: dict[int, tuple[Any, Rule | None]] = {}
 
     # Context protocol -----------------------------------------------------------------------------
     def call(self, closed: Any, args: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -152,7 +177,8 @@ class Interpreter:
                 # Flat mode admits only broadcasts of scalars, which numpy broadcasting does for us.
                 env[eqn.outvars[0]] = invals[0]
                 continue
-            rule = _complex.rule_for(eqn, _RULES) if _complex.involves_complex(eqn) else _RULES.get(name)
+            hit = self._rules.get(id(eqn))
+            rule = hit[1] if hit is not None and hit[0] is eqn else self._remember_rule(eqn, name)
             if rule is None:  # the pre-scan makes this unreachable, kept for direct callers
                 raise self.unsupported(eqn)
             self._stack.append(eqn)
@@ -165,6 +191,11 @@ class Interpreter:
                 if not _compat.is_dropvar(var):
                     env[var] = _conform(val, _compat.aval(var), self.flat)
         return [self._read(env, a) for a in _compat.outvars(closed)]
+
+    def _remember_rule(self, eqn: Any, name: str) -> Rule | None:
+        rule = _rule(eqn, name)
+        self._rules[id(eqn)] = (eqn, rule)  # holds `eqn` so that its id stays unique
+        return rule
 
     def unsupported(self, eqn: Any, reason: str | None = None) -> UnsupportedPrimitive:
         return UnsupportedPrimitive(_compat.primitive_name(eqn), self.location(eqn), reason)
@@ -187,8 +218,21 @@ class Interpreter:
         return val
 
 
+def _rule(eqn: Any, name: str) -> Rule | None:
+    """The rule for ``eqn``: its primitive's, or an eager bind where no real number is involved (keys,
+    integers: exact integer arithmetic, see _random); complex values by ``_complex``'s rules."""
+    if _complex.involves_complex(eqn):
+        return _complex.rule_for(eqn, _RULES)
+    integral = name not in _CONTROL and name not in _effects.RULES and _random.is_integral(eqn)
+    if integral and (name not in _RULES or _random.involves_keys(eqn)):
+        return _random.concrete
+    return _RULES.get(name)
+
+
 def _conform(val: Any, aval: Any, flat: bool = False) -> np.ndarray:
     """A rule's result as a value of ``aval``'s kind and shape (kind only in flat mode)."""
+    if _random.is_key(aval.dtype):
+        return val
     shape = tuple(aval.shape)
     if is_complex(aval.dtype):
         val = obj(val)
@@ -230,10 +274,10 @@ def check_supported(closed: Any, stack: tuple[Any, ...] = ()) -> None:
     """Raises UnsupportedPrimitive for the first equation the oracle cannot evaluate, before running."""
     for eqn in _compat.eqns(closed):
         name = _compat.primitive_name(eqn)
-        if name not in _RULES and name not in _complex.RULES:
-            raise UnsupportedPrimitive(name, _location(eqn, stack))
-        if _complex.involves_complex(eqn) and _complex.rule_for(eqn, _RULES) is None:
-            raise UnsupportedPrimitive(name, _location(eqn, stack), _complex.unsupported_reason(eqn))
+        if _rule(eqn, name) is None:
+            reason = (_complex.unsupported_reason(eqn) if _complex.involves_complex(eqn)
+                      else REFUSED_PRIMITIVES.get(name))
+            raise UnsupportedPrimitive(name, _location(eqn, stack), reason)
         for sub in _runnable_subjaxprs(eqn):
             check_supported(sub, (*stack, eqn))
 

@@ -67,6 +67,11 @@ def _split(ctx: Any, eqn: Any, x: np.ndarray) -> list[np.ndarray]:
     return list(np.split(x, cuts, axis=int(eqn.params["axis"])))
 
 
+def _unstack(ctx: Any, eqn: Any, x: np.ndarray) -> list[np.ndarray]:
+    axis = int(eqn.params["axis"])
+    return [np.take(x, i, axis=axis) for i in range(x.shape[axis])]
+
+
 def _slice(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
     p = eqn.params
     strides = p.get("strides") or (1,) * x.ndim
@@ -156,7 +161,8 @@ def _gather(ctx: Any, eqn: Any, operand: np.ndarray, indices: np.ndarray) -> np.
 
 
 _COMBINE = {"scatter-add": "add", "scatter_add": "add", "scatter-mul": "mul", "scatter_mul": "mul",
-            "scatter-min": "min", "scatter_min": "min", "scatter-max": "max", "scatter_max": "max"}
+            "scatter-min": "min", "scatter_min": "min", "scatter-max": "max", "scatter_max": "max",
+            "scatter-sub": "sub", "scatter_sub": "sub"}
 
 
 def _scatter(ctx: Any, eqn: Any, operand: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray:
@@ -183,7 +189,8 @@ def _scatter(ctx: Any, eqn: Any, operand: np.ndarray, indices: np.ndarray, updat
     elif out.dtype == object:
         fn = ufunc(combine)
     else:
-        fn = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}[combine]
+        fn = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum,
+              "sub": np.subtract}[combine]
     for b in np.ndindex(*idx.shape[:-1]):
         vec = idx[b]
         start = [0] * operand.ndim
@@ -260,6 +267,7 @@ RULES: dict[str, Rule] = {
     "transpose": _transpose,
     "concatenate": _concatenate,
     "split": _split,
+    "unstack": _unstack,
     "stack": _stack,
     "slice": _slice,
     "dynamic_slice": _dynamic_slice,
@@ -274,6 +282,8 @@ RULES: dict[str, Rule] = {
     "scatter_min": _scatter,
     "scatter-max": _scatter,
     "scatter_max": _scatter,
+    "scatter-sub": _scatter,
+    "scatter_sub": _scatter,
     "pad": _pad,
     "rev": _rev,
     "tile": _tile,

@@ -1,0 +1,119 @@
+"""Coverage of the exact oracle: every primitive JAX registers is evaluated or refused with a reason, and
+every function of ``jax.scipy.special`` and ``jax.nn`` runs through the oracle.
+
+The first test walks JAX's own registry (``_compat.registered_primitives``) after importing the public
+API (jax.lax, jax.numpy, jax.scipy, jax.nn, jax.random; not jax.experimental) in a fresh interpreter:
+a JAX release that adds a primitive fails it until the primitive gets a rule or a documented refusal
+(``oracles.REFUSED_PRIMITIVES``, listed in docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+
+import jax
+import jax.nn
+import jax.numpy as jnp
+import jax.random
+import jax.scipy.special as jsp
+import numpy as np
+import pytest
+
+from pytest_jaxstab import UnsupportedPrimitive, oracles
+from pytest_jaxstab.oracles._random import KEY_PRIMITIVES
+
+# Not primitives of a traced program: the rewrite engine's and JAX's glue names the registry also holds.
+_NOT_IN_JAXPRS = frozenset({"copy_p"})
+
+
+# The public API whose primitives the oracle answers for; jax.experimental (sparse, Pallas, multi-host
+# transfers, ...) is outside. Walked in a fresh interpreter, so other tests' imports do not change it.
+_SCOPE = ("jax", "jax.lax", "jax.lax.linalg", "jax.numpy", "jax.numpy.linalg", "jax.scipy.special",
+          "jax.scipy.linalg", "jax.scipy.stats", "jax.nn", "jax.random", "jax.extend.random")
+
+
+def _registered_in_scope() -> set[str]:
+    code = ("import importlib, sys\n"
+            f"for m in {_SCOPE!r}: importlib.import_module(m)\n"
+            "from pytest_jaxstab import _compat\n"
+            "print('\\n'.join(sorted(_compat.registered_primitives())))\n")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
+                          timeout=300)
+    return set(done.stdout.split())
+
+
+def test_every_registered_primitive_is_evaluated_or_refused_with_a_reason():
+    registered = _registered_in_scope()
+    assert len(registered) > 150  # the walk found JAX's primitives (not an empty registry)
+    supported = set(oracles.SUPPORTED_PRIMITIVES) | set(KEY_PRIMITIVES)
+    refused = set(oracles.REFUSED_PRIMITIVES)
+    unknown = sorted(registered - supported - refused - _NOT_IN_JAXPRS)
+    assert not unknown, (f"primitives neither evaluated by the oracle nor refused with a reason: {unknown}; "
+                         "add a rule or an entry of oracles.REFUSED_PRIMITIVES (and docs/architecture.md)")
+    assert not (supported & refused), f"both supported and refused: {sorted(supported & refused)}"
+    assert all(isinstance(r, str) and len(r) > 20 for r in oracles.REFUSED_PRIMITIVES.values())
+
+
+def test_a_refused_primitive_says_why():
+    with pytest.raises(UnsupportedPrimitive, match=r"'eigh'.*unique only up to signs") as info:
+        oracles.evaluate(lambda a: jnp.linalg.eigh(a)[0], np.eye(2, dtype=np.float32))
+    assert info.value.reason == oracles.REFUSED_PRIMITIVES["eigh"]
+
+
+V = np.asarray([0.25, 0.5, 3.0])
+# Functions whose arguments are not plain float arrays of one shape, with arguments that fit.
+SPECIAL_ARGS = {
+    "bernoulli": (lambda: jsp.bernoulli(6), ()),
+    "bessel_jn": (lambda z: jsp.bessel_jn(z, v=2), (V,)),
+    "multigammaln": (lambda a: jsp.multigammaln(a, 3), (V + 2,)),
+    "polygamma": (lambda x: jsp.polygamma(np.asarray([1, 2, 3]), x), (V,)),
+    "zeta": (jsp.zeta, (V + 1.5, V)),
+    "glu": (jax.nn.glu, (np.asarray([0.25, 0.5, 3.0, -1.0]),)),
+    "one_hot": (lambda i: jax.nn.one_hot(i, 4), (np.asarray([0, 2, 3]),)),
+    "dot_product_attention": (lambda q: jax.nn.dot_product_attention(q, q, q), (np.ones((1, 2, 1, 4)),)),
+}
+# Refused on purpose, with the reason.
+SPECIAL_REFUSED = {
+    "wofz": "complex-valued (Faddeeva function)",
+    "sph_harm_y": "complex-valued (spherical harmonics)",
+    "sph_harm": "complex-valued (spherical harmonics)",
+    "scaled_matmul": "block-scaled fp8/mx formats",
+    "scaled_dot_general": "block-scaled fp8/mx formats",
+    "get_scaled_dot_general_config": "a configuration helper, not a function of arrays",
+}
+
+
+def _public_functions():
+    for prefix, module in (("jax.scipy.special", jsp), ("jax.nn", jax.nn)):
+        for name in sorted(getattr(module, "__all__", None) or dir(module)):
+            fn = getattr(module, name, None)
+            if name.startswith("_") or not callable(fn) or inspect.isclass(fn) or inspect.ismodule(fn):
+                continue
+            if isinstance(fn, jax.custom_jvp | jax.custom_vjp) or inspect.isfunction(fn) \
+                    or hasattr(fn, "__wrapped__"):
+                yield pytest.param(name, fn, id=f"{prefix}.{name}")
+
+
+def _positional_count(fn) -> int:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    return sum(1 for p in params if p.default is p.empty
+               and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+@pytest.mark.parametrize(("name", "fn"), list(_public_functions()))
+def test_every_special_and_nn_function_is_evaluated(name, fn):
+    if name in SPECIAL_REFUSED:
+        pytest.skip(f"refused: {SPECIAL_REFUSED[name]}")
+    # Standard promotion: several of these library functions mix dtypes internally (the suite runs strict).
+    with jax.enable_x64(True), jax.numpy_dtype_promotion("standard"):
+        f, args = SPECIAL_ARGS.get(name, (fn, tuple(V for _ in range(_positional_count(fn)))))
+        result = oracles.evaluate(f, *args)
+    leaves = jax.tree_util.tree_leaves(result.certain)
+    assert leaves and all(np.asarray(c).all() for c in leaves), f"{name}: uncertain elements"
