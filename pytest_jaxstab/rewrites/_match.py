@@ -2,8 +2,11 @@
 
 A match is only accepted when every equation it swallows (all but the root) has no consumer outside
 the match: the rewritten program must neither compute an intermediate twice nor change what another
-consumer sees. Glue equations JAX inserts (same-dtype ``convert_element_type``, ``broadcast_in_dim``,
-``reshape``, ``copy``, ``squeeze``/``expand_dims``) are seen through and swallowed with the rest.
+consumer sees. The exception is a sub-term the pattern marks ``recompute=True``: where it has other
+consumers, its equations (and those they read inside the match) stay in the program for them, and
+the replacement computes this use's own stable form from the captures. Glue equations JAX inserts
+(same-dtype ``convert_element_type``, ``broadcast_in_dim``, ``reshape``, ``copy``,
+``squeeze``/``expand_dims``) are seen through and swallowed with the rest.
 """
 
 from __future__ import annotations
@@ -23,6 +26,16 @@ from ._pattern import COMMUTATIVE, AnyOf, Const, Op, Param, Pattern, Var
 #: Equations created by a rule's replacement carry this scope and are never matched again, so a
 #: replacement containing its own pattern (the corrected variance contains a variance) is final.
 SCOPE_PREFIX = "jaxstab_"
+#: Names of rules whose replacements other rules may match (``Rule(composable=True)``): a small
+#: identity (``exp(a)**2 = exp(2a)``) whose result another rule continues (``x / exp(2a)``).
+OPEN_SCOPES: set[str] = set()
+
+
+def _final(eqn: Any) -> bool:
+    """Whether ``eqn`` was created by a replacement whose result is final (never matched again)."""
+    if not _compat.in_scope_named(eqn, SCOPE_PREFIX):
+        return False
+    return not any(_compat.in_scope_named(eqn, f"{SCOPE_PREFIX}{name}") for name in OPEN_SCOPES)
 
 
 
@@ -44,8 +57,7 @@ class Graph:
             if not _compat.is_literal(a):
                 self.uses[a] += 1
         self.const_values = dict(zip(_compat.constvars(closed), closed.consts))
-        self.claimed: set[int] = {i for i, eqn in enumerate(self.eqns)
-                                  if _compat.in_scope_named(eqn, SCOPE_PREFIX)}
+        self.claimed: set[int] = {i for i, eqn in enumerate(self.eqns) if _final(eqn)}
 
     def producer_eqn(self, atom: Any) -> tuple[int, Any] | None:
         if _compat.is_literal(atom):
@@ -105,10 +117,11 @@ class _State:
     shared: dict[Any, Any]
     swallowed: set[int]
     edges: _Edges
+    recomputable: frozenset[int] = frozenset()  # swallowed equations that may stay for other uses
 
     def copy(self) -> _State:
         return _State(dict(self.captures), dict(self.atoms), dict(self.shared), set(self.swallowed),
-                      _Edges(self.edges))
+                      _Edges(self.edges), self.recomputable)
 
 
 def _same_atom(a: Any, b: Any) -> bool:
@@ -127,6 +140,8 @@ def _scalar_value(g: Graph, atom: Any, state: _State) -> float | None:
         if _compat.is_literal(atom):
             val = np.asarray(_compat.literal_value(atom))
         elif atom in g.const_values:
+            if _compat.is_tracer(g.const_values[atom]):  # an enclosing trace's value: not constant
+                return None
             val = np.asarray(g.const_values[atom])
         else:
             prod = g.producer_eqn(atom)
@@ -201,6 +216,16 @@ def match_atom(g: Graph, pat: Pattern, atom: Any, state: _State, *,
             yield kept
             return
         return
+    if not pat.recompute:
+        yield from _match_op(g, pat, atom, state, into_reduction)
+        return
+    for st in _match_op(g, pat, atom, state, into_reduction):
+        st.recomputable = st.recomputable | (st.swallowed - state.swallowed)
+        yield st
+
+
+def _match_op(g: Graph, pat: Op, atom: Any, state: _State, into_reduction: bool) -> Iterator[_State]:
+    """All ways the (not kept) ``op`` pattern ``pat`` matches ``atom``, glue seen through."""
     key = pat.name if pat.name is not None else id(pat)
     if _compat.is_literal(atom):
         return
@@ -341,18 +366,33 @@ def match_root(g: Graph, pat: Pattern, i: int, roots: tuple[Op, ...] | None = No
             continue
         start = _State({}, {}, {}, set(), _Edges())
         for st in _match_eqn(g, rp, i, eqn, start):
-            if _internal_only(g, i, st):
-                yield Match(i, st.captures, st.atoms, st.swallowed)
+            swallowed = _settle(g, i, st)
+            if swallowed is not None:
+                yield Match(i, st.captures, st.atoms, swallowed)
 
 
-def _internal_only(g: Graph, root: int, st: _State) -> bool:
-    for j in st.swallowed:
-        if j == root:
+def _settle(g: Graph, root: int, st: _State) -> set[int] | None:
+    """The equations the match replaces: all it swallowed when none has a consumer outside the
+    match; else, where every such equation is recomputable, all but those and the swallowed
+    equations they read (they stay for their other consumers); None when the match is refused."""
+    escaping = [j for j in st.swallowed if j != root
+                and any(g.uses[v] != st.edges[v] for v in g.eqns[j].outvars)]
+    if not escaping:
+        return st.swallowed
+    if any(j not in st.recomputable for j in escaping):
+        return None
+    stays: set[int] = set()
+    stack = escaping
+    while stack:
+        j = stack.pop()
+        if j in stays:
             continue
-        for v in g.eqns[j].outvars:
-            if g.uses[v] != st.edges[v]:
-                return False
-    return True
+        stays.add(j)
+        for a in g.eqns[j].invars:
+            prod = g.producer_eqn(a)
+            if prod is not None and prod[0] in st.swallowed and prod[0] != root:
+                stack.append(prod[0])
+    return st.swallowed - stays
 
 
 # ----------------------------------------------------------------------------- glue and shapes

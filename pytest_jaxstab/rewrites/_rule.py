@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ._match import Graph, Match, match_root, root_ops
+from ._match import OPEN_SCOPES, Graph, Match, match_root, root_ops
 from ._pattern import Pattern
 
 __all__ = ["Rule", "get", "register", "registered", "resolve"]
@@ -32,6 +32,10 @@ class Rule:
         ``match.captures`` as keyword arguments as usual.
       example / example_shapes / example_domain: a small function made of the pattern, its input
         shapes and domain: used by the catalogue soundness test and the docs.
+      composable: the replacement's equations may be matched by rules again (by default a
+        replacement is final). For small identities whose result another rule continues:
+        ``exp(a)**2 -> exp(2a)``, then ``x / exp(2a) -> x * exp(-2a)``. The replacement must not
+        contain its own pattern (the passes would repeat it up to ``max_passes`` times).
 
     Example (a user rule: ``x * 2 ** k`` in floating point written as ``ldexp``-style scaling)::
 
@@ -49,6 +53,7 @@ class Rule:
     example: Callable[..., Any] | None = None
     example_shapes: Sequence[tuple[int, ...]] = ((8,),)
     example_domain: Any = None
+    composable: bool = False
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -63,6 +68,8 @@ class Rule:
         if self.pattern is not None and not roots:
             raise ValueError(f"Rule {self.name!r}: the pattern's root must be an op(...) (or any_of ops)")
         object.__setattr__(self, "_roots", roots)
+        if self.composable:
+            OPEN_SCOPES.add(self.name)
 
     @property
     def root_primitives(self) -> frozenset[str] | None:
