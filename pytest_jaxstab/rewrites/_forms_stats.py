@@ -43,7 +43,21 @@ def logmeanexp(x: Any, axes: Any = None, count: float | None = None) -> Any:
     near = u > -0.5
     small = jnp.log1p(jnp.where(near, u, jnp.zeros_like(u)))
     large = jnp.log(jnp.where(near, jnp.ones_like(t), t))
-    return shift + jnp.where(near, small, large)
+    out = shift + jnp.where(near, small, large)
+    # Where every |x| is below eps, the cumulant series mean(x) + var(x)/2 is exact to a relative
+    # |x| < eps (the next term is of order |x|³; the variance matters where the mean cancels,
+    # x = [v, -v, ...], which m + log1p(...) cannot resolve below eps·m), and the differences x - m
+    # above may be subnormal, which CPUs flush to zero: the series is computed on x scaled up by an
+    # exact power of two, 2**(-min_exponent/2) (the scaled squares stay below the overflow).
+    info = dtype_info(x.dtype)
+    half = -(info.min_exponent // 2)
+    tiny_everywhere = jnp.max(jnp.abs(x), axis=ax, keepdims=True) < float(info.eps)
+    up = jnp.where(tiny_everywhere, x, jnp.zeros_like(x)) * (2.0 ** half)
+    mean_up = jnp.sum(up, axis=ax, keepdims=True) / n
+    d = up - mean_up
+    var_up = jnp.sum(d * d, axis=ax, keepdims=True) / n
+    series = mean_up * (2.0 ** -half) + (0.5 * var_up) * (2.0 ** (-2 * half))
+    return jnp.where(tiny_everywhere, series, out)
 
 
 def log_prod(x: Any, axes: Any = None) -> Any:

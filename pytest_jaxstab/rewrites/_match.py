@@ -32,10 +32,15 @@ OPEN_SCOPES: set[str] = set()
 
 
 def _final(eqn: Any) -> bool:
-    """Whether ``eqn`` was created by a replacement whose result is final (never matched again)."""
+    """Whether ``eqn`` was created by a replacement whose result is final (never matched again):
+    inside the scope of any rule that is not composable, also where a composable rule's scope
+    encloses it (a composable replacement that inlines code a final rule produced)."""
     if not _compat.in_scope_named(eqn, SCOPE_PREFIX):
         return False
-    return not any(_compat.in_scope_named(eqn, f"{SCOPE_PREFIX}{name}") for name in OPEN_SCOPES)
+    if not OPEN_SCOPES:
+        return True
+    return any(name.startswith(SCOPE_PREFIX) and name[len(SCOPE_PREFIX):] not in OPEN_SCOPES
+               for name in _compat.scope_names(eqn))
 
 
 

@@ -14,7 +14,8 @@ from typing import Any
 import jax.numpy as jnp
 
 from . import _forms
-from ._guards import GUARDED_WHERE
+from ._derivatives import PRIMAL_DERIVATIVE
+from ._guards import GUARDED_WHERE, MASKED_WHERE
 from ._match import Match
 from ._pattern import any_of, const, op, param, square_of, var
 from ._rule import Rule
@@ -325,6 +326,7 @@ STABILITY: tuple[Rule, ...] = (
     ONE_MINUS_COS,
     INV_MATMUL,
     GUARDED_WHERE,  # structural: runs after the pattern rules (a guarded branch they fixed is left)
+    MASKED_WHERE,  # where guarded_where finds no guard of the form x OP c: any mask, constant too
 )
 
 # 19 ------------------------------------------------------------------ fast logsumexp / log_softmax
@@ -350,5 +352,6 @@ LOG_SOFTMAX_FAST = dataclasses.replace(LOG_SOFTMAX, name="log_softmax_fast",
 STABILITY_FAST: tuple[Rule, ...] = tuple(
     {"logsumexp": LOGSUMEXP_FAST, "log_softmax": LOG_SOFTMAX_FAST}.get(r.name, r) for r in STABILITY)
 
-#: Rules that change results on purpose; never applied unless named.
-RESULT_CHANGING: tuple[Rule, ...] = (INV_JITTER,)
+#: Rules that change results on purpose; never applied unless named. ``primal_derivative`` changes
+#: gradients: a custom derivative rule is replaced by the derivative of the stabilised primal.
+RESULT_CHANGING: tuple[Rule, ...] = (INV_JITTER, PRIMAL_DERIVATIVE)
