@@ -310,7 +310,8 @@ def test_the_table_covers_every_rule_of_the_catalogue():
                 "guarded_where"}
     # the identities for everyday losses (issue 26) have theirs in tests/test_rewrites_generalise.py
     covered |= {"p_log_p", "logit", "log_mean_exp", "log_scaled_exp", "log_prod", "prod_power",
-                "div_exp", "exp_power", "one_plus_tanh", "sqdist", "std", "masked_where"}
+                "div_exp", "exp_power", "one_plus_tanh", "sqdist", "std", "masked_where",
+                "sum_p_log_p"}
     assert covered == {r.name for r in STABILITY}
 
 

@@ -417,3 +417,4 @@ from ._forms_stats import logmeanexp as logmeanexp  # noqa: E402
 from ._forms_stats import sqdist as sqdist  # noqa: E402
 from ._forms_stats import square_div_exp as square_div_exp  # noqa: E402
 from ._forms_stats import std as std  # noqa: E402
+from ._forms_stats import sum_p_log_p as sum_p_log_p  # noqa: E402

@@ -19,7 +19,7 @@ from .._dtypes import dtype_info
 from ._forms import _axes, _max_shift, _pow2_scale
 
 __all__ = ["div_exp", "entropy_terms", "exp_scaled", "geometric_power", "log_prod", "logmeanexp",
-           "sqdist", "square_div_exp", "std"]
+           "sqdist", "square_div_exp", "std", "sum_p_log_p"]
 
 
 def logmeanexp(x: Any, axes: Any = None, count: float | None = None) -> Any:
@@ -249,3 +249,29 @@ def entropy_terms(x: Any, axes: Any = -1) -> Any:
     tiny_term = -jnp.exp(safe_lp + jnp.log(-safe_lp))
     term = jnp.where(small, tiny_term, p * lp)
     return jnp.where((p == 0) & ~jnp.isfinite(lp), jnp.zeros_like(p), term)
+
+
+def sum_p_log_p(x: Any, axes: Any = -1) -> Any:
+    """sum(p·log(p)) over ``axes`` (keepdims) for p = softmax(x) over the same axes: minus the entropy.
+
+    As :func:`entropy_terms`, summed; and where one entry dominates (the other probabilities sum
+    to ``rest`` < eps), its term -p·log1p(rest) = -rest(1 + O(rest)) is moved onto the others, one
+    p_j each: sum_j p_j·(log p_j - 1) over the others. ``rest`` is subnormal where the others are
+    ~88 below (float32), and a CPU flushes it to zero; each ``p_j·(log p_j - 1)`` is formed as
+    ``-exp(log p_j + log1p(-log p_j))`` there, a normal number.
+    """
+    from ._forms import log_softmax
+
+    ax = _axes(x, axes)
+    terms = entropy_terms(x, ax)
+    lp = log_softmax(x, ax)
+    info = dtype_info(x.dtype)
+    top = jnp.max(lp, axis=ax, keepdims=True)
+    folded = top > -float(info.eps)  # the others sum to less than eps: -p·log p of the top is rest
+    is_top = lp == top
+    safe = jnp.where(jnp.isfinite(lp) & (lp < 0), lp, -jnp.ones_like(lp))
+    p = jnp.exp(safe)
+    small = p < math.sqrt(float(info.tiny))
+    moved = jnp.where(small, -jnp.exp(safe + jnp.log1p(-safe)), p * (safe - 1))
+    moved = jnp.where(is_top | ~jnp.isfinite(lp), jnp.zeros_like(moved), moved)
+    return jnp.sum(jnp.where(folded, moved, terms), axis=ax, keepdims=True)

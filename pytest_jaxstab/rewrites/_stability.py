@@ -32,6 +32,7 @@ from ._stability_ml import (
     PROD_POWER,
     SQDIST,
     STD,
+    SUM_P_LOG_P,
 )
 
 x, y, a, b, A = var("x"), var("y"), var("a"), var("b"), var("A")
@@ -292,6 +293,7 @@ INV_JITTER = Rule("inv_jitter", op("jit", A, params={"name": "inv"}), _inv_jitte
 
 #: The default catalogue, in the order rules are tried at one root.
 STABILITY: tuple[Rule, ...] = (
+    SUM_P_LOG_P,
     P_LOG_P,
     LOGIT,
     LOG_SOFTMAX,

@@ -252,6 +252,19 @@ P_LOG_P = Rule("p_log_p", op("mul", _P, op("log", _P)), _p_log_p,
                **_example(lambda x: (lambda p: -jnp.sum(p * jnp.log(p)))(jax.nn.softmax(x))))
 
 
+def _sum_p_log_p(x: Any, axes: tuple[int, ...], axes2: tuple[int, ...]) -> Any:
+    """sum(p·log(p)) = sum(softmax(x)·log_softmax(x)) over the softmax's axes (minus the entropy;
+    a dominant entry's term, -log1p(rest), is moved onto the others where rest < eps)."""
+    return _fs.sum_p_log_p(x, axes)
+
+
+_P2 = op("div", _PEX, op("reduce_sum", _PEX, axes=AXES, recompute=True), name="p2", recompute=True)
+SUM_P_LOG_P = Rule(
+    "sum_p_log_p", op("reduce_sum", op("mul", _P2, op("log", _P2)), axes=param("axes2")),
+    _sum_p_log_p, where=lambda m: tuple(m.captures["axes"]) == tuple(m.captures["axes2"]),
+    **_example(lambda x: (lambda p: -jnp.sum(p * jnp.log(p)))(jax.nn.softmax(x))))
+
+
 # ------------------------------------------------------------------------------------------ std
 def _var_axes(body: Any) -> tuple[int, ...] | None:
     from .. import _compat
@@ -294,5 +307,5 @@ STD = Rule(
 )
 
 #: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``).
-ML_RULES: tuple[Rule, ...] = (P_LOG_P, LOGIT, LOG_MEAN_EXP, LOG_PROD, PROD_POWER, LOG_SCALED_EXP, DIV_EXP,
-                              EXP_POWER, ONE_PLUS_TANH, SQDIST, STD)
+ML_RULES: tuple[Rule, ...] = (SUM_P_LOG_P, P_LOG_P, LOGIT, LOG_MEAN_EXP, LOG_PROD, PROD_POWER,
+                              LOG_SCALED_EXP, DIV_EXP, EXP_POWER, ONE_PLUS_TANH, SQDIST, STD)
