@@ -318,7 +318,7 @@ def _entropy_written(x):
 # which no rewrite of the division removes). Everything else is drawn over the whole float range.
 _DATA, _LOGSCALE = (-1e30, 1e30), (-1e3, 1e3)
 # The BCE spellings that sum 8 terms: logits up to 1e30, where the sum of terms near 3e38 overflows
-# before the division by n (the mean's own limit; see "not done" in docs/architecture.md).
+# before the division by n (the mean's own limit: docs/architecture.md, "The rewrite catalogue").
 _LOGIT = (-1e30, 1e30)
 
 FAMILIES: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], Any]] = {
@@ -385,7 +385,7 @@ FLOAT64 = ["bce[jax.nn, mean]", "bce[written sigmoid]", "logit[log(p/(1-p))]",
            "sqdist[sum(a**2), dot]"]
 
 # (Where one logit dominates a row by ~88 in float32, the other terms p·log p are near or below the
-# smallest normal float and lose up to 13 bits: docs/architecture.md, "not done". These draws do
+# smallest normal float and lose up to 13 bits: docs/architecture.md, "The rewrite catalogue". These draws do
 # not reach that corner.)
 CASES = [(n, "float32") for n in FAMILIES] + [(n, "float64") for n in FLOAT64]
 

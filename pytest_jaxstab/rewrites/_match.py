@@ -63,12 +63,48 @@ class Graph:
                 self.uses[a] += 1
         self.const_values = dict(zip(_compat.constvars(closed), closed.consts))
         self.claimed: set[int] = {i for i, eqn in enumerate(self.eqns) if _final(eqn)}
+        self._heads: dict[int, tuple[str | None, bool]] = {}
 
     def producer_eqn(self, atom: Any) -> tuple[int, Any] | None:
         if _compat.is_literal(atom):
             return None
         i = self.producer.get(atom)
         return None if i is None else (i, self.eqns[i])
+
+    def head(self, atom: Any) -> tuple[str | None, bool]:
+        """``(primitive, constant)``: the primitive producing ``atom`` once glue is seen through (None
+        for an input or a literal), and whether it is a constant a ``const`` pattern may match."""
+        key = id(atom)
+        got = self._heads.get(key)
+        if got is None:
+            got = self._heads[key] = self._head(atom)
+        return got
+
+    def _head(self, atom: Any) -> tuple[str | None, bool]:
+        name: str | None = None
+        a = atom
+        for _ in range(16):  # an op pattern sees through glue to the first other equation
+            if _compat.is_literal(a) or a in self.const_values:
+                break
+            prod = self.producer_eqn(a)
+            if prod is None:
+                break
+            if not self.is_glue(prod[1]):
+                name = _compat.primitive_name(prod[1])
+                break
+            a = prod[1].invars[0]
+        constant = False
+        a = atom
+        for _ in range(6):  # a const pattern sees through glue and conversions (_scalar_value)
+            if _compat.is_literal(a) or a in self.const_values:
+                constant = True
+                break
+            prod = self.producer_eqn(a)
+            if prod is None or not (self.is_glue(prod[1])
+                                    or _compat.primitive_name(prod[1]) == "convert_element_type"):
+                break
+            a = prod[1].invars[0]
+        return name, constant
 
     def is_glue(self, eqn: Any) -> bool:
         name = _compat.primitive_name(eqn)
@@ -367,13 +403,72 @@ def match_root(g: Graph, pat: Pattern, i: int, roots: tuple[Op, ...] | None = No
         return
     name = _compat.primitive_name(eqn)
     for rp in root_ops(pat) if roots is None else roots:
-        if name not in rp.prim:
+        if name not in rp.prim or not _could_match(g, rp, eqn):
             continue
         start = _State({}, {}, {}, set(), _Edges())
         for st in _match_eqn(g, rp, i, eqn, start):
             swallowed = _settle(g, i, st)
             if swallowed is not None:
                 yield Match(i, st.captures, st.atoms, swallowed)
+
+
+def _could_match(g: Graph, pat: Op, eqn: Any) -> bool:
+    """A cheap first look: whether each operand's producer (through glue) can be what the pattern's
+    arguments name, one level deep. Most equations of a program are refused here, before the full
+    match copies any state (the catalogue has many rules rooted at ``add``, ``sub``, ``mul``)."""
+    if len(eqn.invars) != len(pat.args):
+        return False
+    sig = _signature(pat)
+    if sig is None:
+        return True
+    heads = [g.head(a) for a in eqn.invars]
+    if all(_fits(w, h) for w, h in zip(sig, heads)):
+        return True
+    return (_compat.primitive_name(eqn) in COMMUTATIVE and len(heads) == 2
+            and _fits(sig[0], heads[1]) and _fits(sig[1], heads[0]))
+
+
+_SIGNATURES: dict[int, tuple[Any, ...] | None] = {}
+
+
+def _signature(pat: Op) -> tuple[Any, ...] | None:
+    """Per argument of ``pat``: None (anything) or ``(primitive names, a constant accepted)``;
+    None for the whole when no argument constrains anything. Cached (patterns live as long as
+    their rules; the cache holds the pattern so its id is never reused)."""
+    key = id(pat)
+    if key not in _SIGNATURES:
+        sig = tuple(_want(a) for a in pat.args)
+        _SIGNATURES[key] = None if all(w is None for w in sig) else sig
+        _KEEP_ALIVE.append(pat)
+    return _SIGNATURES[key]
+
+
+_KEEP_ALIVE: list[Op] = []
+#: Primitives an op pattern may name that the first look would see through (it then looks no further).
+_SEEN_THROUGH = frozenset({*GLUE, "convert_element_type"})
+
+
+def _want(p: Pattern) -> tuple[frozenset[str], bool] | None:
+    if isinstance(p, Var) or (isinstance(p, Op) and (p.keep or not p.glue or p.prim & _SEEN_THROUGH)):
+        return None
+    if isinstance(p, Const):
+        return frozenset(), True
+    if isinstance(p, Op):
+        return p.prim, False
+    if isinstance(p, AnyOf):
+        parts = [_want(a) for a in p.alternatives]
+        if any(w is None for w in parts):
+            return None
+        return (frozenset().union(*(w[0] for w in parts if w is not None)),
+                any(w[1] for w in parts if w is not None))
+    return None
+
+
+def _fits(want: tuple[frozenset[str], bool] | None, head: tuple[str | None, bool]) -> bool:
+    if want is None:
+        return True
+    name, constant = head
+    return (constant and want[1]) or (name is not None and name in want[0])
 
 
 def _settle(g: Graph, root: int, st: _State) -> set[int] | None:
