@@ -129,6 +129,13 @@ IDENTITIES = [
     Identity("log_mean_exp[overflow]", "log_mean_exp",
              lambda x: jnp.log(jnp.sum(jnp.exp(x)) * 0.25),
              (f32(100.0, 99.0, -200.0, 95.0),), lambda x: MP.log(MP.fsum(MP.exp(v) for v in x) / 4)),
+    # any constant divisor: log(sum(exp(x)) / n) = log(mean(exp(x))) + log(k / n)
+    Identity("log_mean_exp[/3, 4 terms]", "log_mean_exp", lambda x: jnp.log(jnp.sum(jnp.exp(x)) / 3.0),
+             (f32(100.0, 99.0, -200.0, 95.0),), lambda x: MP.log(MP.fsum(MP.exp(v) for v in x) / 3)),
+    Identity("log_mean_exp[* 0.3]", "log_mean_exp",
+             lambda x: jnp.log(jnp.sum(jnp.exp(x)) * 0.3),
+             (f32(100.0, 99.0, -200.0, 95.0),),
+             lambda x: MP.log(MP.fsum(MP.exp(v) for v in x) * MP.mpf(float(F32(0.3))))),
     Identity("log_prod", "log_prod", lambda x: jnp.log(jnp.prod(x)),
              (np.full(16, 1e5, F32),), lambda x: MP.fsum(MP.log(v) for v in x)),
     Identity("log_prod[negative]", "log_prod", lambda x: jnp.log(jnp.prod(x)),
@@ -253,8 +260,8 @@ def test_a_final_rule_result_is_not_matched_again():
 
 def test_near_misses_do_not_fire():
     x = f32(1.0, 2.0, 3.0, 4.0)
-    # the count is not the number of elements
-    assert "log_mean_exp" not in jst.explain(lambda x: jnp.log(jnp.sum(jnp.exp(x)) / 3.0), x).rules
+    # a divisor that is not a constant
+    assert "log_mean_exp" not in jst.explain(lambda x: jnp.log(jnp.sum(jnp.exp(x)) / x[0]), x).rules
     # a sigmoid of another argument in the denominator is no logit
     assert "logit" not in jst.explain(
         lambda x: jnp.log(jax.nn.sigmoid(x) / (1 - jax.nn.sigmoid(2 * x))), x).rules

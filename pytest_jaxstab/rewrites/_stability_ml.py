@@ -36,11 +36,6 @@ def _count(m: Match, name: str = "x") -> int:
     return math.prod(shape[i] for i in tuple(m.captures["axes"]))
 
 
-def _close(v: float, want: float) -> bool:
-    """``v`` is ``want`` rounded to some float format (float16 at the coarsest: 2**-10 relative)."""
-    return abs(v - want) <= 2.0 ** -10 * abs(want)
-
-
 # ------------------------------------------------------------------------------------------ logit
 _S = op("logistic", x, name="s", recompute=True)
 
@@ -61,24 +56,22 @@ LOGIT = Rule(
 
 
 # -------------------------------------------------------------------------------- log-mean-exp
-def _lme_where(m: Match) -> bool:
-    n = _count(m)
-    if "n" in m.captures:
-        return _close(m.captures["n"], float(n))
-    return _close(m.captures["r"], 1.0 / n)
-
-
 def _logmeanexp(x: Any, axes: tuple[int, ...], n: float | None = None, r: float | None = None) -> Any:
-    """log(sum(exp(x)) / n) = log(mean(exp(x))) = m + log1p(sum(expm1(x - m)) / n), m = max(x)."""
-    return _fs.logmeanexp(x, axes, count=n if n is not None else 1.0 / float(r or 1.0))
+    """log(sum(exp(x)) / n) = log(mean(exp(x))) + log(k / n), k the number of terms (0 for the mean);
+    log(mean(exp(x))) = m + log1p(sum(expm1(x - m)) / k), m = max(x); times r: n = 1/r."""
+    k = math.prod(jnp.shape(x)[i] for i in axes)
+    # log(k/n) in float64 from the exact k - n (or k·r - 1): 0 for a mean, tiny for a rounded 1/k
+    c = math.log1p((k - n) / n) if n is not None else math.log1p(k * float(r or 1.0) - 1.0)
+    out = _fs.logmeanexp(x, axes)
+    return out if c == 0 else out + jnp.asarray(c, out.dtype)
 
 
 _SUM_EXP = op("reduce_sum", op("exp", x, recompute=True), axes=AXES)
 LOG_MEAN_EXP = Rule(
     "log_mean_exp",
     any_of(op("log", op("div", _SUM_EXP, _N)),
-           op("log", op("mul", _SUM_EXP, const(lambda v: 0 < v < 1, name="r")))),
-    _logmeanexp, where=_lme_where,
+           op("log", op("mul", _SUM_EXP, const(lambda v: v > 0 and math.isfinite(v), name="r")))),
+    _logmeanexp,
     **_example(lambda x: jnp.log(jnp.mean(jnp.exp(x)))),
 )
 
