@@ -220,6 +220,16 @@ def test_a_shared_sigmoid_keeps_its_value_for_its_other_uses():
     assert _bits(np.asarray(logs), [-_sp(-v) for v in _mp(z)], F32) <= 1.0
 
 
+def test_prod_power_keeps_the_real_powers_of_a_negative_product():
+    x = f32(-3.0, 2.0, 0.5, 7.0)  # the product is -21
+    for c, want in ((3.0, MP.mpf(-21) ** 3), (2.0, MP.mpf(21) ** 2), (-1.0, 1 / MP.mpf(-21))):
+        fn = lambda x, c=c: jnp.prod(x) ** c
+        assert "prod_power" in jst.explain(fn, x).rules
+        assert _bits(np.asarray(jst.stabilize(fn)(x)), want, F32) <= 2.0, c
+    # a non-integer power of a negative number is not real: NaN, as pow gives
+    assert np.isnan(np.asarray(jst.stabilize(lambda x: jnp.prod(x) ** 0.5)(x)))
+
+
 # -------------------------------------------------------------------------------------- matcher
 _x = p.var("x")
 

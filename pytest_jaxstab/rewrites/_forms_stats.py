@@ -76,8 +76,9 @@ def log_prod(x: Any, axes: Any = None) -> Any:
 
 def geometric_power(x: Any, c: float, axes: Any = None) -> Any:
     """prod(x) ** c over ``axes`` (keepdims) as ``exp(c * sum(log|x|))`` (the geometric mean for
-    c = 1/n), without the overflow of the product; NaN where the product is negative (a real
-    power of a negative number), 0 where a factor is 0 and c > 0.
+    c = 1/n), without the overflow of the product; where the product is negative, NaN for a
+    non-integer c (as ``pow``) and the sign of (-1)**c for an integer c; 0 where a factor is 0 and
+    c > 0.
 
     ``exp`` turns the absolute error of its argument into a relative one, so the sum of logs is
     split into its integer powers of two and the logs of the mantissas in [1, 2): the large part
@@ -107,6 +108,8 @@ def geometric_power(x: Any, c: float, axes: Any = None) -> Any:
     zero = jnp.any(x == 0, axis=ax, keepdims=True)
     zero_value = jnp.asarray(0.0 if c > 0 else (math.inf if c < 0 else 1.0), x.dtype)
     out = jnp.where(zero, zero_value, out)
+    if float(c).is_integer():  # a negative base to an integer power: the sign of (-1)**c
+        return jnp.where(negative, -out if int(c) % 2 else out, out)
     return jnp.where(negative, jnp.full_like(out, jnp.nan), out)
 
 
@@ -213,6 +216,8 @@ def std(x: Any, axes: Any = None, ddof: Any = 0) -> Any:
     0: the subgradient, not NaN).
     """
     ax = _axes(x, axes)
+    if np.dtype(x.dtype).itemsize < 4:  # float16/bfloat16: in float32, as jnp.std computes them
+        return std(x.astype(jnp.float32), ax, ddof).astype(x.dtype)
     n = float(math.prod(jnp.shape(x)[a] for a in ax))
     s0, inv0 = _pow2_scale(lax.stop_gradient(jnp.max(jnp.abs(x), axis=ax, keepdims=True)))
     xs = x * inv0

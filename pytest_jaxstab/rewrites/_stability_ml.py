@@ -268,8 +268,13 @@ def _var_axes(body: Any) -> tuple[int, ...] | None:
     return None
 
 
+def _real(m: Match) -> bool:
+    return bool(jnp.issubdtype(m.aval("x").dtype, jnp.floating))  # complex: var is of |x - mean|²
+
+
 def _std_jit_where(m: Match) -> bool:
-    return _var_axes(m.captures["body"]) is not None and len(m.aval("ddof").shape) == 0
+    return (_var_axes(m.captures["body"]) is not None and len(m.aval("ddof").shape) == 0
+            and _real(m))
 
 
 def _std(x: Any, body: Any = None, ddof: Any = 0, axes: Any = None, n: Any = None, n2: Any = None,
@@ -283,7 +288,7 @@ def _std(x: Any, body: Any = None, ddof: Any = 0, axes: Any = None, n: Any = Non
 def _std_manual_where(m: Match) -> bool:
     count = float(_count(m))
     return (tuple(m.captures["axes2"]) == tuple(m.captures["axes"]) and m.captures["n"] == count
-            and m.captures["n2"] == count)
+            and m.captures["n2"] == count and _real(m))
 
 
 _MEAN = op("div", op("reduce_sum", x, axes=param("axes2")), const(lambda v: v > 0, name="n2"),
