@@ -386,6 +386,12 @@ def in_scope_named(eqn: Eqn, text: str) -> bool:
     return bool(stack) and any(text in elem.name for elem in stack)
 
 
+def scope_names(eqn: Eqn) -> tuple[str, ...]:
+    """The names of the scopes (and transforms) on the equation's name stack, outermost first."""
+    stack = eqn.source_info.name_stack.stack
+    return tuple(elem.name for elem in stack) if stack else ()
+
+
 # ------------------------------------------------------------------------------ source locations
 @dataclasses.dataclass(frozen=True)
 class SourceLine:

@@ -64,7 +64,7 @@ def _signature(leaves: list[Any]) -> tuple[Any, ...]:
 
 
 def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iterable[Rule | str] = (),
-              search: bool | dict[str, Any] = False) -> F:
+              search: bool | dict[str, Any] = False, custom_derivatives: str = "keep") -> F:
     """Rewrite ``fn``'s numerically unstable patterns into stable ones; a JAX transformation.
 
     The returned function has ``fn``'s signature. On the first call per input signature (tree
@@ -82,6 +82,10 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
         call, positional float arguments only) and run it when it beats the original; otherwise the
         rewritten program runs. A dict instead of True passes options to ``jst.improve``
         (``max_examples``, ``time_limit``, ...).
+      custom_derivatives: ``"keep"`` (default) keeps each ``jax.custom_jvp``/``custom_vjp`` rule,
+        attached to the stabilised primal; ``"primal"`` replaces every such rule by the derivative
+        AD computes from the stabilised primal (the ``primal_derivative`` rule), for a rule that
+        ``jst.check(..., grad=True)`` shows wrong or less accurate than the primal.
 
     Returns:
       The stabilized function.
@@ -91,7 +95,8 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
         f = jst.stabilize(lambda x: jnp.log(jnp.sum(jnp.exp(x))))
         f(jnp.array([1000.0, 0.0]))   # 1000.0, not inf
     """
-    chosen = resolve(rules, exclude, _default_rules() if rules is None else ())
+    chosen = _with_derivatives(resolve(rules, exclude, _default_rules() if rules is None else ()),
+                               custom_derivatives, fn)
     cache: dict[Any, tuple[Any, Any]] = {}
 
     @functools.wraps(fn)
@@ -122,6 +127,22 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
         options = search if isinstance(search, dict) else {}
         return searched(fn, stabilized, **options)  # type: ignore[return-value]
     return stabilized  # type: ignore[return-value]
+
+
+def _with_derivatives(chosen: tuple[Rule, ...], mode: str, fn: Callable[..., Any]) -> tuple[Rule, ...]:
+    """``chosen`` plus ``primal_derivative`` for ``custom_derivatives="primal"``."""
+    if mode == "keep":
+        return chosen
+    if mode != "primal":
+        raise ArgumentError(
+            f"jst.stabilize({function_name(fn)}): custom_derivatives={mode!r} is not one of 'keep' "
+            "(keep each custom_jvp/custom_vjp rule) or 'primal' (differentiate the stabilised primal "
+            "instead).")
+    from .rewrites._derivatives import PRIMAL_DERIVATIVE
+
+    if any(r.name == PRIMAL_DERIVATIVE.name for r in chosen):
+        return chosen
+    return (*chosen, PRIMAL_DERIVATIVE)
 
 
 def explain(fn: Callable[..., Any], *example_args: Any, rules: Iterable[Rule | str] | None = None,

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 
 from .. import _compat
 from .._primitives import CALLS, CUSTOM_DERIVATIVES
-from ._match import SCOPE_PREFIX, Graph, Match
+from ._match import SCOPE_PREFIX, Graph, Match, _final
 from ._rule import Rule
 
 __all__ = ["Applied", "Explanation", "rewrite_jaxpr"]
@@ -396,8 +396,7 @@ def _trace_replacement(eqn: Any, rule: Rule, m: Match, names: list[str], static:
                 outs.append((slot[o], _compat.aval(o)))
         laid_out.append((e, ins, tuple(outs)))
     (out,) = _compat.outvars(closed)
-    scoped = frozenset(k for k, e in enumerate(_compat.eqns(closed))
-                       if _compat.in_scope_named(e, SCOPE_PREFIX))
+    scoped = frozenset(k for k, e in enumerate(_compat.eqns(closed)) if _final(e))
     return _Replacement(closed, tuple(_compat.constvars(closed)), tuple(closed.consts),
                         tuple(laid_out), ref(out), scoped)
 

@@ -469,3 +469,17 @@ def _tanh_jvp(primals: Any, tangents: Any) -> Any:
     (x,), (t,) = primals, tangents
     e = jnp.exp(-2 * jnp.abs(x))
     return jnp.tanh(x), t * (4 * e / jnp.square(1 + e))
+
+
+# The forms of the everyday losses and statistics (``_forms_stats``), exported here too so that
+# ``jst.rewrites.forms`` stays the one place users find every stable form.
+from ._forms_stats import div_exp as div_exp  # noqa: E402
+from ._forms_stats import entropy_terms as entropy_terms  # noqa: E402
+from ._forms_stats import exp_scaled as exp_scaled  # noqa: E402
+from ._forms_stats import geometric_power as geometric_power  # noqa: E402
+from ._forms_stats import log_prod as log_prod  # noqa: E402
+from ._forms_stats import logmeanexp as logmeanexp  # noqa: E402
+from ._forms_stats import sqdist as sqdist  # noqa: E402
+from ._forms_stats import square_div_exp as square_div_exp  # noqa: E402
+from ._forms_stats import std as std  # noqa: E402
+from ._forms_stats import sum_p_log_p as sum_p_log_p  # noqa: E402

@@ -24,13 +24,14 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .. import _compat
 from .._primitives import ELEMENTWISE
-from ._match import Graph, Match
+from ._match import SCOPE_PREFIX, Graph, Match
 from ._rule import Rule
 
-__all__ = ["GUARDED_WHERE"]
+__all__ = ["GUARDED_WHERE", "MASKED_WHERE"]
 
 # x OP c holds for a point strictly inside the guard: c shifted by half its magnitude (at least 0.5)
 _FLIP = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le", "ne": "ne", "eq": "eq"}
@@ -215,3 +216,114 @@ def _guarded_where(pred: Any, x: Any, plans: tuple[Any, ...], **rest: Any) -> An
 
 GUARDED_WHERE = Rule("guarded_where", None, _guarded_where, matcher=_match_guard,
                      example=lambda x: jnp.where(x > 0, x * jnp.log(x), 0.0), example_shapes=((8,),))
+
+
+# ------------------------------------------------------------------------------------ masked where
+# Primitives whose derivative is inf or NaN somewhere its value is finite (or that overflow): an
+# untaken branch made of one of them gives 0·inf = NaN in the gradient of a where.
+_RISKY = frozenset({"exp", "exp2", "expm1", "log", "log1p", "div", "sqrt", "rsqrt", "cbrt", "pow",
+                    "integer_pow", "tan", "atanh", "acos", "asin", "lgamma", "digamma", "erf_inv",
+                    "cosh", "sinh", "logistic"})
+
+
+def _masked_cone(g: Graph, branch: Any, root: int) -> list[int] | None:
+    """The private element-wise equations computing ``branch`` (of the where's shape); None when
+    there are none or none of them is risky, or an operand from outside has another shape."""
+    if _compat.is_literal(branch):
+        return None
+    shape = tuple(_compat.aval(branch).shape)
+    members: set[int] = set()
+    stack = [branch]
+    while stack:
+        a = stack.pop()
+        if _compat.is_literal(a):
+            continue
+        prod = g.producer_eqn(a)
+        if prod is None:
+            continue
+        j, e = prod
+        if j in members:
+            continue
+        if (j in g.claimed or _compat.primitive_name(e) not in ELEMENTWISE or len(e.outvars) != 1
+                or tuple(_compat.aval(e.outvars[0]).shape) != shape):
+            continue
+        members.add(j)
+        stack.extend(e.invars)
+    if not any(_compat.primitive_name(g.eqns[j]) in _RISKY for j in members):
+        return None
+    inside = members | {root}
+    consumers: dict[Any, int] = {}
+    for k in inside:
+        for a in g.eqns[k].invars:
+            if not _compat.is_literal(a):
+                consumers[a] = consumers.get(a, 0) + 1
+    produced = set()
+    for j in members:
+        v = g.eqns[j].outvars[0]
+        produced.add(v)
+        if g.uses[v] != consumers.get(v, 0):
+            return None  # a member's value is used outside: it must stay as it is
+    for j in members:  # every operand from outside has the where's shape or is a scalar
+        for a in g.eqns[j].invars:
+            if (not _compat.is_literal(a) and a not in produced
+                    and tuple(_compat.aval(a).shape) not in (shape, ())):
+                return None
+    return sorted(members)
+
+
+def _match_masked(g: Graph, i: int) -> Match | None:
+    if _compat.in_scope_named(g.eqns[i], SCOPE_PREFIX):  # a replacement's own where: left alone
+        return None
+    ops = _where_operands(g, i)
+    if ops is None:
+        return None
+    pred, on_true, on_false = ops
+    shape = tuple(_compat.aval(g.eqns[i].outvars[0]).shape)
+    if _compat.is_literal(pred) or tuple(_compat.aval(pred).shape) != shape:
+        return None
+    captures: dict[str, Any] = {"pred": pred}
+    atoms: dict[str, Any] = {"pred": pred}
+    swallowed = {i}
+    plans = []
+    for label, branch in (("t", on_true), ("f", on_false)):
+        cone = _masked_cone(g, branch, i)
+        if cone is None or any(j in swallowed for j in cone):
+            captures[label] = branch
+            atoms[label] = branch
+            continue
+        replay, free = _replayer(g, cone, None, branch)
+        swallowed |= set(cone)
+        plans.append((label, replay, len(free)))
+        for k, a in enumerate(free):
+            captures[f"{label}{k}"] = a
+            atoms[f"{label}{k}"] = a
+    if not plans:
+        return None
+    captures["plans"] = tuple(plans)
+    for k in [k for k, a in atoms.items() if _compat.is_literal(a)]:
+        captures[k] = _compat.literal_value(atoms.pop(k))
+    return Match(i, captures, atoms, swallowed)
+
+
+def _masked_where(pred: Any, plans: tuple[Any, ...], **rest: Any) -> Any:
+    """where(m, A(u, ...), B(v, ...)) = where(m, A(u', ...), B(v', ...)), each operand u of a branch
+    replaced by u' = where(m, u, stop_gradient(u)) (the mask negated for the false branch): the
+    same values, and the untaken branch's derivative (inf or NaN at a masked element: exp of a
+    large masked logit, log of a masked 0) never meets the zero cotangent it would be multiplied by.
+    """
+    branches: dict[str, Any] = {"t": rest.get("t"), "f": rest.get("f")}
+    for label, replay, n_free in plans:
+        keep = pred if label == "t" else jnp.logical_not(pred)
+        free = []
+        for k in range(n_free):
+            v = rest[f"{label}{k}"]
+            if jnp.issubdtype(jnp.result_type(v), jnp.inexact):
+                v = jnp.where(keep, v, lax.stop_gradient(v))
+            free.append(v)
+        branches[label] = replay(None, *free)
+    return jnp.where(pred, branches["t"], branches["f"])
+
+
+MASKED_WHERE = Rule(
+    "masked_where", None, _masked_where, matcher=_match_masked,
+    example=lambda x, m: jnp.where(m > 0, jnp.exp(x), 0.0), example_shapes=((8,), (8,)))

@@ -2,8 +2,11 @@
 
 A match is only accepted when every equation it swallows (all but the root) has no consumer outside
 the match: the rewritten program must neither compute an intermediate twice nor change what another
-consumer sees. Glue equations JAX inserts (same-dtype ``convert_element_type``, ``broadcast_in_dim``,
-``reshape``, ``copy``, ``squeeze``/``expand_dims``) are seen through and swallowed with the rest.
+consumer sees. The exception is a sub-term the pattern marks ``recompute=True``: where it has other
+consumers, its equations (and those they read inside the match) stay in the program for them, and
+the replacement computes this use's own stable form from the captures. Glue equations JAX inserts
+(same-dtype ``convert_element_type``, ``broadcast_in_dim``, ``reshape``, ``copy``,
+``squeeze``/``expand_dims``) are seen through and swallowed with the rest.
 """
 
 from __future__ import annotations
@@ -24,6 +27,21 @@ from ._pattern import COMMUTATIVE, AnyOf, Const, Op, Param, Pattern, Var
 #: Equations created by a rule's replacement carry this scope and are never matched again, so a
 #: replacement containing its own pattern (the corrected variance contains a variance) is final.
 SCOPE_PREFIX = "jaxstab_"
+#: Names of rules whose replacements other rules may match (``Rule(composable=True)``): a small
+#: identity (``exp(a)**2 = exp(2a)``) whose result another rule continues (``x / exp(2a)``).
+OPEN_SCOPES: set[str] = set()
+
+
+def _final(eqn: Any) -> bool:
+    """Whether ``eqn`` was created by a replacement whose result is final (never matched again):
+    inside the scope of any rule that is not composable, also where a composable rule's scope
+    encloses it (a composable replacement that inlines code a final rule produced)."""
+    if not _compat.in_scope_named(eqn, SCOPE_PREFIX):
+        return False
+    if not OPEN_SCOPES:
+        return True
+    return any(name.startswith(SCOPE_PREFIX) and name[len(SCOPE_PREFIX):] not in OPEN_SCOPES
+               for name in _compat.scope_names(eqn))
 
 
 
@@ -48,13 +66,49 @@ class Graph:
                 self.uses[a] += 1
         self.const_values = dict(zip(_compat.constvars(closed), closed.consts))
         self.claimed: set[int] = set(claimed) if claimed is not None else {
-            i for i, eqn in enumerate(self.eqns) if _compat.in_scope_named(eqn, SCOPE_PREFIX)}
+            i for i, eqn in enumerate(self.eqns) if _final(eqn)}
+        self._heads: dict[int, tuple[str | None, bool]] = {}
 
     def producer_eqn(self, atom: Any) -> tuple[int, Any] | None:
         if _compat.is_literal(atom):
             return None
         i = self.producer.get(atom)
         return None if i is None else (i, self.eqns[i])
+
+    def head(self, atom: Any) -> tuple[str | None, bool]:
+        """``(primitive, constant)``: the primitive producing ``atom`` once glue is seen through (None
+        for an input or a literal), and whether it is a constant a ``const`` pattern may match."""
+        key = id(atom)
+        got = self._heads.get(key)
+        if got is None:
+            got = self._heads[key] = self._head(atom)
+        return got
+
+    def _head(self, atom: Any) -> tuple[str | None, bool]:
+        name: str | None = None
+        a = atom
+        for _ in range(16):  # an op pattern sees through glue to the first other equation
+            if _compat.is_literal(a) or a in self.const_values:
+                break
+            prod = self.producer_eqn(a)
+            if prod is None:
+                break
+            if not self.is_glue(prod[1]):
+                name = _compat.primitive_name(prod[1])
+                break
+            a = prod[1].invars[0]
+        constant = False
+        a = atom
+        for _ in range(6):  # a const pattern sees through glue and conversions (_scalar_value)
+            if _compat.is_literal(a) or a in self.const_values:
+                constant = True
+                break
+            prod = self.producer_eqn(a)
+            if prod is None or not (self.is_glue(prod[1])
+                                    or _compat.primitive_name(prod[1]) == "convert_element_type"):
+                break
+            a = prod[1].invars[0]
+        return name, constant
 
     def is_glue(self, eqn: Any) -> bool:
         name = _compat.primitive_name(eqn)
@@ -108,10 +162,11 @@ class _State:
     shared: dict[Any, Any]
     swallowed: set[int]
     edges: _Edges
+    recomputable: frozenset[int] = frozenset()  # swallowed equations that may stay for other uses
 
     def copy(self) -> _State:
         return _State(dict(self.captures), dict(self.atoms), dict(self.shared), set(self.swallowed),
-                      _Edges(self.edges))
+                      _Edges(self.edges), self.recomputable)
 
 
 def _same_atom(a: Any, b: Any) -> bool:
@@ -130,6 +185,8 @@ def _scalar_value(g: Graph, atom: Any, state: _State) -> float | None:
         if _compat.is_literal(atom):
             val = np.asarray(_compat.literal_value(atom))
         elif atom in g.const_values:
+            if _compat.is_tracer(g.const_values[atom]):  # an enclosing trace's value: not constant
+                return None
             val = np.asarray(g.const_values[atom])
         else:
             prod = g.producer_eqn(atom)
@@ -210,6 +267,16 @@ def match_atom(g: Graph, pat: Pattern, atom: Any, state: _State, *,
             yield kept
             return
         return
+    if not pat.recompute:
+        yield from _match_op(g, pat, atom, state, into_reduction)
+        return
+    for st in _match_op(g, pat, atom, state, into_reduction):
+        st.recomputable = st.recomputable | (st.swallowed - state.swallowed)
+        yield st
+
+
+def _match_op(g: Graph, pat: Op, atom: Any, state: _State, into_reduction: bool) -> Iterator[_State]:
+    """All ways the (not kept) ``op`` pattern ``pat`` matches ``atom``, glue seen through."""
     key = pat.name if pat.name is not None else id(pat)
     if _compat.is_literal(atom):
         return
@@ -346,22 +413,96 @@ def match_root(g: Graph, pat: Pattern, i: int, roots: tuple[Op, ...] | None = No
         return
     name = _compat.primitive_name(eqn)
     for rp in root_ops(pat) if roots is None else roots:
-        if name not in rp.prim:
+        if name not in rp.prim or not _could_match(g, rp, eqn):
             continue
         start = _State({}, {}, {}, set(), _Edges())
         for st in _match_eqn(g, rp, i, eqn, start):
-            if _internal_only(g, i, st):
-                yield Match(i, st.captures, st.atoms, st.swallowed)
+            swallowed = _settle(g, i, st)
+            if swallowed is not None:
+                yield Match(i, st.captures, st.atoms, swallowed)
 
 
-def _internal_only(g: Graph, root: int, st: _State) -> bool:
-    for j in st.swallowed:
-        if j == root:
+def _could_match(g: Graph, pat: Op, eqn: Any) -> bool:
+    """A cheap first look: whether each operand's producer (through glue) can be what the pattern's
+    arguments name, one level deep. Most equations of a program are refused here, before the full
+    match copies any state (the catalogue has many rules rooted at ``add``, ``sub``, ``mul``)."""
+    if len(eqn.invars) != len(pat.args):
+        return False
+    sig = _signature(pat)
+    if sig is None:
+        return True
+    heads = [g.head(a) for a in eqn.invars]
+    if all(_fits(w, h) for w, h in zip(sig, heads)):
+        return True
+    return (_compat.primitive_name(eqn) in COMMUTATIVE and len(heads) == 2
+            and _fits(sig[0], heads[1]) and _fits(sig[1], heads[0]))
+
+
+_SIGNATURES: dict[int, tuple[Any, ...] | None] = {}
+
+
+def _signature(pat: Op) -> tuple[Any, ...] | None:
+    """Per argument of ``pat``: None (anything) or ``(primitive names, a constant accepted)``;
+    None for the whole when no argument constrains anything. Cached (patterns live as long as
+    their rules; the cache holds the pattern so its id is never reused)."""
+    key = id(pat)
+    if key not in _SIGNATURES:
+        sig = tuple(_want(a) for a in pat.args)
+        _SIGNATURES[key] = None if all(w is None for w in sig) else sig
+        _KEEP_ALIVE.append(pat)
+    return _SIGNATURES[key]
+
+
+_KEEP_ALIVE: list[Op] = []
+#: Primitives an op pattern may name that the first look would see through (it then looks no further).
+_SEEN_THROUGH = frozenset({*GLUE, "convert_element_type"})
+
+
+def _want(p: Pattern) -> tuple[frozenset[str], bool] | None:
+    if isinstance(p, Var) or (isinstance(p, Op) and (p.keep or not p.glue or p.prim & _SEEN_THROUGH)):
+        return None
+    if isinstance(p, Const):
+        return frozenset(), True
+    if isinstance(p, Op):
+        return p.prim, False
+    if isinstance(p, AnyOf):
+        parts = [_want(a) for a in p.alternatives]
+        if any(w is None for w in parts):
+            return None
+        return (frozenset().union(*(w[0] for w in parts if w is not None)),
+                any(w[1] for w in parts if w is not None))
+    return None
+
+
+def _fits(want: tuple[frozenset[str], bool] | None, head: tuple[str | None, bool]) -> bool:
+    if want is None:
+        return True
+    name, constant = head
+    return (constant and want[1]) or (name is not None and name in want[0])
+
+
+def _settle(g: Graph, root: int, st: _State) -> set[int] | None:
+    """The equations the match replaces: all it swallowed when none has a consumer outside the
+    match; else, where every such equation is recomputable, all but those and the swallowed
+    equations they read (they stay for their other consumers); None when the match is refused."""
+    escaping = [j for j in st.swallowed if j != root
+                and any(g.uses[v] != st.edges[v] for v in g.eqns[j].outvars)]
+    if not escaping:
+        return st.swallowed
+    if any(j not in st.recomputable for j in escaping):
+        return None
+    stays: set[int] = set()
+    stack = escaping
+    while stack:
+        j = stack.pop()
+        if j in stays:
             continue
-        for v in g.eqns[j].outvars:
-            if g.uses[v] != st.edges[v]:
-                return False
-    return True
+        stays.add(j)
+        for a in g.eqns[j].invars:
+            prod = g.producer_eqn(a)
+            if prod is not None and prod[0] in st.swallowed and prod[0] != root:
+                stack.append(prod[0])
+    return st.swallowed - stays
 
 
 # ----------------------------------------------------------------------------- glue and shapes

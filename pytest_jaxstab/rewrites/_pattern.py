@@ -86,6 +86,8 @@ class Op(Pattern):
     ``nargs=None`` matches the operands given exactly; the number of operands must equal ``len(args)``.
     ``keep`` (needs ``name``): the sub-term is matched but not replaced; its equations may have other
     uses, and its output reaches the replacement as an operand under ``name`` (see :func:`op`).
+    ``recompute``: the sub-term may have other uses; it is then left in the program for them and the
+    replacement computes its own stable form from the captures (see :func:`op`).
     """
 
     prim: frozenset[str]
@@ -94,6 +96,7 @@ class Op(Pattern):
     name: str | None = None
     glue: bool = True
     keep: bool = False
+    recompute: bool = False
 
     def describe(self) -> str:
         prim = "|".join(sorted(self.prim))
@@ -130,7 +133,8 @@ def param(name: str) -> Param:
 
 
 def op(prim: str | Sequence[str], *args: Pattern, name: str | None = None, glue: bool = True,
-       keep: bool = False, params: dict[str, Any] | None = None, **kw_params: Any) -> Op:
+       keep: bool = False, recompute: bool = False, params: dict[str, Any] | None = None,
+       **kw_params: Any) -> Op:
     """A pattern for one equation.
 
     Args:
@@ -142,6 +146,13 @@ def op(prim: str | Sequence[str], *args: Pattern, name: str | None = None, glue:
       keep: a sub-term the program keeps (requires ``name``): its structure must match, but its
         equations are not replaced and may have other uses (a batch-norm mean that is also
         returned); the replacement receives its value under ``name``, so it is computed once.
+      recompute: a shared intermediate the match may see through although the program uses it
+        elsewhere (``p = sigmoid(z)`` used in both ``log(p)`` and ``log(1 - p)``). Its equations (and
+        the glue below them) then stay in the program for their other uses, and the replacement,
+        which is written in terms of the captures, gives this use its own stable form: each of the
+        two logs becomes a softplus of ``z``. Without it a match refuses shared intermediates, so
+        nothing is computed twice; mark only cheap sub-terms whose recomputation is what makes the
+        result stable.
       params: parameter constraints as a dict, for parameter names that clash with the arguments
         above (``op("jit", a, params={"name": "inv"})``).
       **kw_params: parameter constraints: a value (compared with ``==``), a predicate, or
@@ -153,7 +164,7 @@ def op(prim: str | Sequence[str], *args: Pattern, name: str | None = None, glue:
     constraints = {**(params or {}), **kw_params}
     if keep and name is None:
         raise ArgumentError("op(..., keep=True) needs a name: the replacement receives the kept value by it")
-    return Op(names, tuple(args), tuple(sorted(constraints.items())), name, glue, keep)
+    return Op(names, tuple(args), tuple(sorted(constraints.items())), name, glue, keep, recompute)
 
 
 def any_of(*alternatives: Pattern) -> AnyOf:

@@ -8,7 +8,7 @@ from typing import Any
 
 from .._errors import ArgumentError, ArgumentTypeError, UnknownNameError
 from ._complex_guard import COMPLEX_VALID, touches_complex
-from ._match import Graph, Match, match_root, root_ops
+from ._match import OPEN_SCOPES, Graph, Match, match_root, root_ops
 from ._pattern import Pattern
 
 __all__ = ["Rule", "get", "register", "registered", "resolve"]
@@ -36,6 +36,10 @@ class Rule:
         shapes and domain: used by the catalogue soundness test and the docs.
       complex_ok: the identity (and the replacement) hold for complex arguments; without it a match
         that reads or makes a complex value is refused (``_complex_guard``).
+      composable: the replacement's equations may be matched by rules again (by default a
+        replacement is final). For small identities whose result another rule continues:
+        ``exp(a)**2 -> exp(2a)``, then ``x / exp(2a) -> x * exp(-2a)``. The replacement must not
+        contain its own pattern (the passes would repeat it up to ``max_passes`` times).
 
     Example (a user rule: ``x * 2 ** k`` in floating point written as ``ldexp``-style scaling)::
 
@@ -54,6 +58,7 @@ class Rule:
     example_shapes: Sequence[tuple[int, ...]] = ((8,),)
     example_domain: Any = None
     complex_ok: bool = False
+    composable: bool = False
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -68,6 +73,8 @@ class Rule:
         if self.pattern is not None and not roots:
             raise ArgumentError(f"Rule {self.name!r}: the pattern's root must be an op(...) (or any_of ops)")
         object.__setattr__(self, "_roots", roots)
+        if self.composable:
+            OPEN_SCOPES.add(self.name)
 
     @property
     def root_primitives(self) -> frozenset[str] | None:

@@ -14,11 +14,26 @@ from typing import Any
 import jax.numpy as jnp
 
 from . import _forms
-from ._guards import GUARDED_WHERE
+from ._derivatives import PRIMAL_DERIVATIVE
+from ._guards import GUARDED_WHERE, MASKED_WHERE
 from ._match import Match
 from ._pattern import any_of, const, op, param, square_of, var
 from ._rule import Rule
 from ._stability_logs import INV_SOFTPLUS, LOG1MEXP, LOG_COSH, LOG_SIGMOID_PLUS, ONE_MINUS_SIGMOID
+from ._stability_ml import (
+    DIV_EXP,
+    EXP_POWER,
+    LOG_MEAN_EXP,
+    LOG_PROD,
+    LOG_SCALED_EXP,
+    LOGIT,
+    ONE_PLUS_TANH,
+    P_LOG_P,
+    PROD_POWER,
+    SQDIST,
+    STD,
+    SUM_P_LOG_P,
+)
 
 x, y, a, b, A = var("x"), var("y"), var("a"), var("b"), var("A")
 ONE = const(1.0)
@@ -35,11 +50,15 @@ def _logsumexp(x: Any, axes: tuple[int, ...]) -> Any:
     return _forms.logsumexp(x, axes)
 
 
-LOGSUMEXP = Rule("logsumexp", op("log", op("reduce_sum", op("exp", x), axes=AXES)), _logsumexp,
-                 **_example(lambda x: jnp.log(jnp.sum(jnp.exp(x)))))
+# jax.nn.logsumexp writes log(abs(sum(exp(x - m)))) + m (its sign, unused, also reads the sum): the
+# same identity on x - m, whose max is 0, gives the accurate m + log1p(...) once m is added back.
+LOGSUMEXP = Rule("logsumexp",
+                 any_of(op("log", op("reduce_sum", op("exp", x), axes=AXES)),
+                        op("log", op("abs", op("reduce_sum", op("exp", x), axes=AXES, recompute=True)))),
+                 _logsumexp, **_example(lambda x: jnp.log(jnp.sum(jnp.exp(x)))))
 
 # 2 -------------------------------------------------------------------------------------- softmax
-_EX = op("exp", x, name="ex")
+_EX = op("exp", x, name="ex", recompute=True)
 
 
 def _softmax(x: Any, axes: tuple[int, ...]) -> Any:
@@ -60,7 +79,8 @@ def _log_softmax(x: Any, axes: tuple[int, ...]) -> Any:
 LOG_SOFTMAX = Rule(
     "log_softmax",
     any_of(op("sub", x, op("log", op("reduce_sum", op("exp", x), axes=AXES))),
-           op("log", op("div", _EX, op("reduce_sum", _EX, axes=AXES)))),
+           op("log", op("div", _EX, op("reduce_sum", _EX, axes=AXES, recompute=True),
+                         recompute=True))),
     _log_softmax,
     **_example(lambda x: x - jnp.log(jnp.sum(jnp.exp(x)))),
 )
@@ -72,21 +92,30 @@ def _softplus(x: Any) -> Any:
     return _forms.softplus(x)
 
 
-SOFTPLUS = Rule("softplus", op("log", op("add", ONE, op("exp", x))), _softplus,
+SOFTPLUS = Rule("softplus", any_of(op("log", op("add", ONE, op("exp", x, recompute=True))),
+                                   op("log1p", op("exp", x, recompute=True))), _softplus,
                 **_example(lambda x: jnp.log(1 + jnp.exp(x))))
 
 
 # 5 ----------------------------------------------------------------------------------- log_sigmoid
 def _log_sigmoid(x: Any = None, y: Any = None) -> Any:
-    """log(sigmoid(x)) = log(1/(1+exp(-x))) = -softplus(-x);  log(1 - sigmoid(y)) = -softplus(y)."""
+    """log(sigmoid(x)) = log(1/(1+exp(-x))) = -softplus(-x);  log(1 - sigmoid(y)) = log1p(-sigmoid(y))
+    = -softplus(y). A sigmoid the program also uses elsewhere (binary cross-entropy computes
+    p = sigmoid(z) once for both logs) is recomputed: each log gets its own softplus."""
     return -_forms.softplus(-x) if x is not None else -_forms.softplus(y)
+
+
+def _sig(v: Any) -> Any:
+    """The spellings of sigmoid(v), each recomputed where the program shares it."""
+    return any_of(op("logistic", v, recompute=True),
+                  op("div", ONE, op("add", ONE, op("exp", op("neg", v))), recompute=True))
 
 
 LOG_SIGMOID = Rule(
     "log_sigmoid",
-    any_of(op("log", op("logistic", x)),
-           op("log", op("div", ONE, op("add", ONE, op("exp", op("neg", x))))),
-           op("log", op("sub", ONE, op("logistic", y)))),
+    any_of(op("log", _sig(x)),
+           op("log", op("sub", ONE, _sig(y))),
+           op("log1p", op("neg", _sig(y)))),
     _log_sigmoid,
     **_example(lambda x: jnp.log(1 / (1 + jnp.exp(-x)))),
 )
@@ -138,7 +167,8 @@ def _log_exp(x: Any) -> Any:
     return x
 
 
-LOG_EXP = Rule("log_exp", op("log", op("exp", x)), _log_exp, **_example(lambda x: jnp.log(jnp.exp(x))))
+LOG_EXP = Rule("log_exp", op("log", op("exp", x, recompute=True)), _log_exp,
+               **_example(lambda x: jnp.log(jnp.exp(x))))
 
 
 # 11 ----------------------------------------------------------------------------------------- hypot
@@ -263,7 +293,11 @@ INV_JITTER = Rule("inv_jitter", op("jit", A, params={"name": "inv"}), _inv_jitte
 
 #: The default catalogue, in the order rules are tried at one root.
 STABILITY: tuple[Rule, ...] = (
+    SUM_P_LOG_P,
+    P_LOG_P,
+    LOGIT,
     LOG_SOFTMAX,
+    LOG_MEAN_EXP,
     LOGSUMEXP,
     SOFTMAX,
     SIGMOID_RATIO,
@@ -279,6 +313,14 @@ STABILITY: tuple[Rule, ...] = (
     ONE_MINUS_SIGMOID,
     EXPM1,
     LOG_EXP,
+    LOG_SCALED_EXP,
+    LOG_PROD,
+    PROD_POWER,
+    DIV_EXP,
+    EXP_POWER,
+    ONE_PLUS_TANH,
+    SQDIST,
+    STD,
     HYPOT,
     NORM,
     VARIANCE,
@@ -286,6 +328,7 @@ STABILITY: tuple[Rule, ...] = (
     ONE_MINUS_COS,
     INV_MATMUL,
     GUARDED_WHERE,  # structural: runs after the pattern rules (a guarded branch they fixed is left)
+    MASKED_WHERE,  # where guarded_where finds no guard of the form x OP c: any mask, constant too
 )
 
 # 19 ------------------------------------------------------------------ fast logsumexp / log_softmax
@@ -311,5 +354,6 @@ LOG_SOFTMAX_FAST = dataclasses.replace(LOG_SOFTMAX, name="log_softmax_fast",
 STABILITY_FAST: tuple[Rule, ...] = tuple(
     {"logsumexp": LOGSUMEXP_FAST, "log_softmax": LOG_SOFTMAX_FAST}.get(r.name, r) for r in STABILITY)
 
-#: Rules that change results on purpose; never applied unless named.
-RESULT_CHANGING: tuple[Rule, ...] = (INV_JITTER,)
+#: Rules that change results on purpose; never applied unless named. ``primal_derivative`` changes
+#: gradients: a custom derivative rule is replaced by the derivative of the stabilised primal.
+RESULT_CHANGING: tuple[Rule, ...] = (INV_JITTER, PRIMAL_DERIVATIVE)

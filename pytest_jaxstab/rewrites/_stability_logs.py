@@ -77,8 +77,8 @@ def _log_sigmoid_plus(c: float, x: Any = None, y: Any = None) -> Any:
 
 LOG_SIGMOID_PLUS = Rule(
     "log_sigmoid_plus",
-    any_of(op("log", op("add", op("logistic", x), _C)),
-           op("log", op("add", op("sub", ONE, op("logistic", y)), _C))),
+    any_of(op("log", op("add", op("logistic", x, recompute=True), _C)),
+           op("log", op("add", op("sub", ONE, op("logistic", y, recompute=True)), _C))),
     _log_sigmoid_plus,
     **_example(lambda x: -jnp.log(jax.nn.sigmoid(x) + 1e-15), domain=(-1e4, 1e4)),
 )
