@@ -50,6 +50,9 @@ _FINALISTS = 8
 #: A candidate whose max error on fresh samples exceeds its claimed max by more than this is contradicted
 #: by its own re-check and not offered (the samples of the search missed where it breaks).
 _CONTRADICTS_BITS = 8.0
+#: A catalogue rewrite this accurate on the samples (mean and max bits) ends the search: it is offered.
+_DONE_MEAN_BITS = 0.5
+_DONE_MAX_BITS = 2.0
 #: Examples of whole arrays drawn for an array program (each is many elements; the oracle's cost grows
 #: with the elements, so fewer examples than scalar points).
 _ARRAY_EXAMPLES = 48
@@ -133,14 +136,22 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     stats_text = ""
     hit_limit = False
     start_mean = _mean(samples.eager_errors(start)) if start != original else orig.mean_bits
+    # The catalogue's rewrite already correctly rounded (or nearly) everywhere: nothing left to search for.
+    done = any(c.kind == "catalogue" and c.mean_bits <= _DONE_MEAN_BITS and c.max_bits <= _DONE_MAX_BITS
+               and _safe(e, orig_errs) for c, e in measured)
+    if cat_callable is not None and _safe(cat_callable[1], orig_errs):
+        cat = cat_callable[0]
+        done = done or (cat.mean_bits <= _DONE_MEAN_BITS and cat.max_bits <= _DONE_MAX_BITS)
     for index, (sub, families) in enumerate(phases):
+        if done:
+            break
         left = deadline - time.perf_counter()
         if index > 0 and (left < 1.0 or _best_eager(finalists, samples) < start_mean - _NOISE_BITS):
             break
         t = time.perf_counter()
         try:
             data, stats = saturate(sub, node_limit=node_limit, iter_limit=iter_limit, counts=counts,
-                                   time_limit=max(0.5, left * (0.4 if index == 0 else 0.5)),
+                                   time_limit=max(0.5, left * (0.3 if index == 0 else 0.5)),
                                    families=families)
         except SaturationError as exc:
             stats_text = str(exc)
@@ -151,12 +162,15 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
 
         t = time.perf_counter()
         ex = Extractor(data, RULES + rules_for(sub, counts))
+        local = _locally_improved(ex, start, sub, samples, deadline)
         now = time.perf_counter()
         phase_deadline = deadline if index else now + max(0.5, (deadline - now) * 0.6)
         found = ex.candidates(sub, lambda u, s=sub: _mean(samples.eager_errors(replace(start, s, u))), beam=4,
                               rounds=4, per_class=12, max_cost=max(4 * cost(sub), cost(sub) + 60),
                               deadline=phase_deadline)
         scores = {replace(start, sub, u): v for u, v in found.items()}
+        if local is not None:
+            scores[local] = _mean(samples.eager_errors(local))
         times["extract"] = times.get("extract", 0.0) + time.perf_counter() - t
         hit_limit = hit_limit or time.perf_counter() > deadline
 
@@ -272,6 +286,73 @@ def _catalogue(fn: Callable[..., Any], names: list[str], by_keyword: bool, dt: n
     except Exception:
         return None
     return term, sites, cat_fn, errs
+
+
+#: Sub-terms judged on their own by :func:`_locally_improved` (each costs one exact evaluation).
+_LOCAL_TERMS = 16
+
+
+def _locally_improved(ex: Extractor, start: Term, sub: Term, samples: Samples, deadline: float
+                      ) -> Term | None:
+    """``start`` with ``sub`` rebuilt bottom-up, each of its sub-terms by the node of its e-class most
+    accurate against that sub-term's OWN exact values (the oracle's, at the same points).
+
+    Every term of an e-class computes the same real function, so the exact values of the written sub-term
+    judge all of them. Where a loss has several independent troubles (``log(exp(a) / exp(b))`` and
+    ``exp(a)**2 / exp(b)**2`` in one KL divergence), fixing one alone does not lower the program's
+    error and the beam search sees no progress; judged one by one, each fix is plain (Herbie localizes
+    the same way). A node's operands are the improved sub-terms where they are written sub-terms, else
+    the cheapest term of their class.
+    """
+    from ._rules import apply_at_root
+
+    ops = [t for t in dict.fromkeys(_postorder(sub))
+           if t[0] not in ("var", "const") and not any(is_reduction(u[0]) for u in subterms(t))]
+    if len(ops) > _LOCAL_TERMS:
+        ops = ops[-_LOCAL_TERMS:]  # the larger ones (post-order ends with the biggest)
+    best: dict[str, Term] = {}
+    improved: dict[Term, Term] = {}
+    for t in ops:
+        if time.perf_counter() > deadline:
+            break
+        cls = ex.class_of(t)
+        if cls is None:
+            continue
+        try:
+            own = Samples.build(t, samples.dtype, samples.args)
+        except JaxstabError:
+            continue
+        current = _rebuild(t, improved)
+        options = [current]
+        for kind, payload in ex.data.classes.get(cls, [])[:40]:
+            if kind in ("var", "const"):
+                continue
+            options.append((kind, *(best.get(str(c)) or ex.term(str(c)) for c in payload)))
+        options += [ex.fold(alt) for alt in apply_at_root(current, ex.rules)]
+        scored = [(_mean(own.eager_errors(o)), i, o) for i, o in enumerate(dict.fromkeys(options))]
+        err, _, choice = min(scored)
+        if err < scored[0][0] - 0.5:
+            improved[t] = choice
+            best[cls] = choice
+        else:
+            best[cls] = current
+    new = replace(start, sub, _rebuild(sub, improved))
+    return new if new != start else None
+
+
+def _postorder(term: Term) -> list[Term]:
+    if term[0] in ("var", "const"):
+        return [term]
+    return [u for c in term[1:] for u in _postorder(c)] + [term]
+
+
+def _rebuild(term: Term, improved: dict[Term, Term]) -> Term:
+    hit = improved.get(term)
+    if hit is not None:
+        return hit
+    if term[0] in ("var", "const"):
+        return term
+    return (term[0], *(_rebuild(c, improved) for c in term[1:]))
 
 
 def _lifted(fn: Callable[..., Any], array: bool) -> Callable[..., Any]:
