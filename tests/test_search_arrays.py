@@ -108,21 +108,21 @@ FORMS: dict[str, Form] = {
                   lambda x: [mp.sqrt(mp.fsum(v * v for v in row)) for row in x]),
     # log-gamma differences for large x
     "lgamma-difference": (lambda x: gammaln(x + 2.5) - gammaln(x), [()], (1.0, 1e15),
-                          _many(1, lambda r: (_lu(r, 10.0, 1e15, 64),)),
+                          _many(1, lambda r: (_lu(r, 10.0, 1e15, (64,)),)),
                           lambda x: [mp.loggamma(v + mp.mpf(2.5)) - mp.loggamma(v) for v in x]),
     # exp-difference cancellations
     "exp-difference": (lambda x: jnp.exp(x) - jnp.exp(-x), [()], (-700.0, 700.0),
-                       _many(1, lambda r: (_signed(r, 1e-12, 700.0, 64),)),
+                       _many(1, lambda r: (_signed(r, 1e-12, 700.0, (64,)),)),
                        lambda x: [mp.exp(v) - mp.exp(-v) for v in x]),
     "exp-difference-ratio": (lambda x: (jnp.exp(2 * x) - 1) / (2 * jnp.exp(x)), [()], (-300.0, 300.0),
-                             _many(1, lambda r: (_signed(r, 1e-12, 300.0, 64),)),
+                             _many(1, lambda r: (_signed(r, 1e-12, 300.0, (64,)),)),
                              lambda x: [mp.sinh(v) for v in x]),
     # overflow that needs scaling: the imaginary part of a complex division, written out
     # Magnitudes 1e-50 to 1e200: the squares overflow, the ratios Smith's algorithm takes do not
     # underflow (below that, XLA's flush of subnormals to zero breaks any scaling).
     "complex-division-im": (lambda xr, xi, yr, yi: (xi * yr - xr * yi) / (yr * yr + yi * yi), [()] * 4,
                             [(-1e200, 1e200)] * 4,
-                            _many(1, lambda r: tuple(_signed(r, 1e-50, 1e200, 64) for _ in range(4))),
+                            _many(1, lambda r: tuple(_signed(r, 1e-50, 1e200, (64,)) for _ in range(4))),
                             lambda xr, xi, yr, yi: [(b * c - a * d) / (c * c + d * d)
                                                     for a, b, c, d in zip(xr, xi, yr, yi)]),
 }
