@@ -31,7 +31,7 @@ from ._expr import Term, cost, evaluate_jax, is_reduction, replace, subterms
 from ._extract import Extractor
 from ._judge import Samples, draw, draw_arrays
 from ._localize import Focus, batches_for, localize, localize_whole
-from ._lower import Unsupported, lower_program, reduction_counts
+from ._lower import Shapes, Unsupported, lower_program, reduction_counts
 from ._regimes import infer
 from ._result import Candidate, Improvement
 from ._rules import RULES, rules_for
@@ -162,7 +162,7 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
 
         t = time.perf_counter()
         ex = Extractor(data, RULES + rules_for(sub, counts))
-        local = _locally_improved(ex, start, sub, samples, deadline)
+        local = _locally_improved(ex, start, sub, samples, deadline, shapes)
         now = time.perf_counter()
         phase_deadline = deadline if index else now + max(0.5, (deadline - now) * 0.6)
         found = ex.candidates(sub, lambda u, s=sub: _mean(samples.eager_errors(replace(start, s, u))), beam=4,
@@ -288,12 +288,13 @@ def _catalogue(fn: Callable[..., Any], names: list[str], by_keyword: bool, dt: n
     return term, sites, cat_fn, errs
 
 
-#: Sub-terms judged on their own by :func:`_locally_improved` (each costs one exact evaluation).
+#: Sub-terms judged on their own by :func:`_locally_improved`, and exact evaluations it may spend.
 _LOCAL_TERMS = 16
+_LOCAL_ORACLE_CALLS = 32
 
 
-def _locally_improved(ex: Extractor, start: Term, sub: Term, samples: Samples, deadline: float
-                      ) -> Term | None:
+def _locally_improved(ex: Extractor, start: Term, sub: Term, samples: Samples, deadline: float,
+                      shapes: list[tuple[int, ...]]) -> Term | None:
     """``start`` with ``sub`` rebuilt bottom-up, each of its sub-terms by the node of its e-class most
     accurate against that sub-term's OWN exact values (the oracle's, at the same points).
 
@@ -306,28 +307,53 @@ def _locally_improved(ex: Extractor, start: Term, sub: Term, samples: Samples, d
     """
     from ._rules import apply_at_root
 
-    ops = [t for t in dict.fromkeys(_postorder(sub))
-           if t[0] not in ("var", "const") and not any(is_reduction(u[0]) for u in subterms(t))]
+    array = samples.out_shape is not None
+    shape_of = Shapes(shapes).of if array else None
+    ops = [t for t in dict.fromkeys(_postorder(sub)) if t[0] not in ("var", "const")]
     if len(ops) > _LOCAL_TERMS:
         ops = ops[-_LOCAL_TERMS:]  # the larger ones (post-order ends with the biggest)
+    calls = [0]
+
+    def exact_of(t: Term) -> Samples | None:
+        if calls[0] >= _LOCAL_ORACLE_CALLS or time.perf_counter() > deadline:
+            return None
+        calls[0] += 1
+        try:
+            return Samples.build(t, samples.dtype, samples.args, shape_of(t) if shape_of else None)
+        except (JaxstabError, Unsupported, ValueError, TypeError):
+            return None
+
     best: dict[str, Term] = {}
     improved: dict[Term, Term] = {}
+
+    def child(c: str) -> Term:
+        """The most accurate of a few alternatives of class ``c`` (judged on its own exact values)."""
+        hit = best.get(c)
+        if hit is not None:
+            return hit
+        cheapest = ex.term(c)
+        best[c] = cheapest
+        alts = [a for a in ex.alternatives(c, 8) if a != cheapest]
+        own = exact_of(cheapest) if alts and cheapest[0] not in ("var", "const") else None
+        if own is not None:
+            base = _mean(own.eager_errors(cheapest))
+            scored = [(_mean(own.eager_errors(a)), i, a) for i, a in enumerate(alts)]
+            err, _, choice = min(scored)
+            if err < base - 0.5:
+                best[c] = choice
+        return best[c]
+
     for t in ops:
-        if time.perf_counter() > deadline:
-            break
         cls = ex.class_of(t)
-        if cls is None:
-            continue
-        try:
-            own = Samples.build(t, samples.dtype, samples.args)
-        except JaxstabError:
+        own = exact_of(t) if cls is not None else None
+        if own is None or cls is None:
             continue
         current = _rebuild(t, improved)
         options = [current]
         for kind, payload in ex.data.classes.get(cls, [])[:40]:
-            if kind in ("var", "const"):
+            if kind in ("var", "const") or time.perf_counter() > deadline:
                 continue
-            options.append((kind, *(best.get(str(c)) or ex.term(str(c)) for c in payload)))
+            options.append((kind, *(child(str(c)) for c in payload)))
         options += [ex.fold(alt) for alt in apply_at_root(current, ex.rules)]
         scored = [(_mean(own.eager_errors(o)), i, o) for i, o in enumerate(dict.fromkeys(options))]
         err, _, choice = min(scored)
