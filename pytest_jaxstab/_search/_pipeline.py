@@ -27,7 +27,7 @@ import numpy as np
 from .._check._trace import positional, trace_case
 from .._errors import ArgumentError, JaxstabError, function_name
 from ._egraph import SaturationError, saturate
-from ._expr import Term, cost, evaluate_jax, is_reduction, replace, subterms
+from ._expr import Term, cost, evaluate_jax, is_reduction, replace, subterms, variables
 from ._extract import Extractor
 from ._judge import Samples, draw, draw_arrays
 from ._localize import Focus, batches_for, localize, localize_whole
@@ -334,10 +334,10 @@ def _locally_improved(ex: Extractor, start: Term, sub: Term, samples: Samples, d
         cheapest = ex.term(c)
         best[c] = cheapest
         alts = [a for a in ex.alternatives(c, 8) if a != cheapest]
-        own = exact_of(cheapest) if alts and cheapest[0] not in ("var", "const") else None
+        own = exact_of(cheapest) if alts and variables(cheapest) and cheapest[0] != "var" else None
         if own is not None:
-            base = _mean(own.eager_errors(cheapest))
-            scored = [(_mean(own.eager_errors(a)), i, a) for i, a in enumerate(alts)]
+            base = _judged(own, cheapest)
+            scored = [(_judged(own, a), i, a) for i, a in enumerate(alts)]
             err, _, choice = min(scored)
             if err < base - 0.5:
                 best[c] = choice
@@ -345,7 +345,7 @@ def _locally_improved(ex: Extractor, start: Term, sub: Term, samples: Samples, d
 
     for t in ops:
         cls = ex.class_of(t)
-        own = exact_of(t) if cls is not None else None
+        own = exact_of(t) if cls is not None and variables(t) else None
         if own is None or cls is None:
             continue
         current = _rebuild(t, improved)
@@ -355,7 +355,7 @@ def _locally_improved(ex: Extractor, start: Term, sub: Term, samples: Samples, d
                 continue
             options.append((kind, *(child(str(c)) for c in payload)))
         options += [ex.fold(alt) for alt in apply_at_root(current, ex.rules)]
-        scored = [(_mean(own.eager_errors(o)), i, o) for i, o in enumerate(dict.fromkeys(options))]
+        scored = [(_judged(own, o), i, o) for i, o in enumerate(dict.fromkeys(options))]
         err, _, choice = min(scored)
         if err < scored[0][0] - 0.5:
             improved[t] = choice
@@ -364,6 +364,15 @@ def _locally_improved(ex: Extractor, start: Term, sub: Term, samples: Samples, d
             best[cls] = current
     new = replace(start, sub, _rebuild(sub, improved))
     return new if new != start else None
+
+
+def _judged(own: Samples, term: Term) -> float:
+    """Mean error of ``term`` against a sub-term's exact values; inf when it cannot be evaluated there
+    (a term of the class that reads no input, a shape the sub-term's samples do not have)."""
+    try:
+        return _mean(own.eager_errors(term))
+    except Exception:  # a candidate that fails to evaluate is simply not chosen
+        return float("inf")
 
 
 def _postorder(term: Term) -> list[Term]:
