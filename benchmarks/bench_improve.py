@@ -9,7 +9,11 @@ the default limits on two CPU cores).
 The expressions and domains are written from the textbook's problems, not copied from FPBench files;
 several are variations (3-argument quadratic forms, tan/sin/cos differences in two arguments).
 
-    PYTHONPATH=. python benchmarks/bench_improve.py [--quick] [NAME ...]
+A second table: array programs (reductions, per-axis too) and special functions, our own forms of the
+families of issue 26 (log of products, log-mean-exp, softmax, logistic/softplus, log-scales, norms,
+log-gamma differences, exp differences, scaled complex division), with the time split per stage.
+
+    PYTHONPATH=. python benchmarks/bench_improve.py [--quick] [--hamming | --arrays] [NAME ...]
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+from jax.scipy.special import erfc, gammaln
 
 import pytest_jaxstab as jst
 
@@ -52,44 +58,91 @@ CASES: dict[str, tuple[Callable[..., Any], Any]] = {
     "quad2p": (lambda a, b2, c: (-b2 + jnp.sqrt(b2 * b2 - a * c)) / a, (-1e10, 1e10)),
     "hypot": (lambda x, y: jnp.sqrt(x * x + y * y), (-1e300, 1e300)),
 }
-STAGES = ("localize", "judge", "saturate", "extract", "series", "regimes", "recheck")
 
 
-def main(argv: list[str]) -> None:
-    quick = "--quick" in argv
-    names = [a for a in argv if not a.startswith("--")] or list(CASES)
-    kwargs: dict[str, Any] = dict(max_examples=64, node_limit=3000, iter_limit=6) if quick else {}
-    print(f"{'case':8} {'orig mean':>9} {'orig max':>8} {'new mean':>8} {'new max':>7} {'fresh':>11} "
+def _bce_mean(z: Any, y: Any) -> Any:
+    p = jax.nn.sigmoid(z)
+    return -jnp.mean(y * jnp.log(p) + (1 - y) * jnp.log(1 - p))
+
+
+def _gauss_nll(x: Any, mu: Any, log_sigma: Any) -> Any:
+    var = jnp.exp(log_sigma) ** 2
+    return jnp.sum(0.5 * (x - mu) ** 2 / var + 0.5 * jnp.log(var))
+
+
+def _kl(m1: Any, l1: Any, m2: Any, l2: Any) -> Any:
+    s1, s2 = jnp.exp(l1), jnp.exp(l2)
+    return jnp.sum(jnp.log(s2 / s1) + (s1 * s1 + (m1 - m2) ** 2) / (2 * s2 * s2) - 0.5)
+
+
+#: Array programs and special functions (issue 26): our own forms, (function, shapes, domain).
+ARRAY_CASES: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], Any]] = {
+    "logprod2": (lambda x, y: jnp.log(jnp.prod(x * y)), [(8,), (8,)], (1e-150, 1e150)),
+    "geomean": (lambda x: jnp.prod(x) ** (1 / 8), [(8,)], (1e-300, 1e300)),
+    "lse-rows": (lambda x: jnp.log(jnp.sum(jnp.exp(x), axis=1)), [(4, 4)], (-800.0, 800.0)),
+    "lme": (lambda x: jnp.log(jnp.mean(jnp.exp(0.5 * x))), [(8,)], (-1500.0, 1500.0)),
+    "xent": (lambda x, y: -jnp.sum(y * jnp.log(jax.nn.softmax(x))), [(8,), (8,)],
+             [(-800.0, 800.0), (0.0, 1.0)]),
+    "bce": (_bce_mean, [(8,), (8,)], [(-700.0, 700.0), (0.0, 1.0)]),
+    "gnll": (_gauss_nll, [(8,)] * 3, [(-10.0, 10.0), (-10.0, 10.0), (-400.0, 400.0)]),
+    "kl4": (_kl, [(8,)] * 4, [(-10.0, 10.0), (-400.0, 400.0), (-10.0, 10.0), (-400.0, 400.0)]),
+    "l2": (lambda x: jnp.sqrt(jnp.sum(x * x)), [(8,)], (-1e300, 1e300)),
+    "lgdiff": (lambda x: gammaln(x + 1.5) - gammaln(x), [()], (1.0, 1e15)),
+    "logerfc": (lambda x: jnp.log(erfc(x)), [()], (0.0, 1e3)),
+    "sinhx": (lambda x: 0.5 * (jnp.exp(x) - 1 / jnp.exp(x)), [()], (-700.0, 700.0)),
+    "cdiv-im": (lambda xr, xi, yr, yi: (xi * yr - xr * yi) / (yr * yr + yi * yi), [()] * 4, None),
+}
+STAGES = ("localize", "judge", "catalogue", "saturate", "extract", "series", "regimes", "recheck")
+
+
+def _table(cases: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], Any]], names: list[str],
+           kwargs: dict[str, Any]) -> None:
+    print(f"{'case':9} {'orig mean':>9} {'orig max':>8} {'new mean':>8} {'new max':>7} {'fresh':>11} "
           f"{'seconds':>7}  kind / status")
     totals = dict.fromkeys(STAGES, 0.0)
     before = after = 0
     slowest = ("", 0.0)
     for name in names:
-        fn, domain = CASES[name]
-        n_args = fn.__code__.co_argcount
+        fn, shapes, domain = cases[name]
         t0 = time.perf_counter()
-        imp = jst.improve(fn, shapes=[()] * n_args, dtype="float64", domain=domain, seed=0, **kwargs)
+        imp = jst.improve(fn, shapes=shapes, dtype="float64", domain=domain, seed=0, **kwargs)
         seconds = time.perf_counter() - t0
         slowest = max(slowest, (name, seconds), key=lambda p: p[1])
         for stage in STAGES:
             totals[stage] += imp.times.get(stage, 0.0)
+        split = ", ".join(f"{k} {v:.1f}" for k, v in imp.times.items() if v >= 0.05)
         o, b = imp.original, imp.best if imp.improved else imp.original
         if o is None or b is None:
-            print(f"{name:8} {'-':>9} {'-':>8} {'-':>8} {'-':>7} {'-':>11} {seconds:7.1f}  {imp.status}")
+            print(f"{name:9} {'-':>9} {'-':>8} {'-':>8} {'-':>7} {'-':>11} {seconds:7.1f}  {imp.status}")
             continue
         before += o.mean_bits <= 2.0
         after += b.mean_bits <= 2.0
         fresh = f"{imp.recheck[2]:.1f}/{imp.recheck[3]:.1f}" if imp.recheck else "-"
         label = b.kind if imp.improved else imp.status.split(" (")[0]
-        print(f"{name:8} {o.mean_bits:9.2f} {o.max_bits:8.2f} {b.mean_bits:8.2f} {b.max_bits:7.2f} "
-              f"{fresh:>11} "
-              f"{seconds:7.1f}  {label}")
+        print(f"{name:9} {o.mean_bits:9.2f} {o.max_bits:8.2f} {b.mean_bits:8.2f} {b.max_bits:7.2f} "
+              f"{fresh:>11} {seconds:7.1f}  {label}")
+        print(f"{'':9} time split: {split}")
         if imp.improved:
-            print(f"{'':8} -> {b.source}")
+            print(f"{'':9} -> {b.source}")
     print()
     print(f"under 2 bits mean: {before}/{len(names)} originals, {after}/{len(names)} after improve")
     print(f"slowest call: {slowest[0]} {slowest[1]:.1f} s")
     print("time split (s, all cases): " + ", ".join(f"{s} {totals[s]:.1f}" for s in STAGES))
+
+
+def main(argv: list[str]) -> None:
+    quick = "--quick" in argv
+    names = [a for a in argv if not a.startswith("--")]
+    kwargs: dict[str, Any] = dict(max_examples=64, node_limit=3000, iter_limit=6) if quick else {}
+    hamming = {k: (fn, [()] * fn.__code__.co_argcount, dom) for k, (fn, dom) in CASES.items()}
+    if "--arrays" not in argv:
+        print("Hamming-style cases (scalar, float64)")
+        _table(hamming, [n for n in names if n in hamming] or ([] if names else list(hamming)), kwargs)
+        print()
+    if "--hamming" not in argv:
+        print("Array programs and special functions (float64)")
+        _table(ARRAY_CASES, [n for n in names if n in ARRAY_CASES] or ([] if names else list(ARRAY_CASES)),
+               kwargs)
 
 
 if __name__ == "__main__":

@@ -81,7 +81,8 @@ def test_improves_to_accurate_where_the_family_applies(family):
     # The figures the search reports agree with its own re-check on fresh samples.
     assert imp.recheck is not None and imp.recheck[2] <= imp.recheck[0]
     assert imp.best is not None
-    assert imp.best.kind in ("rewrite", "regimes", "regimes with series approximation")
+    # "catalogue": jst.stabilize's rewrite, where the search starts (issue 26) when it is better.
+    assert imp.best.kind in ("rewrite", "regimes", "regimes with series approximation", "catalogue")
 
 
 def test_source_is_a_pasteable_def_computing_the_same():
@@ -107,10 +108,11 @@ def test_leaves_alone_what_nothing_helps():
 
 
 def test_unsupported_program_is_a_clear_result_not_an_exception():
-    fn = lambda x: jnp.sum(x) * x
+    # (jnp.sum(x) * x was the example until reductions joined the term language, issue 26.)
+    fn = lambda x: jnp.cumsum(x) * x
     imp = jst.improve(fn, shapes=[(4,)], dtype="float32", **LIMITS)
     assert not imp.improved and imp.fn is fn
-    assert "reduce_sum" in imp.status and imp.status.startswith("not searched")
+    assert "cumsum" in imp.status and imp.status.startswith("not searched")
     assert "not searched" in imp.report()
 
 

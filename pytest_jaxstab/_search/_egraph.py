@@ -18,7 +18,7 @@ from typing import Any
 import egglog
 
 from ._expr import OPS, Term, subterms
-from ._rules import RULES, Rule
+from ._rules import RULES, Rule, rules_for
 
 __all__ = ["EGraphData", "SaturationError", "SaturationStats", "saturate"]
 
@@ -56,6 +56,39 @@ def _declare(name: str, arity: int) -> Any:
 _FUNCS: dict[str, Any] = {name: _declare(name, op.arity) for name, op in OPS.items()}
 
 
+def _func(kind: str) -> Any:
+    """The egglog function of operator ``kind`` (a reduction's is declared on first use)."""
+    hit = _FUNCS.get(kind)
+    if hit is None:
+        hit = _FUNCS[kind] = _declare(kind, 1)
+    return hit
+
+
+#: Rule families used only when the searched expression has one of these operators (the others are
+#: always on): fewer rules, a smaller e-graph per second, so several-argument losses saturate further.
+_TRIGGERS: dict[str, frozenset[str]] = {
+    "trigonometric": frozenset({"sin", "cos", "tan", "atan", "asin", "acos", "atan2"}),
+    "hyperbolic": frozenset({"sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "exp"}),
+    "sqrt-cbrt": frozenset({"sqrt", "cbrt", "pow", "hypot"}),
+    "exp-log": frozenset({"exp", "log", "expm1", "log1p", "pow", "logaddexp", "softplus", "logistic",
+                          "xlogy", "xlog1py"}),
+    "exp-scaling": frozenset({"exp", "div"}),
+    "logistic-softplus": frozenset({"logistic", "softplus", "logaddexp"}),
+    "special": frozenset({"xlogy", "xlog1py", "erf", "erfc", "lgamma", "log_ndtr", "erf_inv", "digamma"}),
+}
+
+
+def families_for(term: Term) -> frozenset[str]:
+    """The rule families worth saturating ``term`` with: the always-on ones and those its operators
+    trigger (``logistic-softplus`` also when it takes the log of an exp-based ratio)."""
+    ops = {t[0] for t in subterms(term)}
+    chosen = {r.family for r in RULES if r.family not in _TRIGGERS}
+    chosen |= {fam for fam, trig in _TRIGGERS.items() if ops & trig}
+    if {"exp", "log"} <= ops or {"exp", "log1p"} <= ops:
+        chosen.add("logistic-softplus")
+    return frozenset(chosen)
+
+
 def _to_egg(term: Term, pvars: dict[str, Any] | None = None) -> Any:
     kind = term[0]
     if kind == "var":
@@ -65,7 +98,7 @@ def _to_egg(term: Term, pvars: dict[str, Any] | None = None) -> Any:
     if kind == "pvar":
         assert pvars is not None
         return pvars[term[1]]
-    return _FUNCS[kind](*(_to_egg(c, pvars) for c in term[1:]))
+    return _func(kind)(*(_to_egg(c, pvars) for c in term[1:]))
 
 
 def _ruleset(rules: tuple[Rule, ...]) -> Any:
@@ -83,7 +116,29 @@ def _ruleset(rules: tuple[Rule, ...]) -> Any:
         egglog.rewrite(_FUNCS["mul"](_Num(x), _Num(y))).to(_Num(x * y)),
         egglog.rewrite(_FUNCS["neg"](_Num(x))).to(_Num(-x)),
     ]
-    return egglog.ruleset(*rewrites, name="jaxstab_real_identities")
+    global _NAMES
+    _NAMES += 1
+    return egglog.ruleset(*rewrites, name=f"jaxstab_real_identities_{_NAMES}")
+
+
+_NAMES = 0
+_CACHE: dict[tuple[Rule, ...], Any] = {}
+
+
+def _cached_ruleset(rules: tuple[Rule, ...]) -> Any:
+    hit = _CACHE.get(rules)
+    if hit is None:
+        if len(_CACHE) > 256:
+            _CACHE.clear()
+        hit = _CACHE[rules] = _ruleset(rules)
+    return hit
+
+
+def _unguarded(rule: Rule) -> bool:
+    """Whether the right side divides by a compound term the left side does not have."""
+    left = set(subterms(rule.lhs))
+    return any(t[0] == "div" and t[2][0] not in ("pvar", "const") and t[2] not in left
+               for t in subterms(rule.rhs))
 
 
 def _denominators(rule: Rule) -> list[Term]:
@@ -100,9 +155,6 @@ def _denominators(rule: Rule) -> list[Term]:
             if side is rule.lhs or d[0] == "pvar":
                 out.append(d)
     return out
-
-
-_RULESET: Any = None
 
 
 @dataclasses.dataclass
@@ -128,47 +180,75 @@ class SaturationStats:
 
 
 def saturate(term: Term, *, node_limit: int, iter_limit: int, time_limit: float, match_limit: int = 2000,
+             families: frozenset[str] | None = None, counts: dict[str, int] | None = None,
              ) -> tuple[EGraphData, SaturationStats]:
-    """Saturate ``term`` with :data:`RULES` under the limits; the e-graph read back and what happened.
+    """Saturate ``term`` under the limits; the e-graph read back and what happened.
+
+    The rules are :data:`RULES` of ``families`` (default: :func:`families_for` the term) plus the
+    reduction identities for the term's axes, run by egglog's backoff scheduler one iteration at a
+    time. An iteration that merges two different constants or inputs is rolled back. The usual cause is
+    a rule that divides by a term its left side does not have (``flip-sub`` turns ``x - (-x)`` into
+    ``0 / 0``), whose damage is done iterations before the merge shows: saturation then starts again
+    without those rules, and the e-graph that got further is kept.
 
     Raises:
         SaturationError: egglog failed.
     """
-    global _RULESET
-    stats = SaturationStats()
     t0 = time.perf_counter()
+    chosen = families_for(term) if families is None else families
+    active = tuple(r for r in RULES if r.family in chosen) + rules_for(term, counts)
     try:
-        if _RULESET is None:
-            _RULESET = _ruleset(RULES)
-        eg = egglog.EGraph()
-        eg.register(_Root(_to_egg(term)))
-        data = _read(eg)
-        while True:
-            if stats.iterations >= iter_limit:
-                stats.stopped = "iteration limit"
-                break
-            if time.perf_counter() - t0 > time_limit:
-                stats.stopped = "time limit"
-                break
-            report = eg.run(egglog.run(_RULESET, scheduler=egglog.back_off(match_limit=match_limit)))
-            stats.iterations += 1
-            new = _read(eg)
-            if not _consistent(new):
-                # An identity used outside its domain (a division by a class that is 0) merged distinct
-                # values: keep the e-graph of the previous iteration, which was consistent.
-                stats.stopped = "inconsistent merge (rolled back one iteration)"
-                break
-            data = new
-            stats.nodes = sum(len(v) for v in data.classes.values())
-            if not report.updated:
-                stats.stopped = "saturated"
-                break
-            if stats.nodes > node_limit:
-                stats.stopped = "node limit"
-                break
+        data, stats = _phase(term, active, node_limit, iter_limit, t0 + time_limit, match_limit)
+        if stats.stopped.startswith("inconsistent") and time.perf_counter() < t0 + time_limit:
+            safe = tuple(r for r in active if not _unguarded(r))
+            data2, stats2 = _phase(term, safe, node_limit, iter_limit, t0 + time_limit, match_limit)
+            stats2.stopped += " (restarted without the rules that divide by a new term)"
+            if stats2.iterations >= stats.iterations:
+                data, stats = data2, stats2
     except Exception as exc:  # egglog's own errors have no common base class
         raise SaturationError(f"egglog failed: {type(exc).__name__}: {exc}") from None
     stats.seconds = time.perf_counter() - t0
+    return data, stats
+
+
+def _phase(term: Term, rules: tuple[Rule, ...], node_limit: int, iter_limit: int, deadline: float,
+           match_limit: int) -> tuple[EGraphData, SaturationStats]:
+    stats = SaturationStats()
+    eg = egglog.EGraph()
+    # The divisor guards compare with the class of 0, and an egglog guard only holds for terms in the
+    # e-graph: without a 0 there, no rule that divides would ever fire.
+    eg.register(_Root(_to_egg(term)), _Num(0.0))
+    data = _read(eg)
+    ruleset = _cached_ruleset(rules)
+    schedule = egglog.back_off(match_limit=match_limit)
+    while True:
+        if stats.iterations >= iter_limit:
+            stats.stopped = "iteration limit"
+            break
+        if time.perf_counter() > deadline:
+            stats.stopped = "time limit"
+            break
+        eg.push()
+        report = eg.run(egglog.run(ruleset, scheduler=schedule))
+        new = _read(eg)
+        if not _consistent(new):
+            eg.pop()
+            stats.stopped = "inconsistent merge (rolled back one iteration)"
+            break
+        stats.iterations += 1
+        data = new
+        before, stats.nodes = stats.nodes, sum(len(v) for v in data.classes.values())
+        if not report.updated:
+            stats.stopped = "saturated"
+            break
+        if stats.nodes > node_limit:
+            stats.stopped = "node limit"
+            break
+        # One iteration cannot be interrupted: when growing at this rate the next would end far past
+        # the node limit (seconds of egglog on a 40,000-node e-graph), stop now.
+        if before and stats.nodes * stats.nodes / before > 4 * node_limit:
+            stats.stopped = "node limit (the next iteration would pass it fourfold)"
+            break
     return data, stats
 
 
@@ -176,9 +256,19 @@ def _consistent(data: EGraphData) -> bool:
     """No class holds two different constants, two inputs, or an input and a constant."""
     for nodes in data.classes.values():
         leaves = {(op, payload) for op, payload in nodes if op in ("var", "const")}
-        if len(leaves) > 1:
+        if len(leaves) > 1 and not _roundings(leaves):
             return False
     return True
+
+
+def _roundings(leaves: set[tuple[str, tuple[Any, ...]]]) -> bool:
+    """Constants that differ only by the rounding of folding ``+ - *`` in floats (``0.1 - (0.2 - 0.3)``
+    and ``(0.1 - 0.2) + 0.3``): one real number, not an inconsistency."""
+    if any(op != "const" for op, _ in leaves):
+        return False
+    values = [float(p[0]) for _, p in leaves]
+    lo, hi = min(values), max(values)
+    return math.isclose(lo, hi, rel_tol=1e-12, abs_tol=1e-300)
 
 
 def _read(eg: Any) -> EGraphData:

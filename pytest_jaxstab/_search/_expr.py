@@ -12,14 +12,18 @@ measured: jitted timing of tiny scalar programs is dominated by dispatch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import mpmath
 
+from . import _special
+
 __all__ = ["OPS", "REDUCTIONS", "Op", "Term", "const", "cost", "evaluate_jax", "evaluate_mp", "is_const",
-           "op", "replace", "size", "subterms", "variables"]
+           "is_reduction", "op", "reduction_axes", "replace", "size", "subterms", "variables"]
 
 Term = tuple[Any, ...]
 
@@ -95,22 +99,86 @@ OPS: dict[str, Op] = {o.name: o for o in (
     _op("lt", 2, jnp.less, lambda a, b: a < b, 1, "{0} < {1}", True),
     _op("le", 2, jnp.less_equal, lambda a, b: a <= b, 1, "{0} <= {1}", True),
     _op("where", 3, jnp.where, _mp_where, 1, "jnp.where({0}, {1}, {2})"),
+    # Special functions (``_special``): the library's float implementation, mpmath's exact value.
+    _op("lgamma", 1, jax.scipy.special.gammaln, _special.mp_lgamma, 40, "jax.scipy.special.gammaln({0})"),
+    _op("digamma", 1, jax.scipy.special.digamma, mpmath.digamma, 40, "jax.scipy.special.digamma({0})"),
+    _op("erf", 1, jax.scipy.special.erf, mpmath.erf, 20, "jax.scipy.special.erf({0})"),
+    _op("erfc", 1, jax.scipy.special.erfc, mpmath.erfc, 20, "jax.scipy.special.erfc({0})"),
+    _op("erf_inv", 1, jax.scipy.special.erfinv, mpmath.erfinv, 30, "jax.scipy.special.erfinv({0})"),
+    _op("log_ndtr", 1, jax.scipy.special.log_ndtr, _special.mp_log_ndtr, 40,
+        "jax.scipy.special.log_ndtr({0})"),
+    _op("logistic", 1, jax.nn.sigmoid, _special.mp_logistic, 10, "jax.nn.sigmoid({0})"),
+    _op("softplus", 1, jax.nn.softplus, _special.mp_softplus, 20, "jax.nn.softplus({0})"),
+    _op("xlogy", 2, jax.scipy.special.xlogy, _special.mp_xlogy, 10, "jax.scipy.special.xlogy({0}, {1})"),
+    _op("xlog1py", 2, jax.scipy.special.xlog1py, _special.mp_xlog1py, 12,
+        "jax.scipy.special.xlog1py({0}, {1})"),
+    _op("lgammadiff", 2, _special.lgamma_difference, _special.mp_lgamma_difference, 60,
+        "log_gamma_difference({0}, {1})"),
 )}
 
 
-#: Whole-array reductions (every axis): they appear only in the program around a searched region (the
-#: search, the e-graph and the samples see elementwise regions, never these). No mpmath semantics.
+#: Reductions, each over every axis (``sum_all``) or over some (``sum_ax1``, ``sum_ax0_2``; the axes of
+#: one example, never a batch axis the judge adds with ``vmap``). They keep the reduced axes (size 1)
+#: so that broadcasting against the operand stays aligned; the whole program is reshaped at the end.
+#: ``lse`` is an accurate log-sum-exp (``_special.logsumexp``). No mpmath semantics (arrays only).
 REDUCTIONS: dict[str, Op] = {o.name: o for o in (
-    _op("sum_all", 1, jnp.sum, _no_mp, 1, "jnp.sum({0})"),
-    _op("prod_all", 1, jnp.prod, _no_mp, 1, "jnp.prod({0})"),
-    _op("max_all", 1, jnp.max, _no_mp, 1, "jnp.max({0})"),
-    _op("min_all", 1, jnp.min, _no_mp, 1, "jnp.min({0})"),
+    _op("sum", 1, jnp.sum, _no_mp, 1, "jnp.sum({0}{axes})"),
+    _op("prod", 1, jnp.prod, _no_mp, 1, "jnp.prod({0}{axes})"),
+    _op("max", 1, jnp.max, _no_mp, 1, "jnp.max({0}{axes})"),
+    _op("min", 1, jnp.min, _no_mp, 1, "jnp.min({0}{axes})"),
+    _op("lse", 1, _special.logsumexp, _no_mp, 30, ""),
 )}
+
+
+def reduction_axes(kind: str) -> tuple[str, tuple[int, ...] | None] | None:
+    """``(base, axes)`` of a reduction operator name (axes None: every axis); None for other names."""
+    for sep in ("_all", "_ax"):
+        base, found, rest = kind.partition(sep)
+        if found and base in REDUCTIONS:
+            if sep == "_all":
+                return (base, None) if not rest else None
+            try:
+                return base, tuple(int(a) for a in rest.split("_"))
+            except ValueError:
+                return None
+    return None
+
+
+def is_reduction(kind: str) -> bool:
+    """Whether ``kind`` names a reduction (``sum_all``, ``max_ax1``, ...)."""
+    return reduction_axes(kind) is not None
+
+
+def reduction_name(base: str, axes: tuple[int, ...] | None) -> str:
+    """The operator name of reduction ``base`` over ``axes`` (None: every axis)."""
+    return f"{base}_all" if axes is None else f"{base}_ax" + "_".join(str(a) for a in axes)
+
+
+@functools.cache
+def _reduction_op(kind: str) -> Op:
+    parsed = reduction_axes(kind)
+    if parsed is None:
+        raise KeyError(kind)
+    base, axes = parsed
+    spec = REDUCTIONS[base]
+    fn = spec.jax
+
+    def apply(x: Any) -> Any:
+        return fn(x, axis=axes, keepdims=True)
+
+    # Printed: a reduction over every axis as the scalar it is (it broadcasts as the kept shape does);
+    # one over some axes keeps them, as evaluated.
+    if base == "lse":
+        source = ("jst.rewrites.forms.logsumexp({0})" if axes is None else
+                  f"jnp.expand_dims(jst.rewrites.forms.logsumexp({{0}}, axes={axes!r}), {axes!r})")
+    else:
+        source = spec.source.replace("{axes}", "" if axes is None else f", axis={axes!r}, keepdims=True")
+    return Op(kind, 1, apply, _no_mp, spec.cost, source)
 
 
 def op(kind: str) -> Op:
-    """The operator named ``kind``: an elementwise one of :data:`OPS` or a reduction of :data:`REDUCTIONS`."""
-    return OPS[kind] if kind in OPS else REDUCTIONS[kind]
+    """The operator named ``kind``: an elementwise one of :data:`OPS` or a reduction (``sum_ax1``)."""
+    return OPS[kind] if kind in OPS else _reduction_op(kind)
 
 
 def replace(term: Term, old: Term, new: Term) -> Term:
@@ -183,7 +251,7 @@ def evaluate_mp(term: Term, args: Sequence[Any]) -> Any:
         elif t[0] == "const":
             out = mpmath.mpf(t[1])
         else:
-            out = OPS[t[0]].mp(*(go(c) for c in t[1:]))
+            out = op(t[0]).mp(*(go(c) for c in t[1:]))
         memo[t] = out
         return out
 

@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable
 
 from ._egraph import EGraphData
-from ._expr import OPS, Term
-from ._rules import apply_at_root
+from ._expr import Term
+from ._expr import op as op_of
+from ._rules import RULES, Rule, apply_at_root
 
 __all__ = ["Extractor"]
 
@@ -26,8 +27,9 @@ __all__ = ["Extractor"]
 class Extractor:
     """Cheapest terms and alternatives of an :class:`EGraphData`."""
 
-    def __init__(self, data: EGraphData) -> None:
+    def __init__(self, data: EGraphData, rules: tuple[Rule, ...] = RULES) -> None:
         self.data = data
+        self.rules = rules
         self.best_cost: dict[str, float] = {}
         self.best_node: dict[str, tuple[str, tuple[object, ...]]] = {}
         self._fixpoint()
@@ -37,10 +39,10 @@ class Extractor:
                 self.key_class[(op, *payload)] = cls
         self._terms: dict[str, Term] = {}
 
-    def _node_cost(self, op: str, payload: tuple[object, ...]) -> float:
-        if op in ("var", "const"):
+    def _node_cost(self, kind: str, payload: tuple[object, ...]) -> float:
+        if kind in ("var", "const"):
             return 0.0
-        total = OPS[op].cost
+        total = op_of(kind).cost
         for child in payload:
             total += self.best_cost.get(str(child), math.inf)
         return total
@@ -136,7 +138,7 @@ class Extractor:
                         return scored
                     # A rule's right side written out as it stands (Herbie rewrites so, then simplifies),
                     # and the other nodes of this position's class.
-                    for alt in apply_at_root(sub):
+                    for alt in apply_at_root(sub, self.rules):
                         judge(self.fold(_replace(current, path, alt)))
                     cls = self.class_of(sub)
                     if cls is None:
@@ -154,7 +156,7 @@ class Extractor:
 def _cost(term: Term) -> float:
     if term[0] in ("var", "const"):
         return 0.0
-    return OPS[term[0]].cost + sum(_cost(c) for c in term[1:])
+    return op_of(term[0]).cost + sum(_cost(c) for c in term[1:])
 
 
 def _positions(term: Term, path: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], Term]]:

@@ -9,6 +9,7 @@ error at each point is ``oracles.error_bits`` of its float result; points that d
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +23,7 @@ from .._dtypes import dtype_info
 from ..strategies import arguments
 from ._expr import Term, evaluate_jax
 
-__all__ = ["Samples", "draw", "jax_function"]
+__all__ = ["Samples", "draw", "draw_arrays", "jax_function"]
 
 
 def draw(dtype: np.dtype[Any], n_vars: int, domain: Any, n: int, seed: int) -> list[np.ndarray]:
@@ -45,6 +46,27 @@ def draw(dtype: np.dtype[Any], n_vars: int, domain: Any, n: int, seed: int) -> l
     return [np.array([r[i] for r in rows], dtype) for i in range(n_vars)]
 
 
+def draw_arrays(dtype: np.dtype[Any], shapes: list[tuple[int, ...]], domain: Any, n: int, seed: int
+                ) -> list[np.ndarray]:
+    """``n`` examples of whole arrays (``jst.strategies.arguments`` with the real shapes), stacked: one
+    array ``(n', *shape)`` per input, duplicates dropped. For programs with reductions, judged whole."""
+    examples: list[tuple[np.ndarray, ...]] = []
+    strategy = arguments(dtype, shapes, domain=domain)
+    quiet = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
+
+    @settings(max_examples=n, deadline=None, database=None, derandomize=False, phases=(Phase.generate,),
+              suppress_health_check=quiet)
+    @given(strategy)
+    def collect(args: tuple[np.ndarray, ...]) -> None:
+        examples.append(tuple(np.asarray(a, dtype).reshape(s) for a, s in zip(args, shapes)))
+
+    hseed(seed)(collect)()
+    by_key = {tuple(a.tobytes() for a in e): e for e in examples}
+    rows = list(by_key.values())
+    return [np.stack([r[i] for r in rows]) if rows else np.zeros((0, *s), dtype)
+            for i, s in enumerate(shapes)]
+
+
 def _flush(a: np.ndarray) -> np.ndarray:
     tiny = float(dtype_info(a.dtype).tiny)
     wide = np.abs(a.astype(np.float64))
@@ -52,10 +74,16 @@ def _flush(a: np.ndarray) -> np.ndarray:
     return np.where(sub, np.copysign(np.zeros((), a.dtype), a), a).astype(a.dtype) if sub.any() else a
 
 
-def jax_function(term: Term, dtype: Any) -> Callable[..., Any]:
-    """``term`` as a JAX function of its inputs (positional scalars or arrays)."""
+def jax_function(term: Term, dtype: Any, out_shape: tuple[int, ...] | None = None) -> Callable[..., Any]:
+    """``term`` as a JAX function of its inputs (positional scalars or arrays); with ``out_shape``, the
+    result has that shape (reductions keep their axes in the term)."""
     def fn(*args: Any) -> Any:
-        return evaluate_jax(term, args, dtype)
+        out = evaluate_jax(term, args, dtype)
+        if out_shape is None:
+            return out
+        if math.prod(jax.numpy.shape(out)) == math.prod(out_shape):
+            return jax.numpy.reshape(out, out_shape)
+        return jax.numpy.broadcast_to(out, out_shape)
 
     return fn
 
@@ -68,15 +96,26 @@ class Samples:
     args: list[np.ndarray]
     exact: np.ndarray
     valid: np.ndarray  # bool: the oracle is certain and the exact result is real
+    #: For array programs: the output shape of one example; the args are stacked examples, and a term is
+    #: evaluated per example (``vmap``). None: scalar points, the term evaluated elementwise.
+    out_shape: tuple[int, ...] | None = None
 
     @classmethod
-    def build(cls, original: Term, dtype: np.dtype[Any], args: list[np.ndarray]) -> Samples:
+    def build(cls, original: Term, dtype: np.dtype[Any], args: list[np.ndarray],
+              out_shape: tuple[int, ...] | None = None) -> Samples:
         # XLA treats subnormal inputs as zeros on CPU and GPU: the oracle must see what the code computes.
         args = [_flush(a) for a in args]
-        result = oracles.evaluate(jax_function(original, dtype), *args, dtype=dtype)
+        empty = cls(dtype, args, np.zeros(0, dtype), np.zeros(0, bool), out_shape)
+        result = oracles.evaluate(empty.function(original), *args, dtype=dtype)
         exact = np.asarray(result.values, dtype)
         valid = np.asarray(result.certain, bool) & ~np.isnan(exact)
-        return cls(dtype, args, exact, valid)
+        return cls(dtype, args, exact, valid, out_shape)
+
+    def function(self, term: Term) -> Callable[..., Any]:
+        """``term`` as the JAX function these samples judge (per example for array programs)."""
+        if self.out_shape is None:
+            return jax_function(term, self.dtype)
+        return jax.vmap(jax_function(term, self.dtype, self.out_shape))
 
     @property
     def count(self) -> int:
@@ -99,6 +138,8 @@ class Samples:
     def eager_errors(self, term: Term) -> np.ndarray:
         """Errors of ``term`` evaluated op by op (no compile; the search's inner loop)."""
         device = [jax.numpy.asarray(a) for a in self.args]
+        if self.out_shape is not None:
+            return self.errors(self.function(term)(*device))
         return self.errors(evaluate_jax(term, device, self.dtype))
 
     def jit_errors(self, fn: Callable[..., Any]) -> np.ndarray:

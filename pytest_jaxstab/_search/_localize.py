@@ -25,10 +25,10 @@ import numpy as np
 
 from .._diagnostics._local_error import LineError, analyse
 from .._errors import JaxstabError
-from ._expr import OPS, REDUCTIONS, Term, size, subterms, variables
+from ._expr import OPS, Term, is_reduction, reduction_axes, size, subterms, variables
 from ._lower import Sites, Unsupported
 
-__all__ = ["NARROW_BITS", "Focus", "localize", "regions"]
+__all__ = ["NARROW_BITS", "Focus", "localize", "localize_whole", "regions"]
 
 #: A line losing fewer bits than this on its own is not worth narrowing the search to: the whole
 #: region is searched (the loss, if any, is spread over several operations).
@@ -37,8 +37,8 @@ NARROW_BITS = 4.0
 _LOCAL_POINTS = 64
 _MAX_BATCHES = 4
 _OPAQUE = frozenset({"lt", "le", "where"})
-_PRIMITIVE = {"sum_all": "reduce_sum", "prod_all": "reduce_prod", "max_all": "reduce_max",
-              "min_all": "reduce_min"}
+_PRIMITIVE = {"sum": "reduce_sum", "prod": "reduce_prod", "max": "reduce_max", "min": "reduce_min",
+              "lse": "logsumexp"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Focus:
 
 def regions(term: Term) -> list[Term]:
     """The largest sub-terms of ``term`` without a reduction that read an input, left to right."""
-    if not any(t[0] in REDUCTIONS for t in subterms(term)):
+    if not any(is_reduction(t[0]) for t in subterms(term)):
         return [term] if variables(term) and size(term) > 0 else []
     out: list[Term] = []
     for child in term[1:]:
@@ -78,7 +78,7 @@ def localize(whole: Term, sites: Sites, closed: Any, batches: Sequence[Sequence[
     """
     regs = regions(whole)
     if not regs:
-        used = sorted({_PRIMITIVE[t[0]] for t in subterms(whole) if t[0] in REDUCTIONS})
+        used = sorted({_PRIMITIVE[_base(t[0])] for t in subterms(whole) if is_reduction(t[0])})
         raise Unsupported("the program has no elementwise sub-expression of its inputs to search"
                           + (f" (its operations read the result of {', '.join(used)})" if used else ""))
     default = Focus(max(regs, key=size), max(regs, key=size), None)
@@ -102,9 +102,36 @@ def localize(whole: Term, sites: Sites, closed: Any, batches: Sequence[Sequence[
     return default
 
 
+def localize_whole(whole: Term, sites: Sites, closed: Any, batches: Sequence[Sequence[np.ndarray]]
+                   ) -> Focus:
+    """An array program judged whole (reductions included): the sub-term holding every serious line.
+
+    The search then saturates that sub-term, reductions and all (``log(sum(exp(x)) / n)``), and judges
+    each candidate program on whole arrays.
+    """
+    default = Focus(whole, whole, None)
+    try:
+        lines = analyse(closed, batches).lines
+    except JaxstabError:
+        return default
+    serious = [x for x in lines if x.max_bits >= max(NARROW_BITS, lines[0].max_bits / 2)] if lines else []
+    inside = subterms(whole)
+    found = [t for line in serious for t in _matches(sites, line, inside)]
+    if not found:
+        return default
+    common = [t for t in inside if all(f in subterms(t) for f in found)]
+    line = next(x for x in serious if _matches(sites, x, inside))
+    return Focus(whole, min(common, key=size), line)
+
+
+def _base(kind: str) -> str:
+    parsed = reduction_axes(kind)
+    return parsed[0] if parsed else kind
+
+
 def _matches(sites: Sites, line: LineError, inside: list[Term]) -> list[Term]:
     return [t for t in sites.get((line.location, line.primitive), [])
-            if t[0] in OPS and t[0] not in _OPAQUE and t in inside]
+            if (t[0] in OPS or is_reduction(t[0])) and t[0] not in _OPAQUE and t in inside]
 
 
 def batches_for(points: Sequence[np.ndarray], shapes: Sequence[tuple[int, ...]]

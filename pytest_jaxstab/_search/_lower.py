@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 
 from .. import _compat
-from ._expr import Term, const
+from ._expr import Term, const, is_reduction, reduction_axes, reduction_name
 
 #: Where each operator node was written: (user ``file:line`` or None, primitive name) -> its terms.
 Sites = dict[tuple[str | None, str], list[Term]]
 
-__all__ = ["Sites", "Unsupported", "lower", "lower_program"]
+__all__ = ["Shapes", "Sites", "Unsupported", "lower", "lower_program", "reduction_counts"]
 
 _DIRECT = {
     "add": "add", "add_any": "add", "sub": "sub", "mul": "mul", "div": "div", "neg": "neg", "abs": "abs",
@@ -33,11 +33,16 @@ _DIRECT = {
     "sin": "sin", "cos": "cos", "tan": "tan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
     "asin": "asin", "acos": "acos", "atan": "atan", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
     "atan2": "atan2", "pow": "pow", "max": "max", "min": "min", "lt": "lt", "le": "le",
+    "lgamma": "lgamma", "digamma": "digamma", "erf": "erf", "erfc": "erfc", "erf_inv": "erf_inv",
+    "logistic": "logistic",
 }
+#: Library functions recognised by the name of their call (``jit`` / ``custom_jvp_call``), so that the
+#: search sees ``softplus(z)`` rather than the library's body: the identities are written over these.
+_NAMED = {"softplus": "softplus", "xlogy": "xlogy", "xlog1py": "xlog1py", "log_ndtr": "log_ndtr",
+          "logaddexp": "logaddexp"}
 _IDENTITY = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "copy", "copy_p",
              "optimization_barrier", "stop_gradient"}
-_REDUCE = {"reduce_sum": "sum_all", "reduce_prod": "prod_all", "reduce_max": "max_all",
-           "reduce_min": "min_all"}
+_REDUCE = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max", "reduce_min": "min"}
 _CALLS = {"jit", "closed_call", "core_call", "remat", "remat2", "checkpoint", "custom_jvp_call",
           "custom_vjp_call", "custom_vjp_call_jaxpr"}
 
@@ -70,7 +75,9 @@ def _lower(closed: Any, sites: Sites | None) -> Term:
     if len(outs) != 1:
         raise Unsupported(f"the function has {len(outs)} outputs; the search improves one float output")
     _, consts = _compat.parts(closed)
-    (term,) = _run(closed, [("var", i) for i in range(len(_compat.invars(closed)))], consts, sites, None)
+    shapes = Shapes([tuple(_compat.aval(v).shape) for v in _compat.invars(closed)])
+    (term,) = _run(closed, [("var", i) for i in range(len(_compat.invars(closed)))], consts, sites, None,
+                   shapes)
     if term[0] in ("lt", "le"):
         raise Unsupported("the function returns a comparison, not a float")
     return term
@@ -96,7 +103,7 @@ def _read(env: dict[Any, Term], atom: Any) -> Term:
 
 
 def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any], sites: Sites | None,
-         outer: str | None) -> list[Term]:
+         outer: str | None, shapes: Shapes) -> list[Term]:
     env: dict[Any, Term] = {}
     for v, t in zip(_compat.invars(closed), inputs):
         env[v] = t
@@ -106,7 +113,11 @@ def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any], sites: Site
         name = _compat.primitive_name(eqn)
         args = [_read(env, a) for a in eqn.invars]
         where = _compat.location(eqn) or outer
-        outs = _equation(eqn, name, args, sites, where)
+        outs = _equation(eqn, name, args, sites, where, shapes)
+        if name not in _CALLS:
+            for var, term in zip(eqn.outvars, outs):
+                shapes.check(term, tuple(getattr(_compat.aval(var), "shape", ())), name, eqn,
+                             [tuple(getattr(_compat.aval(a), "shape", ())) for a in eqn.invars])
         if sites is not None and name not in _CALLS:
             for term in outs:
                 if term[0] not in ("var", "const"):
@@ -118,7 +129,9 @@ def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any], sites: Site
 
 
 def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where: str | None,
-              ) -> list[Term]:
+              shapes: Shapes) -> list[Term]:
+    if name in ("max", "min") and const(float("-inf") if name == "max" else float("inf")) in args:
+        return [args[1] if args[0][0] == "const" else args[0]]  # max(-inf, m) (jax.nn.softmax's guard)
     if name in _DIRECT:
         return [(_DIRECT[name], *args)]
     if name in _IDENTITY:
@@ -136,8 +149,6 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
         return [("div", const(1.0), ("sqrt", args[0]))]
     if name == "exp2":
         return [("pow", const(2.0), args[0])]
-    if name == "logistic":
-        return [("div", const(1.0), ("add", const(1.0), ("exp", ("neg", args[0]))))]
     if name in ("gt", "ge"):
         return [("lt" if name == "gt" else "le", args[1], args[0])]
     if name == "select_n":
@@ -145,20 +156,121 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
             raise Unsupported(f"select_n with {len(args) - 1} cases ({_where(eqn)})")
         return [("where", args[0], args[2], args[1])]  # select_n(p, f, t) picks t where p
     if name in _CALLS:
+        named = _NAMED.get(str(eqn.params.get("name", "")))
+        if named == "logaddexp" and len(args) == 2 and const(0.0) in args:
+            return [("softplus", args[1] if args[0] == const(0.0) else args[0])]
+        if named is not None and len(args) == (2 if named in ("xlogy", "xlog1py", "logaddexp") else 1):
+            return [(named, *args)]
         if name.startswith("custom"):
             body, _ = _compat.custom_call_parts(eqn)  # the primal body takes every operand
         else:
             body = _compat.subjaxprs(eqn)[0][1]
         _, consts = _compat.parts(body)
-        return _run(body, args, consts, sites, where)
+        return _run(body, args, consts, sites, where, shapes)
     if name in _REDUCE and sites is not None:
         rank = len(getattr(_compat.aval(eqn.invars[0]), "shape", ()))
-        if sorted(int(a) for a in eqn.params.get("axes", ())) != list(range(rank)):
-            raise Unsupported(f"{name} over some axes only ({_where(eqn)}); the search takes reductions "
-                              "over every axis (jnp.sum(e), jnp.mean(e))")
-        return [(_REDUCE[name], args[0])]
+        axes = tuple(sorted(int(a) for a in eqn.params.get("axes", ())))
+        return [(reduction_name(_REDUCE[name], None if axes == tuple(range(rank)) else axes), args[0])]
+    if name == "dot_general" and sites is not None:
+        return [_dot(eqn, args)]
     raise Unsupported(f"the primitive {name!r} ({_where(eqn)}) is not an elementwise operation the search "
                       f"knows")
+
+
+def reduction_counts(term: Term, inputs: list[tuple[int, ...]]) -> dict[str, int]:
+    """Reduction name -> the number of elements it reads, for the names with one count in ``term``."""
+    shapes = Shapes(inputs)
+    seen: dict[str, set[int]] = {}
+    for t in _all_subterms(term):
+        parsed = reduction_axes(t[0]) if is_reduction(t[0]) else None
+        if parsed is None:
+            continue
+        inner = shapes.of(t[1])
+        axes = range(len(inner)) if parsed[1] is None else parsed[1]
+        seen.setdefault(t[0], set()).add(int(np.prod([inner[a] for a in axes if a < len(inner)])))
+    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
+
+
+def _all_subterms(term: Term) -> list[Term]:
+    out, stack = [], [term]
+    while stack:
+        t = stack.pop()
+        out.append(t)
+        if t[0] not in ("var", "const"):
+            stack.extend(t[1:])
+    return out
+
+
+class Shapes:
+    """The shape each term evaluates to (``_expr.evaluate_jax``: reductions keep their axes, broadcasts
+    and reshapes are identities), checked against the traced program's shape at every equation.
+
+    A term's elements are in the traced value's order when the two shapes have the same dimensions
+    other than 1 (``[n, 1]`` for ``[n]``); a broadcast must put its operand where trailing broadcasting
+    would. Where either fails, :class:`Unsupported` (the identity reading would compute another thing).
+    """
+
+    def __init__(self, inputs: list[tuple[int, ...]]) -> None:
+        self.inputs = inputs
+        self.memo: dict[Term, tuple[int, ...]] = {}
+
+    def of(self, term: Term) -> tuple[int, ...]:
+        hit = self.memo.get(term)
+        if hit is not None:
+            return hit
+        if term[0] == "var":
+            out = self.inputs[term[1]]
+        elif term[0] == "const":
+            out = ()
+        elif is_reduction(term[0]):
+            parsed = reduction_axes(term[0])
+            assert parsed is not None
+            inner = self.of(term[1])
+            axes = range(len(inner)) if parsed[1] is None else parsed[1]
+            out = tuple(1 if i in axes else d for i, d in enumerate(inner))
+        else:
+            try:
+                out = tuple(np.broadcast_shapes(*(self.of(c) for c in term[1:])))
+            except ValueError:
+                raise Unsupported("operands whose shapes the search cannot line up") from None
+        self.memo[term] = out
+        return out
+
+    def check(self, term: Term, real: tuple[int, ...], name: str, eqn: Any,
+              operands: list[tuple[int, ...]]) -> None:
+        kept = self.of(term)
+        bad = _nonunit(kept) != _nonunit(real)
+        if name in _REDUCE and self.of(term[1]) != operands[0]:
+            bad = True  # the axes refer to the operand as traced: it must be that exact shape
+        if name == "broadcast_in_dim" and _nonunit(kept):
+            expected = [1] * len(real)
+            for i, d in enumerate(eqn.params["broadcast_dimensions"]):
+                expected[int(d)] = operands[0][i]
+            padded = (1,) * (len(real) - len(kept)) + kept
+            bad = len(kept) > len(real) or any(k not in (1, e) for k, e in zip(padded, expected))
+            bad = bad or (_nonunit(padded) != _nonunit(tuple(expected)))
+        if bad:
+            raise Unsupported(f"{name} ({_where(eqn)}) rearranges axes in a way the search cannot follow "
+                              f"(shape {real}); it takes elementwise operations, reductions and broadcasts "
+                              "of their results")
+
+
+def _nonunit(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
+
+
+def _dot(eqn: Any, args: list[Term]) -> Term:
+    """``dot_general`` as a sum of products, where that is an elementwise product then a reduction:
+    no batch dimensions, and the contracted axes the last of the left operand and all of the right."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lr = len(_compat.aval(eqn.invars[0]).shape)
+    rr = len(_compat.aval(eqn.invars[1]).shape)
+    lc, rc = tuple(int(a) for a in lc), tuple(int(a) for a in rc)
+    if lb or rb or rc != tuple(range(rr)) or lc != tuple(range(lr - rr, lr)):
+        raise Unsupported(f"dot_general with batch or leading contracted dimensions ({_where(eqn)}); the "
+                          "search takes vector dots and matrix-vector products (a sum of products)")
+    axes = None if lr == rr else tuple(range(lr - rr, lr))
+    return (reduction_name("sum", axes), ("mul", args[0], args[1]))
 
 
 def _where(eqn: Any) -> str:

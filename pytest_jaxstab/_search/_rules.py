@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ._expr import OPS, Term, const
+from ._expr import OPS, REDUCTIONS, Term, const, is_reduction, reduction_axes
 
-__all__ = ["RULES", "Rule", "apply_at_root", "parse"]
+__all__ = ["REDUCTION_RULES", "RULES", "Rule", "apply_at_root", "parse", "rules_for"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +142,7 @@ _SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
         ("log-prod", "(log (mul a b))", "(add (log a) (log b))", True),
         ("log-div", "(log (div a b))", "(sub (log a) (log b))", True),
         ("log-recip", "(log (div 1 a))", "(neg (log a))", True),
-        ("log-pow", "(log (pow a b))", "(mul b (log a))", False),
+        ("log-pow", "(log (pow a b))", "(mul b (log (abs a)))", False),
         ("log-sqrt", "(log (sqrt a))", "(mul 0.5 (log a))", False),
         ("log-one", "(log 1)", "0", False),
         ("expm1-intro", "(sub (exp a) 1)", "(expm1 a)", True),
@@ -221,7 +221,89 @@ _SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
         ("pow-of-exp", "(pow (exp a) b)", "(exp (mul a b))", False),
         ("pow-sqr-sqrt", "(sqrt (pow a 4))", "(pow a 2)", False),
     ],
+    "exp-scaling": [
+        ("div-exp", "(div a (exp b))", "(mul a (exp (neg b)))", True),
+        ("sqr-exp", "(mul (exp a) (exp a))", "(exp (mul 2 a))", False),
+        ("exp-diff-sinh", "(sub (exp a) (exp (neg a)))", "(mul 2 (sinh a))", False),
+        ("exp-sum-cosh", "(add (exp a) (exp (neg a)))", "(mul 2 (cosh a))", False),
+        ("exp-diff-sinh-half", "(sub (exp a) (exp (neg a)))", "(mul (mul 2 (exp (div (neg a) 2))) "
+         "(mul (exp (div a 2)) (sinh a)))", False),
+        ("exp-diff-expm1-sym", "(sub (exp a) (exp b))", "(mul (exp b) (expm1 (sub a b)))", False),
+        ("div-sqr-sqr", "(div (mul a a) (mul b b))", "(mul (div a b) (div a b))", False),
+        # Smith's complex division (real part; the imaginary part is the same with b, -a): divide
+        # numerator and denominator by the larger of c, d, so that no square overflows.
+        ("smith-division", "(div (add (mul a c) (mul b d)) (add (mul c c) (mul d d)))",
+         "(where (le (abs d) (abs c)) (div (add a (mul b (div d c))) (add c (mul d (div d c)))) "
+         "(div (add (mul a (div c d)) b) (add (mul c (div c d)) d)))", False),
+        ("smith-division-im", "(div (sub (mul b c) (mul a d)) (add (mul c c) (mul d d)))",
+         "(where (le (abs d) (abs c)) (div (sub b (mul a (div d c))) (add c (mul d (div d c)))) "
+         "(div (sub (mul b (div c d)) a) (add (mul c (div c d)) d)))", False),
+    ],
+    "logistic-softplus": [
+        ("logistic-def", "(logistic a)", "(div 1 (add 1 (exp (neg a))))", True),
+        ("logistic-exp", "(div (exp a) (add 1 (exp a)))", "(logistic a)", False),
+        ("logistic-exp-rev", "(div (exp a) (add (exp a) 1))", "(logistic a)", False),
+        ("one-minus-logistic", "(sub 1 (logistic a))", "(logistic (neg a))", True),
+        ("log-logistic", "(log (logistic a))", "(neg (softplus (neg a)))", False),
+        ("log1p-neg-logistic", "(log1p (neg (logistic a)))", "(neg (softplus a))", False),
+        ("logistic-recip", "(div 1 (logistic a))", "(add 1 (exp (neg a)))", False),
+        ("softplus-def", "(softplus a)", "(log1p (exp a))", True),
+        ("softplus-log", "(log (add 1 (exp a)))", "(softplus a)", False),
+        ("softplus-logaddexp", "(logaddexp 0 a)", "(softplus a)", True),
+        ("softplus-neg", "(softplus (neg a))", "(sub (softplus a) a)", True),
+        ("softplus-diff", "(sub (softplus a) (softplus (neg a)))", "a", False),
+        ("logit-logistic", "(log (div (logistic a) (sub 1 (logistic a))))", "a", False),
+        ("exp-neg-softplus", "(exp (neg (softplus (neg a))))", "(logistic a)", False),
+    ],
+    "special": [
+        ("xlogy-def", "(xlogy a b)", "(mul a (log b))", True),
+        ("xlog1py-def", "(xlog1py a b)", "(mul a (log1p b))", True),
+        ("erfc-def", "(erfc a)", "(sub 1 (erf a))", True),
+        ("erfc-neg", "(erfc (neg a))", "(add 1 (erf a))", True),
+        ("erf-neg", "(erf (neg a))", "(neg (erf a))", True),
+        ("log-erfc", "(log (erfc a))", "(add (log_ndtr (neg (mul a (sqrt 2)))) (log 2))", False),
+        ("log-ndtr-def", "(log (mul 0.5 (erfc (neg (div a (sqrt 2))))))", "(log_ndtr a)", False),
+        ("lgamma-diff", "(sub (lgamma (add a b)) (lgamma a))", "(lgammadiff a b)", False),
+        ("lgamma-diff-sub", "(sub (lgamma (sub a b)) (lgamma a))", "(lgammadiff a (neg b))", False),
+        ("lgamma-rec", "(lgamma (add a 1))", "(add (lgamma a) (log a))", False),
+    ],
 }
+
+#: Identities over reductions, written once with ``_R`` for the axes; :func:`rules_for` instantiates
+#: them for the reductions of a term (``sum_ax1`` ...). They hold over the reals (the oracle checks them
+#: on arrays in ``tests/test_search_arrays.py``).
+_REDUCTION_SOURCE: list[tuple[str, str, str, bool]] = [
+    ("log-prod", "(log (prod_R a))", "(sum_R (log a))", True),
+    # Where the product is a normal float, its log is as accurate as a sum of logs can be, and better
+    # where the logs cancel: the sum only where the product over- or underflows.
+    ("log-prod-guarded", "(log (prod_R a))",
+     "(where (lt 2.2250738585072014e-308 (prod_R a)) (where (lt (prod_R a) 1.7976931348623157e308) "
+     "(log (prod_R a)) (sum_R (log a))) (sum_R (log a)))", False),
+    ("log-sum-exp", "(log (sum_R (exp a)))", "(lse_R a)", False),
+    ("pow-of-prod", "(pow (prod_R a) b)", "(prod_R (pow a b))", False),
+    ("softmax", "(div (exp a) (sum_R (exp a)))", "(exp (sub a (lse_R a)))", False),
+    ("log-softmax", "(log (div (exp a) (sum_R (exp a))))", "(sub a (lse_R a))", False),
+    ("expanded-distance", "(sub (add (sum_R (mul a a)) (sum_R (mul b b))) (mul 2 (sum_R (mul a b))))",
+     "(sum_R (mul (sub a b) (sub a b)))", False),
+    ("norm-scaled", "(sqrt (sum_R (mul a a)))",
+     "(where (lt 0 (max_R (abs a))) (mul (max_R (abs a)) (sqrt (sum_R (mul (div a (max_R (abs a))) "
+     "(div a (max_R (abs a))))))) 0)", False),
+    ("dot-scaled", "(sum_R (mul a b))",
+     "(mul (mul (max_R (abs a)) (max_R (abs b))) "
+     "(sum_R (mul (div a (max_R (abs a))) (div b (max_R (abs b))))))",
+     False),
+    ("sqrt-of-scaled", "(sqrt (mul (mul a a) b))", "(mul (abs a) (sqrt b))", False),
+]
+
+#: Identities that need the number of elements a reduction reads (``N``, known per program).
+_COUNT_SOURCE: list[tuple[str, str, str]] = [
+    ("log-mean-exp", "(log (div (sum_R (exp a)) N))",
+     "(add (max_R a) (log1p (div (sum_R (expm1 (sub a (max_R a)))) N)))"),
+    ("sum-exp-expm1", "(sum_R (exp a))", "(add (sum_R (expm1 a)) N)"),
+    ("geometric-mean", "(pow (prod_R a) INV)",
+     "(where (lt 2.2250738585072014e-308 (prod_R a)) (where (lt (prod_R a) 1.7976931348623157e308) "
+     "(pow (prod_R a) INV) (exp (div (sum_R (log a)) N))) (exp (div (sum_R (log a)) N)))"),
+]
 
 
 def parse(text: str) -> Term:
@@ -240,6 +322,8 @@ def parse(text: str) -> Term:
             while tokens[pos] != ")":
                 args.append(go())
             pos += 1
+            if ((op.endswith("_R") and op[:-2] in REDUCTIONS) or is_reduction(op)) and len(args) == 1:
+                return (op, *args)
             if op not in OPS or OPS[op].arity != len(args):
                 raise ValueError(f"bad operator {op!r} with {len(args)} operands in {text!r}")
             return (op, *args)
@@ -262,9 +346,9 @@ def _pvars(term: Term) -> set[str]:
     return set().union(*(_pvars(c) for c in term[1:]))
 
 
-def _build() -> tuple[Rule, ...]:
+def _build(source: dict[str, list[tuple[str, str, str, bool]]]) -> tuple[Rule, ...]:
     rules = []
-    for family, entries in _SOURCE.items():
+    for family, entries in source.items():
         for name, lhs_text, rhs_text, both in entries:
             lhs, rhs = parse(lhs_text), parse(rhs_text)
             pairs = [(name, lhs, rhs)] + ([(name + "-rev", rhs, lhs)] if both else [])
@@ -276,7 +360,44 @@ def _build() -> tuple[Rule, ...]:
 
 
 #: Every directed rule, in family order.
-RULES: tuple[Rule, ...] = _build()
+RULES: tuple[Rule, ...] = _build(_SOURCE)
+#: The reduction identities with ``_R`` standing for the axes (``sum_R``): see :func:`rules_for`.
+REDUCTION_RULES: tuple[Rule, ...] = _build({"reductions": _REDUCTION_SOURCE})
+
+
+def _suffixed(term: Term, suffix: str) -> Term:
+    if term[0] in ("pvar", "const"):
+        return term
+    kind = term[0][:-2] + suffix if term[0].endswith("_R") else term[0]
+    return (kind, *(_suffixed(c, suffix) for c in term[1:]))
+
+
+def rules_for(term: Term, counts: dict[str, int] | None = None) -> tuple[Rule, ...]:
+    """:data:`REDUCTION_RULES` instantiated for every axes of a reduction in ``term`` (none without);
+    with ``counts`` (reduction name -> elements it reads), the identities that need that count too."""
+    count_rules = []
+    for kind, n in (counts or {}).items():
+        suffix = kind[len(reduction_axes(kind)[0]):] if is_reduction(kind) else None  # type: ignore[index]
+        if suffix is None:
+            continue
+        for name, lhs, rhs in _COUNT_SOURCE:
+            text = [x.replace("_R", suffix).replace("INV", repr(1.0 / n)).replace("N", repr(float(n)))
+                    for x in (lhs, rhs)]
+            count_rules.append(Rule(f"{name}{suffix}", "reductions", parse(text[0]), parse(text[1])))
+    suffixes: list[str] = []
+    stack = [term]
+    while stack:
+        t = stack.pop()
+        if t[0] in ("var", "const"):
+            continue
+        parsed = reduction_axes(t[0]) if is_reduction(t[0]) else None
+        if parsed is not None:
+            suffix = t[0][len(parsed[0]):]
+            if suffix not in suffixes:
+                suffixes.append(suffix)
+        stack.extend(t[1:])
+    return tuple(Rule(f"{r.name}{sx}", r.family, _suffixed(r.lhs, sx), _suffixed(r.rhs, sx))
+                 for sx in suffixes for r in REDUCTION_RULES) + tuple(count_rules)
 
 
 def _match(pattern: Term, term: Term, binding: dict[str, Term]) -> bool:
@@ -301,10 +422,10 @@ def _instantiate(pattern: Term, binding: dict[str, Term]) -> Term:
     return (pattern[0], *(_instantiate(p, binding) for p in pattern[1:]))
 
 
-def apply_at_root(term: Term) -> list[Term]:
+def apply_at_root(term: Term, rules: tuple[Rule, ...] = RULES) -> list[Term]:
     """Every term one rule rewrites ``term`` into at its root, the right side written out literally."""
     out = []
-    for rule in RULES:
+    for rule in rules:
         binding: dict[str, Term] = {}
         if _match(rule.lhs, term, binding):
             out.append(_instantiate(rule.rhs, binding))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import keyword
 from collections.abc import Sequence
 
-from ._expr import Term, op
+from ._expr import Term, op, subterms
+from ._special import HELPERS
 
 __all__ = ["expression", "function_source"]
 
@@ -44,8 +45,17 @@ def expression(term: Term, names: Sequence[str]) -> str:
     return go(term, 0, False)
 
 
-def function_source(term: Term, names: Sequence[str], name: str) -> str:
-    """A pasteable ``def name(*names): return ...`` computing ``term`` with ``jax.numpy as jnp``."""
+def function_source(term: Term, names: Sequence[str], name: str, shape: tuple[int, ...] | None = None) -> str:
+    """A pasteable ``def name(*names): return ...`` computing ``term`` with ``jax.numpy as jnp``.
+
+    With ``shape`` (an array program, whose reductions keep their axes), the result is reshaped to it.
+    Operators without a library function (``log_gamma_difference``) get their helper ``def`` first.
+    """
     fname = name if name.isidentifier() and not keyword.iskeyword(name) else "improved"
-    return (f"def {fname}({', '.join(names)}):\n"
-            f"    return {expression(term, names)}\n")
+    body = expression(term, names)
+    per_axis = any(t[0].partition("_ax")[1] for t in subterms(term) if t[0] not in ("var", "const"))
+    if shape is not None and per_axis:
+        body = f"jnp.reshape({body}, {shape!r})"  # the per-axis reductions kept their axes
+    helpers = "".join(HELPERS[k] + "\n\n" for k in sorted({t[0] for t in subterms(term)} & set(HELPERS)))
+    return (f"{helpers}def {fname}({', '.join(names)}):\n"
+            f"    return {body}\n")

@@ -1,0 +1,473 @@
+"""The body of ``jst.improve``: catalogue first, then localize, saturate, extract, judge, re-check.
+
+1. The program is lowered to a term (``_lower``). A program with reductions is an *array program*: it is
+   judged whole, on stacked examples of whole arrays (``_judge.draw_arrays``, ``vmap``); otherwise on
+   scalar points, per element, as before.
+2. The catalogue (``jst.stabilize``'s rewrite, the public rewrites) is measured first. When it is better
+   than the original, the search starts from it (its term), and it is a candidate itself: the search
+   never answers "nothing better" where the catalogue already is.
+3. Phases: the sub-term local error points at, saturated with the rule families its operators call for
+   (``_egraph.families_for``); when that finds nothing better and time is left, the whole program with
+   every family. The time budget is shared by the phases.
+4. The winner must hold up on fresh samples: better than the original there (``_safe``), and not
+   contradicting its own figures (fresh max at most :data:`_CONTRADICTS_BITS` above the claimed max);
+   otherwise the next candidate is tried.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from .._check._trace import positional, trace_case
+from .._errors import ArgumentError, JaxstabError, function_name
+from ._egraph import SaturationError, saturate
+from ._expr import Term, cost, evaluate_jax, is_reduction, replace, subterms, variables
+from ._extract import Extractor
+from ._judge import Samples, draw, draw_arrays
+from ._localize import Focus, batches_for, localize, localize_whole
+from ._lower import Shapes, Unsupported, lower_program, reduction_counts
+from ._regimes import infer
+from ._result import Candidate, Improvement
+from ._rules import RULES, rules_for
+from ._series import series_candidates
+from ._source import expression, function_source
+
+__all__ = ["run"]
+
+#: Rounding noise allowed per sample: a rewrite with a few more operations may lose up to this much
+#: where the original happens to be correctly rounded (1 ulp = 1 bit, 3 ulps = 2 bits).
+_WORSE_BITS = 2.0
+#: Differences of mean error below this are noise of the samples, not accuracy (ties go to the cheaper).
+_NOISE_BITS = 0.1
+#: Candidates judged jitted (and offered to the regime inference) after the eager search.
+_FINALISTS = 8
+#: A candidate whose max error on fresh samples exceeds its claimed max by more than this is contradicted
+#: by its own re-check and not offered (the samples of the search missed where it breaks).
+_CONTRADICTS_BITS = 8.0
+#: A catalogue rewrite this accurate on the samples (mean and max bits) ends the search: it is offered.
+_DONE_MEAN_BITS = 0.5
+_DONE_MAX_BITS = 2.0
+#: Examples of whole arrays drawn for an array program (each is many elements; the oracle's cost grows
+#: with the elements, so fewer examples than scalar points).
+_ARRAY_EXAMPLES = 48
+
+
+def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]], names: list[str],
+        by_keyword: bool, params: list[str], domain: Any, n: int, seed: int, time_limit: float,
+        node_limit: int, iter_limit: int) -> Improvement:
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    case = trace_case(positional(fn, names, by_keyword), dt, shapes)
+    fname = getattr(fn, "__name__", "improved")
+    fname = "improved" if fname == "<lambda>" else f"{fname}_improved"
+    try:
+        whole, sites = lower_program(case.closed)
+    except Unsupported as exc:
+        return Improvement(fn, "", False, f"not searched: {exc}")
+    out_shape = tuple(getattr(case.closed.out_avals[0], "shape", ()))
+    array = any(is_reduction(t[0]) for t in subterms(whole))
+
+    def result(status: str, **kw: Any) -> Improvement:
+        return Improvement(fn, function_source(whole, params, fname, out_shape if array else None), False,
+                           status, times=times, **kw)
+
+    try:
+        points = (draw_arrays(dt, shapes, domain, min(n, _ARRAY_EXAMPLES), seed) if array
+                  else draw(dt, len(names), domain, n, seed))
+    except (ValueError, TypeError) as exc:
+        raise ArgumentError(f"domain={domain!r}: {exc}") from None
+    try:
+        focus = _focus(positional(fn, names, by_keyword), dt, shapes, whole, sites, points, array)
+    except Unsupported as exc:
+        return result(f"not searched: {exc}")
+    original = focus.region
+    times["localize"] = time.perf_counter() - t0
+
+    t = time.perf_counter()
+    try:
+        samples = Samples.build(original, dt, points, out_shape if array else None)
+    except JaxstabError as exc:
+        return result(f"not searched: the oracle cannot judge {function_name(fn)}: {exc}")
+    if samples.count == 0:
+        return result("not searched: no sample could be judged (every input outside the domain or uncertain)")
+    orig, orig_errs = _measure(original, samples, params, "original")
+    times["judge"] = time.perf_counter() - t
+
+    # The catalogue's rewrite: a candidate, and where the search starts when it is better.
+    t = time.perf_counter()
+    catalogue = _catalogue(fn, names, by_keyword, dt, shapes, samples, array)
+    start, start_focus = original, focus
+    measured: list[tuple[Candidate, np.ndarray]] = []
+    cat_callable: tuple[Candidate, np.ndarray, Callable[..., Any]] | None = None
+    if catalogue is not None:
+        cat_term, cat_sites, cat_fn, cat_errs = catalogue
+        if cat_term is not None and cat_term != original:
+            cand = Candidate(expression(cat_term, params), _mean(cat_errs), _max(cat_errs), cost(cat_term),
+                             "catalogue", cat_term)
+            measured.append((cand, cat_errs))
+            if _mean(cat_errs) < orig.mean_bits - _NOISE_BITS:
+                start = cat_term
+                try:
+                    start_focus = _focus(cat_fn, dt, shapes, cat_term, cat_sites, points, array)
+                except Unsupported:
+                    start_focus = Focus(cat_term, cat_term, None)
+                if start_focus.region != cat_term:
+                    start_focus = Focus(cat_term, cat_term, None)
+        elif cat_term is None:
+            cand = Candidate(f"jst.stabilize({function_name(fn)})", _mean(cat_errs), _max(cat_errs),
+                             float("inf"), "catalogue")
+            cat_callable = (cand, cat_errs, cat_fn)
+    times["catalogue"] = time.perf_counter() - t
+
+    # Phase 1: the localized sub-term, the families it calls for; phase 2 (only when phase 1 found
+    # nothing better than where it started): the whole program, every family.
+    phases: list[tuple[Term, frozenset[str] | None]] = [(start_focus.sub, None),
+                                                        (start, frozenset(r.family for r in RULES))]
+    counts = reduction_counts(start, shapes)
+    kinds: dict[Term, str] = {}
+    finalists: list[Term] = []
+    stats_text = ""
+    hit_limit = False
+    start_mean = _mean(samples.eager_errors(start)) if start != original else orig.mean_bits
+    # The catalogue's rewrite already correctly rounded (or nearly) everywhere: nothing left to search for.
+    done = any(c.kind == "catalogue" and c.mean_bits <= _DONE_MEAN_BITS and c.max_bits <= _DONE_MAX_BITS
+               and _safe(e, orig_errs) for c, e in measured)
+    if cat_callable is not None and _safe(cat_callable[1], orig_errs):
+        cat = cat_callable[0]
+        done = done or (cat.mean_bits <= _DONE_MEAN_BITS and cat.max_bits <= _DONE_MAX_BITS)
+    for index, (sub, families) in enumerate(phases):
+        if done:
+            break
+        left = deadline - time.perf_counter()
+        if index > 0 and (left < 1.0 or _best_eager(finalists, samples) < start_mean - _NOISE_BITS):
+            break
+        t = time.perf_counter()
+        try:
+            data, stats = saturate(sub, node_limit=node_limit, iter_limit=iter_limit, counts=counts,
+                                   time_limit=max(0.5, left * (0.3 if index == 0 else 0.5)),
+                                   families=families)
+        except SaturationError as exc:
+            stats_text = str(exc)
+            continue
+        times["saturate"] = times.get("saturate", 0.0) + time.perf_counter() - t
+        stats_text = (f"saturation: {stats.iterations} iterations, {stats.nodes} e-nodes, stopped: "
+                      f"{stats.stopped}" + (" (phase 2: whole program, every rule family)" if index else ""))
+
+        t = time.perf_counter()
+        ex = Extractor(data, RULES + rules_for(sub, counts))
+        local = _locally_improved(ex, start, sub, samples, deadline, shapes)
+        now = time.perf_counter()
+        phase_deadline = deadline if index else now + max(0.5, (deadline - now) * 0.6)
+        found = ex.candidates(sub, lambda u, s=sub: _mean(samples.eager_errors(replace(start, s, u))), beam=4,
+                              rounds=4, per_class=12, max_cost=max(4 * cost(sub), cost(sub) + 60),
+                              deadline=phase_deadline)
+        scores = {replace(start, sub, u): v for u, v in found.items()}
+        if local is not None:
+            scores[local] = _mean(samples.eager_errors(local))
+        times["extract"] = times.get("extract", 0.0) + time.perf_counter() - t
+        hit_limit = hit_limit or time.perf_counter() > deadline
+
+        t = time.perf_counter()
+        written = set(subterms(original))
+        ranked = sorted(scores, key=lambda u: (_quantize(scores[u]), cost(u),
+                                               -len(written.intersection(subterms(u)))))
+        for term in _distinct(ranked, samples, _FINALISTS):
+            if term not in kinds:
+                kinds[term] = "rewrite"
+                finalists.append(term)
+        times["judge"] += time.perf_counter() - t
+
+    t = time.perf_counter()
+    if len(names) == 1 and not array:  # a fraction of a second: not subject to the time limit
+        for series in series_candidates(focus.sub):  # of the localized sub-term: the rest as written
+            term = replace(original, focus.sub, series)
+            finalists.append(term)
+            kinds[term] = "series"
+    times["series"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    judged = [_measure(u, samples, params, kinds[u]) for u in finalists]
+    measured += judged
+    times["judge"] += time.perf_counter() - t
+
+    t = time.perf_counter()
+    if finalists and not array:
+        errs = np.array([e for _, e in judged])
+        regime = infer(finalists, errs, samples, original)
+        if regime is not None:
+            used = {kinds.get(u) for u in finalists if u in subterms(regime)}
+            measured.append(_measure(regime, samples, params, "regimes with series approximation"
+                                     if "series" in used else "regimes"))
+    times["regimes"] = time.perf_counter() - t
+
+    safe = [c for c, errs in measured if c.term != original and _safe(errs, orig_errs)]
+    if cat_callable is not None and _safe(cat_callable[1], orig_errs):
+        safe.append(cat_callable[0])
+    frontier = _pareto([orig, *[c for c in safe if c.term is not None]])
+    why = f" ({stats_text}" + ("; time limit hit" if hit_limit else "") + focus.describe() + ")"
+    if not safe:
+        return result("nothing better found" + why, original=orig, best=orig, frontier=frontier,
+                      samples=samples.count)
+
+    t = time.perf_counter()
+    fresh_points = (draw_arrays(dt, shapes, domain, min(n, _ARRAY_EXAMPLES), seed + 1) if array
+                    else draw(dt, len(names), domain, n, seed + 1))
+    fresh = Samples.build(original, dt, fresh_points, out_shape if array else None)
+    best, recheck = None, None
+    o = fresh.jit_errors(fresh.function(original))
+    for cand in sorted(safe, key=lambda c: (_quantize(c.mean_bits), c.cost)):
+        if fresh.count == 0:
+            break
+        if cand.term is None:
+            assert cat_callable is not None
+            b = fresh.jit_errors(_lifted(cat_callable[2], array))
+        else:
+            b = fresh.jit_errors(fresh.function(cand.term))
+        if _safe(b, o) and _max(b) <= cand.max_bits + _CONTRADICTS_BITS:
+            best, recheck = cand, (_mean(o), _max(o), _mean(b), _max(b))
+            break
+    times["recheck"] = time.perf_counter() - t
+    if best is None:
+        return result("nothing better found: the candidates did not hold up on fresh samples" + why,
+                      original=orig, best=orig, frontier=frontier, samples=samples.count)
+    status = (f"improved: mean {orig.mean_bits:.2f} -> {best.mean_bits:.2f} bits, max "
+              f"{orig.max_bits:.2f} -> {best.max_bits:.2f} bits" + why)
+    if best.term is None:
+        assert cat_callable is not None
+        source = f"{fname} = jst.stabilize({getattr(fn, '__name__', 'fn')})\n"
+        return Improvement(functools.wraps(fn)(cat_callable[2]), source, True, status, original=orig,
+                           best=best, frontier=frontier, recheck=recheck, samples=samples.count, times=times)
+    program = replace(whole, original, best.term)
+    return Improvement(_callable(fn, program, dt, names, by_keyword, out_shape),
+                       function_source(program, params, fname, out_shape if array else None),
+                       True, status, original=orig, best=best, frontier=frontier, recheck=recheck,
+                       samples=samples.count, times=times)
+
+
+def _focus(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]], whole: Term, sites: Any,
+           points: list[np.ndarray], array: bool) -> Focus:
+    """The region and sub-expression to search: by local error at the drawn ``points``."""
+    if array:
+        batches = [[p[i] for p in points] for i in range(min(8, len(points[0]) if points else 0))]
+        closed = trace_case(fn, dt, shapes).closed
+        return localize_whole(whole, sites, closed, batches)
+    loc_shapes, batches = batches_for(points, shapes)
+    closed = trace_case(fn, dt, loc_shapes).closed if batches else None
+    return localize(whole, sites, closed, [list(batch) for batch in batches])
+
+
+def _catalogue(fn: Callable[..., Any], names: list[str], by_keyword: bool, dt: np.dtype[Any],
+               shapes: list[tuple[int, ...]], samples: Samples, array: bool,
+               ) -> tuple[Term | None, Any, Callable[..., Any], np.ndarray] | None:
+    """``jst.stabilize``'s rewrite of ``fn``: its term (None when it does not lower), where its operations
+    were written, the rewritten function, and its errors on ``samples``. None when it cannot run."""
+    from .._stabilize import stabilize
+
+    try:
+        cat_fn = stabilize(positional(fn, names, by_keyword))
+        closed = trace_case(cat_fn, dt, shapes).closed
+    except (JaxstabError, Exception):  # the catalogue is a bonus: never the reason improve fails
+        return None
+    try:
+        term, sites = lower_program(closed)
+    except Unsupported:
+        term, sites = None, {}
+    if term is not None and any(is_reduction(t[0]) for t in subterms(term)) != array:
+        term = None  # judged another way than the original: keep it as a function
+    try:
+        errs = samples.jit_errors(samples.function(term) if term is not None else _lifted(cat_fn, array))
+    except Exception:
+        return None
+    return term, sites, cat_fn, errs
+
+
+#: Sub-terms judged on their own by :func:`_locally_improved`, and exact evaluations it may spend.
+_LOCAL_TERMS = 16
+_LOCAL_ORACLE_CALLS = 32
+
+
+def _locally_improved(ex: Extractor, start: Term, sub: Term, samples: Samples, deadline: float,
+                      shapes: list[tuple[int, ...]]) -> Term | None:
+    """``start`` with ``sub`` rebuilt bottom-up, each of its sub-terms by the node of its e-class most
+    accurate against that sub-term's OWN exact values (the oracle's, at the same points).
+
+    Every term of an e-class computes the same real function, so the exact values of the written sub-term
+    judge all of them. Where a loss has several independent troubles (``log(exp(a) / exp(b))`` and
+    ``exp(a)**2 / exp(b)**2`` in one KL divergence), fixing one alone does not lower the program's
+    error and the beam search sees no progress; judged one by one, each fix is plain (Herbie localizes
+    the same way). A node's operands are the improved sub-terms where they are written sub-terms, else
+    the cheapest term of their class.
+    """
+    from ._rules import apply_at_root
+
+    array = samples.out_shape is not None
+    shape_of = Shapes(shapes).of if array else None
+    ops = [t for t in dict.fromkeys(_postorder(sub)) if t[0] not in ("var", "const")]
+    if len(ops) > _LOCAL_TERMS:
+        ops = ops[-_LOCAL_TERMS:]  # the larger ones (post-order ends with the biggest)
+    calls = [0]
+
+    def exact_of(t: Term) -> Samples | None:
+        if calls[0] >= _LOCAL_ORACLE_CALLS or time.perf_counter() > deadline:
+            return None
+        calls[0] += 1
+        try:
+            return Samples.build(t, samples.dtype, samples.args, shape_of(t) if shape_of else None)
+        except (JaxstabError, Unsupported, ValueError, TypeError):
+            return None
+
+    best: dict[str, Term] = {}
+    improved: dict[Term, Term] = {}
+
+    def child(c: str) -> Term:
+        """The most accurate of a few alternatives of class ``c`` (judged on its own exact values)."""
+        hit = best.get(c)
+        if hit is not None:
+            return hit
+        cheapest = ex.term(c)
+        best[c] = cheapest
+        alts = [a for a in ex.alternatives(c, 8) if a != cheapest]
+        own = exact_of(cheapest) if alts and variables(cheapest) and cheapest[0] != "var" else None
+        if own is not None:
+            base = _judged(own, cheapest)
+            scored = [(_judged(own, a), i, a) for i, a in enumerate(alts)]
+            err, _, choice = min(scored)
+            if err < base - 0.5:
+                best[c] = choice
+        return best[c]
+
+    for t in ops:
+        cls = ex.class_of(t)
+        own = exact_of(t) if cls is not None and variables(t) else None
+        if own is None or cls is None:
+            continue
+        current = _rebuild(t, improved)
+        options = [current]
+        for kind, payload in ex.data.classes.get(cls, [])[:40]:
+            if kind in ("var", "const") or time.perf_counter() > deadline:
+                continue
+            options.append((kind, *(child(str(c)) for c in payload)))
+        options += [ex.fold(alt) for alt in apply_at_root(current, ex.rules)]
+        scored = [(_judged(own, o), i, o) for i, o in enumerate(dict.fromkeys(options))]
+        err, _, choice = min(scored)
+        if err < scored[0][0] - 0.5:
+            improved[t] = choice
+            best[cls] = choice
+        else:
+            best[cls] = current
+    new = replace(start, sub, _rebuild(sub, improved))
+    return new if new != start else None
+
+
+def _judged(own: Samples, term: Term) -> float:
+    """Mean error of ``term`` against a sub-term's exact values; inf when it cannot be evaluated there
+    (a term of the class that reads no input, a shape the sub-term's samples do not have)."""
+    try:
+        return _mean(own.eager_errors(term))
+    except Exception:  # a candidate that fails to evaluate is simply not chosen
+        return float("inf")
+
+
+def _postorder(term: Term) -> list[Term]:
+    if term[0] in ("var", "const"):
+        return [term]
+    return [u for c in term[1:] for u in _postorder(c)] + [term]
+
+
+def _rebuild(term: Term, improved: dict[Term, Term]) -> Term:
+    hit = improved.get(term)
+    if hit is not None:
+        return hit
+    if term[0] in ("var", "const"):
+        return term
+    return (term[0], *(_rebuild(c, improved) for c in term[1:]))
+
+
+def _lifted(fn: Callable[..., Any], array: bool) -> Callable[..., Any]:
+    return jax.vmap(fn) if array else fn
+
+
+def _best_eager(terms: list[Term], samples: Samples) -> float:
+    return min((_mean(samples.eager_errors(u)) for u in terms), default=float("inf"))
+
+
+def _quantize(bits: float) -> float:
+    return round(bits / _NOISE_BITS) * _NOISE_BITS if np.isfinite(bits) else bits
+
+
+def _mean(errs: np.ndarray) -> float:
+    vals = errs[~np.isnan(errs)]
+    return float(vals.mean()) if vals.size else float("inf")
+
+
+def _max(errs: np.ndarray) -> float:
+    vals = errs[~np.isnan(errs)]
+    return float(vals.max()) if vals.size else float("inf")
+
+
+def _measure(term: Term, samples: Samples, params: list[str], kind: str) -> tuple[Candidate, np.ndarray]:
+    """The candidate's figures from its jitted float results, and its errors per sample."""
+    errs = samples.jit_errors(samples.function(term))
+    return Candidate(expression(term, params), _mean(errs), _max(errs), cost(term), kind, term), errs
+
+
+def _safe(cand: np.ndarray, orig: np.ndarray) -> bool:
+    """Better on average, no worse at the worst, never more than rounding noise worse anywhere."""
+    ok = ~np.isnan(orig)
+    if not ok.any():
+        return False
+    c, o = np.nan_to_num(cand[ok], nan=64.0), orig[ok]
+    return bool(c.mean() < o.mean() - 0.05 and c.max() <= o.max() and np.all(c <= o + _WORSE_BITS))
+
+
+def _distinct(ranked: list[Term], samples: Samples, k: int) -> list[Term]:
+    """The ``k`` best terms with pairwise different error profiles (copies differ only in form)."""
+    out: list[Term] = []
+    seen: set[bytes] = set()
+    for term in ranked:
+        key = np.round(np.nan_to_num(samples.eager_errors(term), nan=-1.0), 3).tobytes()
+        if key not in seen:
+            seen.add(key)
+            out.append(term)
+        if len(out) >= k:
+            break
+    return out
+
+
+def _pareto(cands: list[Candidate]) -> list[Candidate]:
+    out: list[Candidate] = []
+    for c in sorted(cands, key=lambda c: (_quantize(c.mean_bits), c.cost)):
+        if not out or c.cost < out[-1].cost:
+            out.append(c)
+    return out
+
+
+def _callable(fn: Callable[..., Any], term: Term, dt: np.dtype[Any], names: list[str], by_keyword: bool,
+              out_shape: tuple[int, ...]) -> Callable[..., Any]:
+    import jax.numpy as jnp
+
+    array = any(is_reduction(t[0]) for t in subterms(term))
+
+    @functools.wraps(fn)
+    def improved(*args: Any, **kwargs: Any) -> Any:
+        if by_keyword:
+            bound = dict(zip(names, args))
+            bound.update(kwargs)
+            vals = [jnp.asarray(bound[n]) for n in names]
+        else:
+            vals = [jnp.asarray(a) for a in args]
+        out = evaluate_jax(term, vals, dt)
+        if not array:
+            return out
+        if int(np.prod(jnp.shape(out))) == int(np.prod(out_shape)):
+            return jnp.reshape(out, out_shape)
+        return jnp.broadcast_to(out, out_shape)
+
+    return improved
