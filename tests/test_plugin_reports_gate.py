@@ -26,8 +26,9 @@ import pytest
 def test_known(x):
     return jnp.log(jnp.sum(jnp.exp(x * 30.0)))
 
-# arccosh is real on [1, inf) only: part of the inputs are discarded.
-@pytest.mark.stabilize(dtype="float32", shapes={"x": (4,)}, domain=(0, 3))
+# arccosh is real on [1, inf) only: the draws in (0.9, 1) are discarded, a share of the domain (5% by
+# measure) small enough that the case is judged on the rest.
+@pytest.mark.stabilize(dtype="float32", shapes={"x": (4,)}, domain=(0.9, 3))
 def test_partly_defined(x):
     return jnp.arccosh(x)
 '''

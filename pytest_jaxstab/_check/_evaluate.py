@@ -95,6 +95,7 @@ class SampleResult:
     judged_elements: int
     limits: int = 0  # output elements judged against a limit (oracles/_limits.py)
     kinks: int = 0  # derivative elements where the function has a kink: no derivative, not judged
+    undefined_elements: int = 0  # proven to have no real exact result (nor a limit)
 
     @property
     def magnitude(self) -> float:
@@ -200,7 +201,8 @@ class Evaluator:
             with contextlib.suppress(JaxstabError):
                 exact, sure, limits, kinks = self._limits(args, exact, sure)
         # NaN is "outside the real domain" only where proven; an uncertain element's value is a guess.
-        discarded = any(bool((s & np.isnan(e) & ~k).any()) for s, e, k in zip(sure, exact, kinks))
+        undefined = sum(int((s & np.isnan(e) & ~k).sum()) for s, e, k in zip(sure, exact, kinks))
+        discarded = undefined > 0
         uncertain = any(bool((~s & ~k).any()) for s, k in zip(sure, kinks))
         judged_elements = sum(int((s & ~np.isnan(e)).sum()) for s, e in zip(sure, exact))
         outcomes = {v: self._score(outputs[v], exact, sure) for v in VARIANTS}
@@ -210,7 +212,7 @@ class Evaluator:
         if self.judge == "stability":
             self._stability(args, exact, outcomes)
         return SampleResult(args, exact, outcomes, discarded, uncertain, judged_elements, limits,
-                            sum(int(k.sum()) for k in kinks))
+                            sum(int(k.sum()) for k in kinks), undefined)
 
     def _limits(self, args: tuple[np.ndarray, ...], exact: list[np.ndarray], sure: list[np.ndarray]
                 ) -> tuple[list[np.ndarray], list[np.ndarray], int, list[np.ndarray]]:
@@ -390,10 +392,12 @@ class Accumulator:
 
     def judge_domain(self, result: Any, domain: Any, probe: Any = None) -> None:
         """Says where the exact value was a limit or did not exist, on ``result`` (a ``CaseResult``);
-        fails it when the function is undefined on more than :data:`MAX_UNDEFINED_SHARE` of its inputs,
-        or of its domain by measure: ``probe()`` (called only when some input was undefined) gives the
-        share among inputs drawn uniformly over the domain (:func:`uniform_undefined_share`), since
-        the fuzzer's draws crowd every binade and so under-sample ``|x| > 2`` in ``(-4, 4)``."""
+        fails it when the function is undefined on more than :data:`MAX_UNDEFINED_SHARE` of its declared
+        domain by measure: ``probe()`` (called only when some input was undefined) gives the share among
+        inputs drawn uniformly over the domain (:func:`uniform_undefined_share`). The fuzzer's own share
+        is no measure of the domain: its draws crowd every binade, so they over-sample ``(-1e-30, 0)``
+        in ``(-1e-30, 1e6)`` (``log`` there is undefined on a 1e-36 share) and under-sample ``|x| > 2``
+        in ``(-4, 4)``. It decides only where no uniform input can be drawn (a predicate rejects them)."""
         notes = []
         if self.limits:
             notes.append(f"{self.limits} input(s) where the exact value is undefined at the point (0*log(0), "
@@ -404,11 +408,11 @@ class Accumulator:
                          "the two sides): no derivative exists there, those elements are not judged.")
         share = self.discarded / self.samples if self.samples else 0.0
         where = f"{self.discarded} of {self.samples} inputs drawn"
-        if share <= MAX_UNDEFINED_SHARE and self.discarded and probe is not None:
-            measured = probe()
-            if measured is not None and measured[0] / measured[1] > share:
-                share = measured[0] / measured[1]
-                where = f"{measured[0]} of {measured[1]} inputs drawn uniformly over the domain"
+        measured = probe() if self.discarded and probe is not None else None
+        if measured is not None:
+            share = measured[0] / measured[1]
+            where = (f"{measured[0]} of {measured[1]} output elements at inputs drawn uniformly over the "
+                     "domain")
         if share > MAX_UNDEFINED_SHARE:
             result.outcome = "failed"
             result.judged_stats.verdict = "fail"
@@ -487,8 +491,10 @@ UNIFORM_PROBES = 32
 
 def uniform_undefined_share(evaluator: Evaluator, domains: Sequence[Any], shapes: Sequence[tuple[int, ...]],
                             dtype: Any) -> tuple[int, int] | None:
-    """``(undefined, drawn)``: among :data:`UNIFORM_PROBES` inputs drawn uniformly (by value, seeded)
-    over each argument's domain, those where the exact function has no real value nor a limit.
+    """``(undefined, settled)``: over :data:`UNIFORM_PROBES` inputs drawn uniformly (by value, seeded)
+    over each argument's domain, the output elements where the exact function has no real value nor a
+    limit, and all those the oracle settled (per element: an array input is that many points of the
+    domain, so one undefined element does not make the whole input count).
 
     Bounds beyond the dtype are clipped to its largest finite value; a predicate (``where``) rejects
     draws as it does for the fuzzer. None when no input could be drawn.
@@ -506,7 +512,7 @@ def _uniform_undefined_share(evaluator: Evaluator, domains: Sequence[Any], shape
         lo = float(from_ordinal(np.asarray(dom.lo_ord), dt))
         hi = float(from_ordinal(np.asarray(dom.hi_ord), dt))
         bounds.append((lo, hi))
-    undefined = drawn = 0
+    undefined = settled = drawn = 0
     for _ in range(UNIFORM_PROBES * 4):
         if drawn >= UNIFORM_PROBES:
             break
@@ -521,8 +527,10 @@ def _uniform_undefined_share(evaluator: Evaluator, domains: Sequence[Any], shape
             args.append(a)
         else:
             drawn += 1
-            undefined += evaluator(tuple(args)).discarded
-    return (undefined, drawn) if drawn else None
+            ex = evaluator(tuple(args))
+            undefined += ex.undefined_elements
+            settled += ex.undefined_elements + ex.judged_elements
+    return (undefined, settled) if settled else None
 
 
 def _same_value(a: np.ndarray, b: np.ndarray) -> np.ndarray:
