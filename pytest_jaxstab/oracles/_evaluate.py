@@ -246,18 +246,22 @@ def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
 
     inputs = [to_value(a, av) for a, av in zip(flat_args, in_avals)]
     state = _Outputs(out_avals, targets)
-    shape = _flat_shape(closed) if out_avals else None
-    precs = schedule(start, int(max_precision))
-    last = precs[0]
+    last = escalate(closed, inputs, state, schedule(start, int(max_precision)))
+    return _result(state, last, out_tree)
+
+
+def escalate(closed: Any, inputs: list[np.ndarray], state: _Outputs, precs: list[int]) -> int:
+    """Evaluates ``closed`` on ``inputs`` at the precisions ``precs`` until ``state`` is decided
+    (per element where the program is element-wise, else whole); returns the last precision used.
+    Arb's working precision is restored afterwards."""
+    shape = _flat_shape(closed) if state.targets else None
     saved = flint_ctx.prec
     try:
         if shape is not None:
-            last = _escalate_flat(closed, inputs, shape, state, precs)
-        else:
-            last = _escalate_whole(closed, inputs, state, precs)
+            return _escalate_flat(closed, inputs, shape, state, precs)
+        return _escalate_whole(closed, inputs, state, precs)
     finally:
         flint_ctx.prec = saved
-    return _result(state, last, out_tree)
 
 
 def _target(target: np.dtype | None, dtype: Any) -> np.dtype | None:

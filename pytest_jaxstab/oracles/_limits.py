@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 from flint import arb
-from flint import ctx as flint_ctx
 
 from .. import _compat
 from .._dtypes import dtype_info, resolve_dtype
@@ -38,13 +37,11 @@ from ._evaluate import (
     DEFAULT_MAX_PRECISION,
     START_MARGIN_BITS,
     OracleResult,
-    _escalate_flat,
-    _escalate_whole,
-    _flat_shape,
     _Outputs,
     _result,
     _significand_bits,
     _target,
+    escalate,
     schedule,
 )
 from ._interpreter import check_supported, to_value
@@ -108,16 +105,7 @@ def evaluate_near(closed: Any, args: list[Any], side: int, dtype: Any = None,
             v = moved
         inputs.append(v)
     state = _Outputs(out_avals, targets)
-    shape = _flat_shape(closed) if out_avals else None
-    precs = schedule(start, max(int(max_precision), start))
-    saved = flint_ctx.prec
-    try:
-        if shape is not None:
-            last = _escalate_flat(closed, inputs, shape, state, precs)
-        else:
-            last = _escalate_whole(closed, inputs, state, precs)
-    finally:
-        flint_ctx.prec = saved
+    last = escalate(closed, inputs, state, schedule(start, max(int(max_precision), start)))
     return _result(state, last, None)
 
 

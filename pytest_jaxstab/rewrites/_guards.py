@@ -84,17 +84,14 @@ def _where_operands(g: Graph, i: int) -> tuple[Any, Any, Any] | None:
     return None
 
 
-def _cone(g: Graph, branch: Any, x: Any, root: int) -> list[int] | None:
-    """Equations computing ``branch`` element-wise from ``x`` (and outside operands) that nothing
-    outside the cone and the root uses; None when ``branch`` does not depend on x through one."""
-    out_shape = tuple(_compat.aval(branch).shape) if not _compat.is_literal(branch) else None
+def _elementwise_cone(g: Graph, branch: Any, shape: tuple[int, ...] | None, stop: Any = None) -> set[int]:
+    """The unclaimed single-output element-wise equations of ``shape`` that compute ``branch``,
+    walked back from it (not past ``stop``): the cone a guard may re-bind."""
     members: set[int] = set()
     stack = [branch]
-    depends = False
     while stack:
         a = stack.pop()
-        if _compat.is_literal(a) or a is x:
-            depends = depends or a is x
+        if _compat.is_literal(a) or a is stop:
             continue
         prod = g.producer_eqn(a)
         if prod is None:
@@ -103,24 +100,32 @@ def _cone(g: Graph, branch: Any, x: Any, root: int) -> list[int] | None:
         if j in members:
             continue
         if (j in g.claimed or _compat.primitive_name(e) not in ELEMENTWISE or len(e.outvars) != 1
-                or tuple(_compat.aval(e.outvars[0]).shape) != out_shape):
+                or tuple(_compat.aval(e.outvars[0]).shape) != shape):
             continue  # computed outside the cone: an operand of it
         members.add(j)
         stack.extend(e.invars)
-    if not members or not depends:
-        return None
-    # the cone must be private: every use of a member's result is inside the cone or the root
-    inside = members | {root}
+    return members
+
+
+def _private(g: Graph, members: set[int], root: int) -> bool:
+    """Whether every use of a member's result is inside the cone or the root (so re-binding the cone
+    leaves every other use as it is)."""
     consumers: dict[Any, int] = {}
-    for k in inside:
+    for k in members | {root}:
         for a in g.eqns[k].invars:
             if not _compat.is_literal(a):
                 consumers[a] = consumers.get(a, 0) + 1
-    for j in members:
-        v = g.eqns[j].outvars[0]
-        if g.uses[v] != consumers.get(v, 0):
-            return None
-    # and it must use x: some member reads x directly
+    return all(g.uses[g.eqns[j].outvars[0]] == consumers.get(g.eqns[j].outvars[0], 0) for j in members)
+
+
+def _cone(g: Graph, branch: Any, x: Any, root: int) -> list[int] | None:
+    """Equations computing ``branch`` element-wise from ``x`` (and outside operands) that nothing
+    outside the cone and the root uses; None when ``branch`` does not depend on x through one."""
+    out_shape = tuple(_compat.aval(branch).shape) if not _compat.is_literal(branch) else None
+    members = _elementwise_cone(g, branch, out_shape, stop=x)
+    # private, and it must use x: some member reads x directly
+    if not members or not _private(g, members, root):
+        return None
     if not any(any(a is x for a in g.eqns[j].invars) for j in members):
         return None
     return sorted(members)
@@ -232,37 +237,12 @@ def _masked_cone(g: Graph, branch: Any, root: int) -> list[int] | None:
     if _compat.is_literal(branch):
         return None
     shape = tuple(_compat.aval(branch).shape)
-    members: set[int] = set()
-    stack = [branch]
-    while stack:
-        a = stack.pop()
-        if _compat.is_literal(a):
-            continue
-        prod = g.producer_eqn(a)
-        if prod is None:
-            continue
-        j, e = prod
-        if j in members:
-            continue
-        if (j in g.claimed or _compat.primitive_name(e) not in ELEMENTWISE or len(e.outvars) != 1
-                or tuple(_compat.aval(e.outvars[0]).shape) != shape):
-            continue
-        members.add(j)
-        stack.extend(e.invars)
+    members = _elementwise_cone(g, branch, shape)
     if not any(_compat.primitive_name(g.eqns[j]) in _RISKY for j in members):
         return None
-    inside = members | {root}
-    consumers: dict[Any, int] = {}
-    for k in inside:
-        for a in g.eqns[k].invars:
-            if not _compat.is_literal(a):
-                consumers[a] = consumers.get(a, 0) + 1
-    produced = set()
-    for j in members:
-        v = g.eqns[j].outvars[0]
-        produced.add(v)
-        if g.uses[v] != consumers.get(v, 0):
-            return None  # a member's value is used outside: it must stay as it is
+    if not _private(g, members, root):
+        return None  # a member's value is used outside: it must stay as it is
+    produced = {g.eqns[j].outvars[0] for j in members}
     for j in members:  # every operand from outside has the where's shape or is a scalar
         for a in g.eqns[j].invars:
             if (not _compat.is_literal(a) and a not in produced
