@@ -21,6 +21,14 @@ from flint import arb
 from pytest_jaxstab import oracles
 from pytest_jaxstab._errors import ArgumentError, OracleError
 
+# Routines are recognised by the calls JAX makes (docs/architecture.md, "What exact means"). The oldest
+# JAX we support (0.10) writes a few of them differently: ndtri and expn are not calls of their own
+# there, and erfcx's derivative rule is not the routine's formula, so those are evaluated through their
+# bodies on 0.10 (the oracle's answer before routines were recognised) and the list of JAX's calls
+# differs. Those tests run on JAX >= 0.11 only.
+OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
+newer_jax = pytest.mark.skipif(OLD_JAX, reason="jax 0.10 writes this routine differently (see OLD_JAX)")
+
 
 @pytest.fixture(autouse=True)
 def _high_precision():
@@ -138,7 +146,10 @@ def test_ndtri_edges():
     (sp.i0, lambda x: mpmath.besseli(0, x), [-50.0, -1.0, 0.0, 1e-3, 2.5, 30.0, 700.0]),
     (sp.i1, lambda x: mpmath.besseli(1, x), [-50.0, -1.0, 1e-3, 2.5, 30.0, 700.0]),
     (sp.expi, lambda x: mpmath.ei(x), [-40.0, -1.0, -1e-5, 1e-5, 0.5, 1.0, 40.0, 700.0, 1e300]),
-    (sp.erfcinv, lambda y: mpmath.erfinv(1 - y), [1e-30, 1e-5, 0.3, 1.0, 1.7, 2 - 2.0**-30]),
+    # jax.scipy.special.erfcinv is newer than the oldest JAX we support (0.10): skipped there
+    pytest.param(getattr(sp, "erfcinv", None), lambda y: mpmath.erfinv(1 - y),
+                 [1e-30, 1e-5, 0.3, 1.0, 1.7, 2 - 2.0**-30],
+                 marks=pytest.mark.skipif(not hasattr(sp, "erfcinv"), reason="no jax.scipy.special.erfcinv")),
 ], ids=["erfcx", "i0", "i1", "expi", "erfcinv"])
 def test_special_routines_float64(fn, ref, args):
     got, certain = _oracle(fn, args, np.float64)
@@ -162,6 +173,7 @@ def test_activations(fn, ref, dtype):
     np.testing.assert_array_equal(got, np.asarray(want, dtype))
 
 
+@newer_jax
 def test_recognition_names_the_routine_and_its_file():
     from pytest_jaxstab.oracles._library import routine_name
 
@@ -234,7 +246,9 @@ def test_defined_exact_may_say_no_real_value():
     (sp.log_ndtr, -20.0, lambda x: mpmath.npdf(x) / mpmath.ncdf(x)),
     (sp.log_ndtr, -1e5, lambda x: mpmath.npdf(x) / mpmath.ncdf(x)),
     (sp.ndtri, 1e-10, lambda p: 1 / mpmath.npdf(mpmath.sqrt(2) * mpmath.erfinv(2 * p - 1))),
-    (sp.erfcx, 30.0, lambda x: 2 * x * mpmath.exp(x * x) * mpmath.erfc(x) - 2 / mpmath.sqrt(mpmath.pi)),
+    pytest.param(sp.erfcx, 30.0,
+                 lambda x: 2 * x * mpmath.exp(x * x) * mpmath.erfc(x) - 2 / mpmath.sqrt(mpmath.pi),
+                 marks=newer_jax),
     (jax.nn.softplus, 0.0, lambda x: 1 / (1 + mpmath.exp(-x))),
     # silu's linearized and transposed copies keep its name and source: they must not be mistaken
     # for silu itself (d/dx x s(x) = s(x) (1 + x (1 - s(x))), s the logistic function)
@@ -261,7 +275,8 @@ def test_routine_gradients_are_the_derivatives_of_the_mathematics(fn, x, ref):
     (sp.dawsn, lambda x: mpmath.sqrt(mpmath.pi) / 2 * mpmath.exp(-x * x) * mpmath.erfi(x),
      [(-3.0,), (0.5,), (30.0,), (1e5,)]),
     (sp.exp1, lambda x: mpmath.expint(1, x), [(1e-5,), (0.5,), (3.0,), (100.0,)]),
-    (sp.expn, lambda n, x: mpmath.expint(n, x), [(0.0, 1.5), (3.0, 0.5), (5.0, 2.0)]),
+    pytest.param(sp.expn, lambda n, x: mpmath.expint(n, x), [(0.0, 1.5), (3.0, 0.5), (5.0, 2.0)],
+                 marks=newer_jax),
     (sp.hyp1f1, lambda a, b, x: mpmath.hyp1f1(a, b, x), [(1.5, 2.5, 0.7), (-2.5, 3.0, 10.0),
                                                         (0.5, 1.5, -20.0)]),
     (sp.poch, lambda z, m: mpmath.rf(z, m), [(1.5, 2.0), (3.0, 0.5), (-2.5, 1.25)]),
@@ -276,6 +291,7 @@ def test_more_routines_float64(fn, ref, argsets):
         assert float(res.values) == _round(ref(*(mpmath.mpf(a) for a in args)), np.float64), args
 
 
+@newer_jax
 def test_expn_edges():
     with jax.enable_x64(True):
         res = oracles.evaluate(sp.expn, np.asarray([2.0, 1.0, 2.5, 2.0]), np.asarray([0.0, 0.0, 1.0, -1.0]))
@@ -347,6 +363,7 @@ def _jax_routines_called() -> dict[str, set[str]]:
     return seen
 
 
+@newer_jax
 def test_every_jax_routine_is_covered_or_listed_with_a_reason():
     from pytest_jaxstab.oracles._library import BUILTIN, EXACT_BODIES, NOT_COVERED
 

@@ -41,14 +41,20 @@ REFUSED_PRIMITIVES: dict[str, str] = {
         "reduce_scatter_start", "reduce_scatter_done", "ppermute_start", "ppermute_done", "psum_done",
         "psum_invariant_start", "psend", "precv", "ragged_all_to_all", "pbroadcast_dynamic",
         "preduced", "unreduced_psum", "unreduced_pmax", "unreduced_pmin", "unreduced_reduce_scatter",
-        "vary_unreduced_cast", "reduced_vary_cast"), _MULTI_DEVICE),
+        "vary_unreduced_cast", "reduced_vary_cast",
+        # the names jax 0.10 registers for some of these
+        "pbroadcast_start", "pbroadcast_done", "psum_start", "unreduced_psum_start",
+        "unreduced_reduce_scatter_start", "reduced_vary_cast_p", "vary_unreduced_cast_p"), _MULTI_DEVICE),
     **dict.fromkeys(("get", "swap", "addupdate", "new_ref", "empty_ref", "free_ref", "freeze",
-        "accum_grad_in_ref", "run_state", "broadcast_to"), _STATE),
+        "accum_grad_in_ref", "run_state", "broadcast_to",
+        # jax 0.10's mutable boxes and logs, and Pallas's core_map
+        "new_box", "box_get", "box_set", "new_log", "log_read", "log_extend", "core_map"), _STATE),
     **dict.fromkeys(("after_all", "create_token", "dim_as_value", "dimension_size", "shape_assertion",
         "eq_to", "lt_to", "le_to", "empty", "empty2", "dce_sink", "unreachable", "tie", "name",
         "stage", "zeros_like", "custom_lin", "linear_call", "custom_vmap_call", "remat_opt",
         "custom_jvp_call_jaxpr", "eval_jaxpr", "call_hi_primitive", "call_hi_primitive_linearized",
-        "create_linear", "pin", "unpin", "to_edtype", "from_edtype", "relayout"), _INTERNAL),
+        "create_linear", "pin", "unpin", "to_edtype", "from_edtype", "relayout",
+        "call"), _INTERNAL),  # `call`: jax 0.10's generic call_p, which traced functions do not hold
     "rng_uniform": "XLA's stateful uniform generator: its draws are not a function of the program's inputs",
     "check": ("checkify's error effect (checkify.check): judge the function without it, or checkify "
               "outside the judged function"),

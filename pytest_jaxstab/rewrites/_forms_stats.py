@@ -48,15 +48,19 @@ def logmeanexp(x: Any, axes: Any = None, count: float | None = None) -> Any:
     # |x| < eps (the next term is of order |x|³; the variance matters where the mean cancels,
     # x = [v, -v, ...], which m + log1p(...) cannot resolve below eps·m), and the differences x - m
     # above may be subnormal, which CPUs flush to zero: the series is computed on x scaled up by an
-    # exact power of two, 2**(-min_exponent/2) (the scaled squares stay below the overflow).
+    # exact power of two, 2**(-min_exponent/2) (the scaled squares stay below the overflow). The
+    # scaled sums pass an optimization barrier: XLA's simplifier otherwise folds the 1/(2n) into the
+    # scale-back constant, 2**(min_exponent - 1)/n, which is subnormal and flushed to 0 on CPU (jax
+    # 0.10: every tiny result came out 0); past the barrier the constant is 2**min_exponent, normal.
     info = dtype_info(x.dtype)
     half = -(info.min_exponent // 2)
     tiny_everywhere = jnp.max(jnp.abs(x), axis=ax, keepdims=True) < float(info.eps)
     up = jnp.where(tiny_everywhere, x, jnp.zeros_like(x)) * (2.0 ** half)
     mean_up = jnp.sum(up, axis=ax, keepdims=True) / n
     d = up - mean_up
-    var_up = jnp.sum(d * d, axis=ax, keepdims=True) / n
-    series = mean_up * (2.0 ** -half) + (0.5 * var_up) * (2.0 ** (-2 * half))
+    half_var_up = jnp.sum(d * d, axis=ax, keepdims=True) / (2 * n)
+    mean_up, half_var_up = lax.optimization_barrier(mean_up), lax.optimization_barrier(half_var_up)
+    series = mean_up * (2.0 ** -half) + half_var_up * (2.0 ** (-2 * half))
     return jnp.where(tiny_everywhere, series, out)
 
 
