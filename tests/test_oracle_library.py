@@ -21,7 +21,7 @@ from flint import arb
 from pytest_jaxstab import oracles
 from pytest_jaxstab._errors import ArgumentError, OracleError
 
-# Routines are recognised by the calls JAX makes (docs/architecture.md, "What exact means"). The oldest
+# Routines are recognised by the calls JAX makes (docs/architecture.md, "The oracle"). The oldest
 # JAX we support (0.10) writes a few of them differently: ndtri and expn are not calls of their own
 # there, and erfcx's derivative rule is not the routine's formula, so those are evaluated through their
 # bodies on 0.10 (the oracle's answer before routines were recognised) and the list of JAX's calls
