@@ -198,10 +198,16 @@ def _match_guard(g: Graph, i: int) -> Match | None:
         for k, a in enumerate(free):
             captures[f"{label}{k}"] = a
             atoms[f"{label}{k}"] = a
+    return _planned_match(i, captures, atoms, swallowed, plans)
+
+
+def _planned_match(i: int, captures: dict[str, Any], atoms: dict[str, Any], swallowed: set[int],
+                   plans: list[Any]) -> Match | None:
+    """The guard's match at equation ``i`` once its branches are planned (None: no branch to guard).
+    Operands that are literals (a constant branch) become static values, not operands."""
     if not plans:
         return None
     captures["plans"] = tuple(plans)
-    # operands that are literals (a constant branch) are static values, not operands
     for k in [k for k, a in atoms.items() if _compat.is_literal(a)]:
         captures[k] = _compat.literal_value(atoms.pop(k))
     return Match(i, captures, atoms, swallowed)
@@ -277,12 +283,7 @@ def _match_masked(g: Graph, i: int) -> Match | None:
         for k, a in enumerate(free):
             captures[f"{label}{k}"] = a
             atoms[f"{label}{k}"] = a
-    if not plans:
-        return None
-    captures["plans"] = tuple(plans)
-    for k in [k for k, a in atoms.items() if _compat.is_literal(a)]:
-        captures[k] = _compat.literal_value(atoms.pop(k))
-    return Match(i, captures, atoms, swallowed)
+    return _planned_match(i, captures, atoms, swallowed, plans)
 
 
 def _masked_where(pred: Any, plans: tuple[Any, ...], **rest: Any) -> Any:
