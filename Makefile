@@ -4,6 +4,7 @@
 #   make test   -> .venv, runs the test suite and the package's doctests (testpaths in pyproject.toml)
 #   make test-compat -> .venv-compat (Python 3.11, jax 0.10.2), runs the test suite
 #   make lint   -> ruff + pyright in .venv
+#   make bench-costs -> every "Measured costs" figure of README in one run (quiet machine)
 SHELL := /bin/bash
 .ONESHELL:
 .SHELLFLAGS := -eu -o pipefail -c
@@ -18,7 +19,7 @@ VENV ?= .venv
 VENV_COMPAT ?= .venv-compat
 PYTEST_ARGS ?=
 
-.PHONY: demo demo-baseline test test-compat lint venv venv-compat clean
+.PHONY: demo demo-baseline test test-compat lint venv venv-compat clean bench-costs
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: python3.12 not found; set PYTHON=/path/to/python3.12"; exit 2; }
@@ -64,3 +65,13 @@ demo-baseline: venv
 
 clean:
 	rm -rf $(VENV) $(VENV_COMPAT) jaxstab-report.html .pytest_cache .hypothesis
+
+# Every cost figure of README's "Measured costs" in one run, one script after the other, each ratio
+# printed against its goal, with the date and the machine's load before and after (issue 24). Run it
+# on a quiet machine: the figures are ratios of interleaved runs, but a busy machine still moves them.
+bench-costs: venv
+	@echo "start: $$(date -u '+%Y-%m-%d %H:%M UTC'); load: $$(cut -d' ' -f1-3 /proc/loadavg); $$(nproc) cores"
+	for s in bench_startup bench_rewrite bench_logsumexp_forms bench_scan bench_oracle bench_harness; do
+	  echo "== benchmarks/$$s.py"; PYTHONPATH=. $(VENV)/bin/python benchmarks/$$s.py
+	done
+	@echo "end: $$(date -u '+%Y-%m-%d %H:%M UTC'); load: $$(cut -d' ' -f1-3 /proc/loadavg)"
