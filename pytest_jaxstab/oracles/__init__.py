@@ -42,8 +42,9 @@ definition, not by the approximation in its body (``_library``); users declare t
 :func:`define`. ``jst.check`` also takes limits where a value is undefined and derivatives at JAX's
 ties from the exact neighbours of the point (``_limits``; docs/architecture.md, "The oracle").
 
-What it covers. Beyond arithmetic, reductions, control flow and linear algebra: complex values (Arb's
-``acb``; ``_complex``), the special functions of
+What it covers. Beyond arithmetic, reductions, control flow and linear algebra (solves, LU, Cholesky;
+eigenvalues and singular values, their vectors under a stated sign convention: ``_eigen``): complex
+values (Arb's ``acb``; ``_complex``), the special functions of
 ``jax.lax`` (incomplete gamma and beta, scaled Bessel, zeta, polygamma; ``_special``), convolutions,
 pooling and ``top_k``, PRNG keys and integer bit arithmetic (bound eagerly: JAX's own exact integer
 arithmetic; ``_random``), value-neutral effects such as ``jax.debug.print`` and one-device

@@ -24,6 +24,7 @@ from . import (
     _complex,
     _conv,
     _effects,
+    _eigen,
     _elementwise,
     _library,
     _linalg,
@@ -123,8 +124,8 @@ _CONTROL.update({name: _custom_call for name in CUSTOM_DERIVATIVES})
 _CONTROL.update({"scan": _scan, "while": _while, "cond": _cond})
 
 _RULES: dict[str, Rule] = {
-    **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_special.RULES,
-    **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES, **_topk.RULES,
+    **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_eigen.RULES,
+    **_special.RULES, **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES, **_topk.RULES,
     **_tridiagonal.RULES, **_CONTROL,
 }
 
