@@ -196,8 +196,30 @@ def test_a_repeated_eigenvalue_is_exact_and_its_vectors_are_uncertain_not_guesse
     assert np.asarray(got.certain[0]).all()
     assert_identical(sing, np.array([5.0, 2.0, 2.0], F32))
     assert np.asarray(got.certain[2]).all()
-    # Any orthonormal basis of the plane of 2 is an answer: no element of the vectors is claimed.
-    assert not np.asarray(got.certain[1]).any()
+    # Any orthonormal basis of the plane of 2 is an answer: no element of those two columns is claimed;
+    # the isolated eigenvalue 5's vector is e_2, with the program's sign.
+    certain = np.asarray(got.certain[1])
+    assert not certain[:, :2].any() and certain[:, 2].all()
+    program = np.asarray(jnp.linalg.eigh(a)[1])[:, 2]
+    assert_identical(got.values[1][:, 2], np.array([0.0, 1.0, 0.0], F32) * np.sign(program[1]))
+
+
+def test_pinv_and_lstsq_of_an_exactly_rank_deficient_matrix_are_exact():
+    # A = x y^T: pinv(A) = y x^T / (|x|^2 |y|^2), whatever basis the zero singular value's vectors take
+    # (pinv multiplies them by an exact 0); lstsq's minimum-norm solution is pinv(A) b.
+    x, y = np.array([1.0, 2.0, -1.0], F32), np.array([0.5, 1.0, 3.0], F32)
+    a, b = np.outer(x, y).astype(F32), np.array([1.0, 0.0, -2.0], F32)
+    assert np.array_equal(a.astype(F64), np.outer(x.astype(F64), y.astype(F64)))  # exactly rank 1
+    got = evaluate(lambda m, r: (jnp.linalg.pinv(m), jnp.linalg.lstsq(m, r)[0]), a, b)
+    with mpmath.workprec(REF_BITS):
+        xs, ys, bs = ([exact(v) for v in arr] for arr in (x, y, b))
+        scale = sum(v * v for v in xs) * sum(v * v for v in ys)
+        exp_pinv = np.array([[rounded(ys[i] * xs[j] / scale, F32) for j in range(3)] for i in range(3)], F32)
+        xb = sum(u * v for u, v in zip(xs, bs))
+        exp_x = np.array([rounded(ys[i] * xb / scale, F32) for i in range(3)], F32)
+    assert all_certain(got)
+    assert_identical(got.values[0], exp_pinv)
+    assert_identical(got.values[1], exp_x)
 
 
 def test_full_matrices_completion_is_uncertain_and_the_rest_exact():

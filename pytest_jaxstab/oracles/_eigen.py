@@ -2,17 +2,15 @@
 
 Values. The eigenvalues of a real symmetric matrix and the singular values of any real matrix are
 functions of the matrix, so they are evaluated like any other result: enclosed rigorously, rounded, and
-escalated until settled. Arb's ``acb_mat_eig_multiple_rump`` (python-flint's ``acb_mat.eig(multiple=True,
-algorithm="rump")``) encloses every eigenvalue of a ball matrix with multiplicities, clusters included;
-a symmetric matrix's eigenvalues are real, so the real part of each enclosure holds one. JAX's order
-(ascending for ``eigh``, descending for ``svd``) comes from order statistics: if each ``lambda_i`` lies in
-``[l_i, u_i]``, the ``k``-th smallest ``lambda`` lies in ``[k-th smallest l, k-th smallest u]``, so the
-sorted values are enclosed even where the balls of a cluster overlap (a repeated eigenvalue settles as
-any other value). Singular values are the ``min(m, n)`` largest eigenvalues of the symmetric embedding
+escalated until settled. ``_spectrum`` encloses every eigenvalue, with multiplicities, around an exact,
+nearly orthogonal basis of approximate eigenvectors (Weyl's inequality and Ostrowski's theorem), so a
+repeated eigenvalue is enclosed like any other; where the operand is exact, its exact rank (over the
+rationals) makes the zero eigenvalues exactly 0. JAX's order: ascending for ``eigh``, descending for
+``svd``. Singular values are the ``min(m, n)`` largest eigenvalues of the symmetric embedding
 ``[[0, A], [A^T, 0]]`` (eigenvalues ``+-sigma_i`` and ``|m - n|`` zeros), not square roots of the
 eigenvalues of ``A^T A``: the embedding's enclosures are absolute in ``||A||`` like those of ``A``
-itself, where squaring would make a small ``sigma`` cost twice its bits (``A^T A``'s enclosure of
-``sigma^2`` is absolute in ``||A||^2``).
+itself, where ``A^T A``'s enclosure of ``sigma^2`` is absolute in ``||A||^2`` and would cost a small
+``sigma`` twice its bits (still rigorous, settled at about twice the precision).
 
 Factors. Eigenvectors and singular vectors are unique only up to a sign per column (a pair ``u_i, v_i``
 shares one), and not at all for a repeated value. The oracle's convention: the exact unit vector whose
@@ -20,25 +18,24 @@ sign is nearest the program's own routine (the same primitive, bound on the oper
 rounded to the program's dtype), i.e. the sign that makes the dot product with that routine's vector
 positive, decided on the balls. So sign-invariant uses (``V diag(w) V^T``, projections, ``pinv``,
 ``lstsq``) are judged exactly, and a returned factor is judged against the exact factor it stands for.
-Where a factor is not determined, its elements are indeterminate, so they end *uncertain* (excluded from
-verdicts and counted), never guessed: eigenvalues not isolated at the working precision (a repeated
-value, or a cluster the precision does not resolve), a zero singular value's vectors, the columns that
-``full_matrices=True`` adds to complete a basis, a dot product with the program's vector whose sign the
-balls do not decide. Vectors come from Arb's ``acb_mat_eig_simple_rump`` (rigorous enclosures of
-eigenvectors for isolated eigenvalues), normalised in ball arithmetic; singular vectors from those of
-``A^T A`` (or ``A A^T`` for a wide ``A``), the other side as ``A v / sigma``.
+Each isolated eigenvalue's vector is enclosed by the gap theorem (``_vector``); the embedding's vector
+for ``sigma > 0`` is ``(u, v) / sqrt(2)``. Where a factor is not determined (a repeated value or a
+cluster the precision does not resolve, a zero singular value, the columns ``full_matrices=True`` adds
+to complete a basis, a sign the balls do not decide), each of its entries is the ball ``[-1, 1]``
+(``ANY_ENTRY``), which holds every valid choice: it never settles, so the entry ends *uncertain*
+(excluded from verdicts and counted), never guessed, and what is computed from it settles only where
+the choice does not matter (``pinv`` multiplies a zero singular value's vectors by an exact 0).
 """
 
 from __future__ import annotations
 
-import itertools
 from fractions import Fraction
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flint import acb_mat, arb, arb_mat
+from flint import acb_mat, arb, arb_mat, fmpq, fmpq_mat
 
 from .. import _compat
 from . import _arb
@@ -48,6 +45,11 @@ from ._common import INDET, ZERO, Rule, ints_to_arb, out_aval
 __all__ = ["RULES"]
 
 _ADD, _MUL, _DIV = _arb.add, _arb.mul, _arb.div
+#: An entry of a unit vector the oracle does not pin down (a basis of a repeated value's space, a sign it
+#: cannot decide): every such entry lies in [-1, 1], so this ball holds every valid choice. It never
+#: settles, and what is computed from it settles only where the choice does not matter (a column
+#: multiplied by an exact zero, as ``pinv`` does with a zero singular value's vectors).
+ANY_ENTRY = arb(0, 1)
 _SQRT = _arb.FUNCTIONS["sqrt"]
 
 
@@ -64,22 +66,25 @@ def _bounds(x: arb) -> tuple[Fraction, Fraction]:
     return m - r, m + r
 
 
-def _order_statistics(balls: list[arb]) -> list[arb]:
-    """Enclosures of the sorted (ascending) values, each ``balls[i]`` holding one value: the ``k``-th is
-    the hull of the ``k``-th smallest lower end and the ``k``-th smallest upper end."""
-    ends = [_bounds(b) for b in balls]
-    by_low = sorted(range(len(balls)), key=lambda i: ends[i][0])
-    by_high = sorted(range(len(balls)), key=lambda i: ends[i][1])
-    return [balls[i].lower().union(balls[j].upper()) for i, j in zip(by_low, by_high)]
-
-
-def _isolated_order(balls: list[arb]) -> list[int] | None:
-    """The ascending order of pairwise disjoint balls, or None where two overlap."""
-    ends = [_bounds(b) for b in balls]
-    order = sorted(range(len(balls)), key=lambda i: ends[i][0])
-    if any(ends[a][1] >= ends[b][0] for a, b in itertools.pairwise(order)):
+def _nullity(rows: list[list[arb]]) -> int | None:
+    """The dimension of the null space of an exact matrix (rank over the rationals, exactly); None
+    when an entry is not exact."""
+    if not all(v.is_exact() for row in rows for v in row):
         return None
-    return order
+    fracs = [_exact(v) for row in rows for v in row]
+    mat = fmpq_mat(len(rows), len(rows[0]), [fmpq(f.numerator, f.denominator) for f in fracs])
+    return len(rows[0]) - mat.rank()
+
+
+def _exact_zeros(values: list[Any], nullity: int | None) -> list[Any]:
+    """``values`` with those that hold 0 set to exactly 0 where they are as many as the exact nullity
+    says are 0 (a ball around 0 never rounds to one side of it, however narrow)."""
+    if not nullity:
+        return values
+    holding = [i for i, v in enumerate(values) if v.contains(0)]
+    if len(holding) != nullity:
+        return values
+    return [ZERO if i in holding else v for i, v in enumerate(values)]
 
 
 def _classify(rows: list[list[Any]]) -> str:
@@ -106,8 +111,8 @@ def _oriented(cols: list[list[Any]], refs: list[np.ndarray | None]) -> list[list
     whose dot product with the program's vector (``refs``, the same blocks) is positive."""
     out = []
     for blocks, ref in zip(cols, refs):
-        if ref is None or not np.isfinite(ref).all():
-            out.append([[INDET] * len(b) for b in blocks])
+        if ref is None or not np.isfinite(ref).all() or any(x is None for b in blocks for x in b):
+            out.append([[ANY_ENTRY] * len(b) for b in blocks])
             continue
         flat = [x for b in blocks for x in b]
         dot = ZERO
@@ -118,7 +123,7 @@ def _oriented(cols: list[list[Any]], refs: list[np.ndarray | None]) -> list[list
         elif dot < 0:
             out.append([[-x for x in b] for b in blocks])
         else:
-            out.append([[INDET] * len(b) for b in blocks])
+            out.append([[ANY_ENTRY] * len(b) for b in blocks])
     return out
 
 
@@ -152,46 +157,69 @@ def _frobenius_bound(entries: list[arb]) -> arb:
     return total.sqrt()
 
 
-def _eigenvalues(rows: list[list[arb]]) -> list[arb]:
-    """The ascending eigenvalues of a real symmetric ball matrix, with multiplicities.
+def _spectrum(rows: list[list[arb]], vectors: bool) -> tuple[list[Any], list[list[Any] | None]]:
+    """The ascending eigenvalues of a real symmetric ball matrix, with multiplicities, and (``vectors``)
+    for each isolated one an enclosure of its unit eigenvector (None for the others).
 
-    With ``X`` exact and nearly orthogonal (``_approx_basis``) and ``B = X^T A X`` in ball arithmetic:
-    Weyl's inequality puts the ``k``-th eigenvalue of ``B`` within ``e = ||B - D||_F`` of the ``k``-th
-    smallest ``d_k`` of ``D = diag(mid B)``; Ostrowski's theorem gives ``lambda_k(B) = theta_k
-    lambda_k(A)`` with ``theta_k`` in ``[1 - delta, 1 + delta]``, ``delta = ||X^T X - I||_F < 1``. Both
-    hold for any multiplicity, so a repeated eigenvalue is enclosed like any other; each ball's radius is
-    about the working precision's unit times ``||A||``."""
+    Values: with ``X`` exact and nearly orthogonal (``_approx_basis``) and ``B = X^T A X`` in ball
+    arithmetic, Weyl's inequality puts the ``k``-th eigenvalue of ``B`` within ``e = ||B - D||_F`` of
+    the ``k``-th smallest ``d_k`` of ``D = diag(mid B)``; Ostrowski's theorem gives ``lambda_k(B) =
+    theta_k lambda_k(A)``, ``theta_k`` in ``[1 - delta, 1 + delta]``, ``delta = ||X^T X - I||_F < 1``.
+    Both hold for any multiplicity, so a repeated eigenvalue is enclosed like any other; each radius is
+    about the working precision's unit times ``||A||``. Vectors: ``_vector``."""
     n = len(rows)
     a = arb_mat(rows)
     x = _approx_basis(a, n)
+    nothing: list[list[Any] | None] = [None] * n
     if x is None:
-        return [INDET] * n
+        return [INDET] * n, nothing
     xt = x.transpose()
     b = xt * a * x
     g = xt * x
     delta = _frobenius_bound([g[i, j] - (1 if i == j else 0) for i in range(n) for j in range(n)])
     if not delta < 1:
-        return [INDET] * n
-    mids = sorted((b[i, i].mid() for i in range(n)), key=_exact)
+        return [INDET] * n, nothing
+    order = sorted(range(n), key=lambda i: _exact(b[i, i].mid()))
     e = _frobenius_bound([b[i, j] if i != j else b[i, i] - b[i, i].mid() for i in range(n) for j in range(n)])
     theta = (1 / (1 - delta)).union(1 / (1 + delta))  # 1/theta_k, whatever theta_k's place in the range
-    return [((d - e).union(d + e)) * theta for d in mids]
+    values = [(b[i, i].mid() - e).union(b[i, i].mid() + e) * theta for i in order]
+    if not vectors:
+        return values, nothing
+    return values, [_vector(a, [x[r, i] for r in range(n)], values, k) for k, i in enumerate(order)]
 
 
-def _eigen_pairs(rows: list[list[arb]]) -> tuple[list[arb], list[list[Any]] | None]:
-    """Ascending eigenvalues and, where every eigenvalue is isolated, the unit eigenvectors (columns,
-    signs as Arb gives them); None for the vectors otherwise."""
-    try:
-        values, vecs = acb_mat(arb_mat(rows)).eig(right=True, algorithm="rump")
-    except ValueError:  # a repeated or unresolved cluster: the vectors are not determined here
-        return _eigenvalues(rows), None
-    reals = [v.real for v in values]
-    order = _isolated_order(reals)
-    if order is None:
-        return _order_statistics(reals), None
-    n = len(rows)
-    cols = [_unit([vecs[i, j].real for i in range(n)]) for j in order]
-    return [reals[j] for j in order], cols
+def _vector(a: arb_mat, x: list[arb], values: list[Any], k: int) -> list[Any] | None:
+    """An enclosure of the unit eigenvector of ``values[k]`` nearest the approximation ``x`` (the sign
+    with ``x . v >= 0``), or None where ``values[k]`` is not isolated from the others.
+
+    The gap theorem (Parlett, *The Symmetric Eigenvalue Problem*, 11.7.1): for a unit ``x``, its
+    Rayleigh quotient ``rho`` and residual ``r = A x - rho x``, the eigenvector ``z`` of the eigenvalue
+    nearest ``rho`` satisfies ``sin(x, z) <= ||r|| / gap``, ``gap`` the distance from ``rho`` to the
+    other eigenvalues; with ``x . z >= 0``, ``||z - x|| <= sqrt(2) sin(x, z)`` bounds every component."""
+    n = len(x)
+    unit = _unit(x)
+    col = arb_mat([[u] for u in unit])
+    ax = a * col
+    rho = sum((unit[i] * ax[i, 0] for i in range(n)), ZERO)
+    res = _frobenius_bound([ax[i, 0] - rho * unit[i] for i in range(n)])
+    if not (rho.is_finite() and res.is_finite()):
+        return None
+    lo, hi = _bounds(rho)
+    own_lo, own_hi = _bounds(values[k])
+    nearest = max(hi - own_lo, own_hi - lo)  # the farthest rho can be from values[k]
+    gap: Fraction | None = None
+    for j, v in enumerate(values):
+        if j == k:
+            continue
+        v_lo, v_hi = _bounds(v)
+        d = v_lo - hi if v_lo > hi else lo - v_hi if v_hi < lo else Fraction(0)
+        gap = d if gap is None else min(gap, d)
+    if gap is not None and not gap > nearest:
+        return None  # another eigenvalue may be as near: not isolated at this precision
+    if gap is None:  # a 1 x 1 matrix: its eigenvector is +-1
+        return [arb(1) if unit[0] > 0 else arb(-1)] if unit[0] > 0 or unit[0] < 0 else None
+    radius = res.upper() * arb(2).sqrt() / arb(fmpq(gap.numerator, gap.denominator))
+    return [(u - radius).union(u + radius) for u in unit]
 
 
 # ------------------------------------------------------------------------- the program's own factors
@@ -229,33 +257,29 @@ def _as_balls(a: np.ndarray) -> np.ndarray:
     return a if a.dtype == object else ints_to_arb(a)
 
 
-def _eigh_one(ctx: Any, eqn: Any, a: np.ndarray, vectors: bool) -> tuple[np.ndarray, np.ndarray]:
+def _eigh_one(eqn: Any, a: np.ndarray, vectors: bool) -> tuple[np.ndarray, np.ndarray]:
     n = a.shape[-1]
     lower = bool(eqn.params.get("lower", True))
     rows = [[a[i, j] if (j <= i if lower else j >= i) else a[j, i] for j in range(n)] for i in range(n)]
     lo, hi = _subset(eqn, n)
-    k = hi - lo
-    w = np.empty(k, dtype=object)
-    v = np.empty((n, k), dtype=object)
+    w = np.empty(hi - lo, dtype=object)
+    v = np.empty((n, hi - lo), dtype=object)
+    v.fill(ANY_ENTRY)
     state = _classify(rows)
     if state != "ok":
         fill = None if state == "nan" else INDET
         w.fill(fill)
         v.fill(fill)
         return v, w
-    if not vectors:
-        w[:] = _eigenvalues(rows)[lo:hi]
-        v.fill(INDET)
-        return v, w
-    values, cols = _eigen_pairs(rows)
+    values, cols = _spectrum(rows, vectors)
+    values = _exact_zeros(values, _nullity(rows))
     w[:] = values[lo:hi]
-    refs = _program_factors(eqn, a) if cols is not None else None
-    if cols is None or refs is None:
-        v.fill(INDET)
+    refs = _program_factors(eqn, a) if vectors and any(c is not None for c in cols[lo:hi]) else None
+    if refs is None:
         return v, w
     ref_v = refs[0]  # eigh's results: vectors, values (all of them: see _program_factors)
-    picked = _oriented([[c] for c in cols[lo:hi]], [ref_v[:, j] for j in range(lo, hi)])
-    for j, (col,) in enumerate(picked):
+    blocks = [[c if c is not None else [None] * n] for c in cols[lo:hi]]
+    for j, (col,) in enumerate(_oriented(blocks, [ref_v[:, i] for i in range(lo, hi)])):
         v[:, j] = col
     return v, w
 
@@ -269,92 +293,67 @@ def _eigh(ctx: Any, eqn: Any, a: np.ndarray) -> list[np.ndarray]:
     v_out = np.empty(tuple(out_aval(eqn, 0).shape), dtype=object)
     w_out = np.empty(tuple(out_aval(eqn, 1).shape), dtype=object)
     for idx in np.ndindex(*a.shape[:-2]):
-        v_out[idx], w_out[idx] = _eigh_one(ctx, eqn, a[idx], vectors)
+        v_out[idx], w_out[idx] = _eigh_one(eqn, a[idx], vectors)
     return [v_out, w_out]
 
 
-def _singular_values(rows: list[list[arb]], m: int, n: int) -> list[Any]:
-    """The ``min(m, n)`` singular values, descending: the largest eigenvalues of [[0, A], [A^T, 0]]."""
+def _singular(rows: list[list[arb]], m: int, n: int, vectors: bool) -> tuple[list[Any], list[Any]]:
+    """The ``min(m, n)`` singular values, descending, and for each nonzero isolated one the pair
+    ``(u, v)`` (None for the others): the largest eigenvalues of ``H = [[0, A], [A^T, 0]]``, whose
+    unit eigenvector for ``sigma > 0`` is ``(u, v) / sqrt(2)``."""
     size = m + n
     emb = [[ZERO] * size for _ in range(size)]
     for i in range(m):
         for j in range(n):
             emb[i][m + j] = emb[m + j][i] = rows[i][j]
-    values = _eigenvalues(emb)[::-1][: min(m, n)]
-    out: list[Any] = []
-    for s in values:
-        if not s.is_finite():
-            out.append(INDET)
-        elif s < 0 or s > 0 or s.is_zero():
-            out.append(s)
-        else:  # holds 0: sigma >= 0, so only the non-negative part
-            out.append(ZERO.union(s.upper()))
-    return out
-
-
-def _gram(rows: list[list[arb]], m: int, n: int) -> list[list[arb]]:
-    """``A^T A`` (n x n) in ball arithmetic."""
-    g = [[ZERO] * n for _ in range(n)]
-    for i in range(n):
-        for j in range(i, n):
-            acc = ZERO
-            for r in range(m):
-                acc = _ADD(acc, _MUL(rows[r][i], rows[r][j]))
-            g[i][j] = g[j][i] = acc
-    return g
-
-
-def _singular_vectors(rows: list[list[arb]], m: int, n: int, s: list[Any]) -> list[tuple[list, list]] | None:
-    """The pairs ``(u_i, v_i)`` for the descending singular values ``s`` (signs as Arb gives them), or
-    None where the values are not isolated or one holds 0."""
-    tall = m >= n
-    a = rows if tall else [list(c) for c in zip(*rows)]  # work on the tall one: A or A^T
-    mm, nn = (m, n) if tall else (n, m)
-    _, cols = _eigen_pairs(_gram(a, mm, nn))
-    if cols is None or any(not (x > 0) for x in s):
-        return None
-    pairs = []
-    for col, sigma in zip(reversed(cols), s):  # descending
-        other = []
-        for r in range(mm):
-            acc = ZERO
-            for c in range(nn):
-                acc = _ADD(acc, _MUL(a[r][c], col[c]))
-            other.append(_DIV(acc, sigma))
-        pairs.append((other, col) if tall else (col, other))
-    return pairs
-
-
-def _svd_one(ctx: Any, eqn: Any, a: np.ndarray, uv: bool) -> list[np.ndarray]:
-    m, n = a.shape
+    values, cols = _spectrum(emb, vectors)
     p = min(m, n)
-    lo, hi = _subset(eqn, p)
+    nullity = _nullity(rows)
+    s: list[Any] = []
+    for v in _exact_zeros(values[::-1][:p], None if nullity is None else nullity - max(n - m, 0)):
+        if not v.is_finite():
+            s.append(INDET)
+        elif v < 0 or v > 0 or v.is_zero():
+            s.append(v)
+        else:  # holds 0: sigma >= 0, so only the non-negative part
+            s.append(ZERO.union(v.upper()))
+    root2 = arb(2).sqrt()
+    pairs: list[Any] = []
+    for sigma, col in zip(s, cols[::-1][:p]):
+        if col is None or not sigma > 0:
+            pairs.append(None)  # a zero or repeated singular value: its vectors are not unique
+        else:
+            pairs.append(([root2 * c for c in col[:m]], [root2 * c for c in col[m:]]))
+    return s, pairs
+
+
+def _svd_one(eqn: Any, a: np.ndarray, uv: bool) -> list[np.ndarray]:
+    m, n = a.shape
+    lo, hi = _subset(eqn, min(m, n))
     full = bool(eqn.params.get("full_matrices", False))
     rows = [list(r) for r in a]
     s_out = np.empty(hi - lo, dtype=object)
-    u_cols = m if full else hi - lo
-    v_rows = n if full else hi - lo
-    u_out = np.empty((m, u_cols), dtype=object)
-    vt_out = np.empty((v_rows, n), dtype=object)
-    u_out.fill(INDET)  # the columns `full_matrices` adds complete a basis: any completion is valid
-    vt_out.fill(INDET)
+    u_out = np.empty((m, m if full else hi - lo), dtype=object)
+    vt_out = np.empty((n if full else hi - lo, n), dtype=object)
+    u_out.fill(ANY_ENTRY)  # the columns `full_matrices` adds complete a basis: any completion is valid
+    vt_out.fill(ANY_ENTRY)
     state = _classify(rows)
     if state != "ok":
         fill = None if state == "nan" else INDET
         for x in (s_out, u_out, vt_out):
             x.fill(fill)
         return [s_out, u_out, vt_out] if uv else [s_out]
-    s = _singular_values(rows, m, n)
+    s, pairs = _singular(rows, m, n, uv)
     s_out[:] = s[lo:hi]
     if not uv:
         return [s_out]
-    pairs = _singular_vectors(rows, m, n, s)
-    refs = _program_factors(eqn, a) if pairs is not None else None
-    if pairs is None or refs is None:
+    wanted = pairs[lo:hi]
+    refs = _program_factors(eqn, a) if any(pq is not None for pq in wanted) else None
+    if refs is None:
         return [s_out, u_out, vt_out]
     _, ref_u, ref_vt = refs  # svd's results: s, u, vt
-    picked = _oriented([list(pq) for pq in pairs[lo:hi]],
-                       [np.concatenate([ref_u[:, j], ref_vt[j, :]]) for j in range(lo, hi)])
+    blocks = [list(pq) if pq is not None else [[None] * m, [None] * n] for pq in wanted]
+    picked = _oriented(blocks, [np.concatenate([ref_u[:, j], ref_vt[j, :]]) for j in range(lo, hi)])
     for j, (u, v) in enumerate(picked):
         u_out[:, j] = u
         vt_out[j, :] = v
@@ -368,7 +367,7 @@ def _svd(ctx: Any, eqn: Any, a: np.ndarray) -> list[np.ndarray]:
     uv = bool(eqn.params.get("compute_uv", True))
     outs = [np.empty(tuple(out_aval(eqn, i).shape), dtype=object) for i in range(len(eqn.outvars))]
     for idx in np.ndindex(*a.shape[:-2]):
-        for o, r in zip(outs, _svd_one(ctx, eqn, a[idx], uv)):
+        for o, r in zip(outs, _svd_one(eqn, a[idx], uv)):
             o[idx] = r
     return outs
 
