@@ -1,7 +1,7 @@
-"""The oracle on ``eigh`` and ``svd``: exact eigenvalues and singular values, and factors under the stated
-sign convention, against mpmath computed independently at 1000 bits.
+"""The oracle on ``eigh``, ``svd`` and ``qr``: exact eigenvalues and singular values, and factors under the
+stated sign convention, against mpmath computed independently at 1000 bits.
 
-References: ``mpmath.eigsy`` (Jacobi rotations) and ``mpmath.svd_r`` (one-sided Jacobi / Golub-Kahan) on
+References: ``mpmath.eigsy`` (Jacobi rotations), ``mpmath.svd_r`` and ``mpmath.qr`` (Householder) on
 the exact input entries at 1000 bits, far beyond what the gaps and condition numbers here can lose
 (the closest eigenvalues below differ by 2**-30 relative), sorted as JAX orders them and rounded to the
 dtype independently of the oracle (``rounded`` from test_oracle). Factors: the reference's column signed
@@ -277,3 +277,72 @@ def test_check_of_a_function_using_eigh_runs_and_finds_the_cancellation():
     assert naive.outcome == "failed" and naive.original.beyond_bits > 20
     assert library.outcome == "passed", library.message
     assert library.original.beyond_bits < naive.original.beyond_bits - 10
+
+
+# ------------------------------------------------------------------------------------------------ QR
+def qr_reference(a: np.ndarray, program_q: np.ndarray, program_r: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Reduced QR of ``a`` at REF_BITS (mpmath's Householder ``qr`` on the leading columns, ``R = Q^T A``),
+    each pair (column of Q, row of R) signed to agree with the program's pair."""
+    m, n = a.shape
+    k = min(m, n)
+    with mpmath.workprec(REF_BITS):
+        q, _ = mpmath.qr(mp_matrix(a[:, :k]), mode="skinny")
+        ma = mp_matrix(a)
+        exp_q, exp_r = np.empty((m, k), a.dtype), np.zeros((k, n), a.dtype)
+        for j in range(k):
+            qj = [q[i, j] for i in range(m)]
+            rj = [sum(qj[i] * ma[i, c] for i in range(m)) for c in range(j, n)]
+            ref = np.concatenate([program_q[:, j], program_r[j, j:]]).tolist()
+            sign = 1 if sum(x * exact(y) for x, y in zip(qj + rj, ref)) > 0 else -1
+            exp_q[:, j] = [rounded(sign * x, a.dtype) for x in qj]
+            exp_r[j, j:] = [rounded(sign * x, a.dtype) for x in rj]
+    return exp_q, exp_r
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("name", ["square", "tall", "wide", "graded", "nearly-rank-1"])
+def test_qr_factors_signed_like_the_program_and_reconstruction_exact(name, dtype):
+    a = as_dtype(GENERAL[name], dtype)
+    with jax.enable_x64(dtype == F64):
+        got = evaluate(lambda m: (*jnp.linalg.qr(m), jnp.matmul(*jnp.linalg.qr(m),
+                                                              precision=lax.Precision.HIGHEST)), a)
+        pq, pr = (np.asarray(x) for x in jnp.linalg.qr(a))
+    exp_q, exp_r = qr_reference(a, pq, pr)
+    assert all_certain(got)
+    assert_identical(got.values[0], exp_q)
+    assert_identical(got.values[1], exp_r)
+    assert_identical(got.values[2], a)  # Q R is the matrix itself, whatever the signs
+
+
+def test_qr_complete_mode_leaves_the_completion_uncertain_and_r_exact():
+    a = as_dtype(GENERAL["tall"], F32)
+    got = evaluate(lambda m: jnp.linalg.qr(m, mode="complete"), a)
+    pq, pr = (np.asarray(x) for x in jnp.linalg.qr(a))
+    exp_q, exp_r = qr_reference(a, pq, pr)
+    q_certain = np.asarray(got.certain[0])
+    assert q_certain[:, :2].all() and not q_certain[:, 2:].any()
+    assert_identical(got.values[0][:, :2], exp_q)
+    assert np.asarray(got.certain[1]).all()
+    assert_identical(got.values[1], np.concatenate([exp_r, np.zeros((2, 2), F32)]))
+
+
+def test_qr_of_dependent_columns_is_exact_up_to_them_and_uncertain_after():
+    a = np.array([[1.0, 2.0, 1.0], [2.0, 4.0, 0.0], [3.0, 6.0, 1.0]], F32)  # column 2 = 2 x column 1
+    got = evaluate(jnp.linalg.qr, a)
+    pq = np.asarray(jnp.linalg.qr(a)[0])
+    q_certain, r_certain = (np.asarray(c) for c in got.certain)
+    assert q_certain[:, 0].all() and not q_certain[:, 1:].any()
+    assert r_certain[0].all() and not r_certain[1, 1:].any()
+    with mpmath.workprec(REF_BITS):
+        norm = mpmath.sqrt(14)
+        sign = 1 if pq[0, 0] > 0 else -1  # the program's first column is +-(1, 2, 3)/sqrt(14)
+        q0 = np.array([rounded(sign * v / norm, F32) for v in (1, 2, 3)], F32)
+        r0 = np.array([rounded(sign * v / norm, F32) for v in (14, 28, 4)], F32)
+    assert_identical(got.values[0][:, 0], q0)
+    assert_identical(got.values[1][0], r0)
+
+
+def test_qr_with_pivoting_is_refused_with_the_reason():
+    a = as_dtype(GENERAL["square"], F32)
+    with pytest.raises(UnsupportedPrimitive, match="pivoting=True"):
+        evaluate(lambda m: jax.scipy.linalg.qr(m, pivoting=True)[0], a)

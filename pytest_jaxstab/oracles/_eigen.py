@@ -87,7 +87,7 @@ def _exact_zeros(values: list[Any], nullity: int | None) -> list[Any]:
     return [ZERO if i in holding else v for i, v in enumerate(values)]
 
 
-def _classify(rows: list[list[Any]]) -> str:
+def classify(rows: list[list[Any]]) -> str:
     """``"nan"`` (an entry with no real value), ``"indet"`` (an unbounded ball) or ``"ok"``."""
     flat = [v for row in rows for v in row]
     if any(v is None or cls(v) in ("+inf", "-inf") for v in flat):
@@ -106,13 +106,14 @@ def _unit(col: list[arb]) -> list[Any]:
     return [_DIV(c, n) for c in col]
 
 
-def _oriented(cols: list[list[Any]], refs: list[np.ndarray | None]) -> list[list[Any]]:
-    """Each exact unit vector (a list of blocks, e.g. ``[u, v]`` of one singular pair) with the sign
-    whose dot product with the program's vector (``refs``, the same blocks) is positive."""
-    out = []
+def oriented(cols: list[list[Any]], refs: list[np.ndarray | None]) -> list[list[Any] | None]:
+    """Each exact factor column (a list of blocks: ``[u, v]`` of one singular pair, ``[q, r]`` of a QR
+    pair) with the sign whose dot product with the program's own (``refs``, the same blocks
+    concatenated) is positive; None where a block is missing (None entries) or the sign is not decided."""
+    out: list[list[Any] | None] = []
     for blocks, ref in zip(cols, refs):
         if ref is None or not np.isfinite(ref).all() or any(x is None for b in blocks for x in b):
-            out.append([[ANY_ENTRY] * len(b) for b in blocks])
+            out.append(None)
             continue
         flat = [x for b in blocks for x in b]
         dot = ZERO
@@ -123,7 +124,7 @@ def _oriented(cols: list[list[Any]], refs: list[np.ndarray | None]) -> list[list
         elif dot < 0:
             out.append([[-x for x in b] for b in blocks])
         else:
-            out.append([[ANY_ENTRY] * len(b) for b in blocks])
+            out.append(None)
     return out
 
 
@@ -231,7 +232,7 @@ def _rounded_mids(a: np.ndarray, dtype: Any) -> np.ndarray | None:
     return np.asarray([float(v.mid()) for v in flat], dtype=np.float64).astype(dtype).reshape(a.shape)
 
 
-def _program_factors(eqn: Any, a: np.ndarray) -> list[np.ndarray] | None:
+def program_factors(eqn: Any, a: np.ndarray) -> list[np.ndarray] | None:
     """The primitive's own results on the rounded exact operand (one matrix): the sign references."""
     mids = _rounded_mids(a, np.dtype(_compat.aval(eqn.invars[0]).dtype))
     if mids is None:
@@ -265,7 +266,7 @@ def _eigh_one(eqn: Any, a: np.ndarray, vectors: bool) -> tuple[np.ndarray, np.nd
     w = np.empty(hi - lo, dtype=object)
     v = np.empty((n, hi - lo), dtype=object)
     v.fill(ANY_ENTRY)
-    state = _classify(rows)
+    state = classify(rows)
     if state != "ok":
         fill = None if state == "nan" else INDET
         w.fill(fill)
@@ -274,13 +275,14 @@ def _eigh_one(eqn: Any, a: np.ndarray, vectors: bool) -> tuple[np.ndarray, np.nd
     values, cols = _spectrum(rows, vectors)
     values = _exact_zeros(values, _nullity(rows))
     w[:] = values[lo:hi]
-    refs = _program_factors(eqn, a) if vectors and any(c is not None for c in cols[lo:hi]) else None
+    refs = program_factors(eqn, a) if vectors and any(c is not None for c in cols[lo:hi]) else None
     if refs is None:
         return v, w
-    ref_v = refs[0]  # eigh's results: vectors, values (all of them: see _program_factors)
+    ref_v = refs[0]  # eigh's results: vectors, values (all of them: see program_factors)
     blocks = [[c if c is not None else [None] * n] for c in cols[lo:hi]]
-    for j, (col,) in enumerate(_oriented(blocks, [ref_v[:, i] for i in range(lo, hi)])):
-        v[:, j] = col
+    for j, picked in enumerate(oriented(blocks, [ref_v[:, i] for i in range(lo, hi)])):
+        if picked is not None:
+            v[:, j] = picked[0]
     return v, w
 
 
@@ -337,7 +339,7 @@ def _svd_one(eqn: Any, a: np.ndarray, uv: bool) -> list[np.ndarray]:
     vt_out = np.empty((n if full else hi - lo, n), dtype=object)
     u_out.fill(ANY_ENTRY)  # the columns `full_matrices` adds complete a basis: any completion is valid
     vt_out.fill(ANY_ENTRY)
-    state = _classify(rows)
+    state = classify(rows)
     if state != "ok":
         fill = None if state == "nan" else INDET
         for x in (s_out, u_out, vt_out):
@@ -348,15 +350,15 @@ def _svd_one(eqn: Any, a: np.ndarray, uv: bool) -> list[np.ndarray]:
     if not uv:
         return [s_out]
     wanted = pairs[lo:hi]
-    refs = _program_factors(eqn, a) if any(pq is not None for pq in wanted) else None
+    refs = program_factors(eqn, a) if any(pq is not None for pq in wanted) else None
     if refs is None:
         return [s_out, u_out, vt_out]
     _, ref_u, ref_vt = refs  # svd's results: s, u, vt
     blocks = [list(pq) if pq is not None else [[None] * m, [None] * n] for pq in wanted]
-    picked = _oriented(blocks, [np.concatenate([ref_u[:, j], ref_vt[j, :]]) for j in range(lo, hi)])
-    for j, (u, v) in enumerate(picked):
-        u_out[:, j] = u
-        vt_out[j, :] = v
+    picked = oriented(blocks, [np.concatenate([ref_u[:, j], ref_vt[j, :]]) for j in range(lo, hi)])
+    for j, pair in enumerate(picked):
+        if pair is not None:
+            u_out[:, j], vt_out[j, :] = pair
     return [s_out, u_out, vt_out]
 
 

@@ -28,6 +28,7 @@ from . import (
     _elementwise,
     _library,
     _linalg,
+    _qr,
     _random,
     _reductions,
     _special,
@@ -125,8 +126,8 @@ _CONTROL.update({"scan": _scan, "while": _while, "cond": _cond})
 
 _RULES: dict[str, Rule] = {
     **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_eigen.RULES,
-    **_special.RULES, **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES, **_topk.RULES,
-    **_tridiagonal.RULES, **_CONTROL,
+    **_qr.RULES, **_special.RULES, **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES,
+    **_topk.RULES, **_tridiagonal.RULES, **_CONTROL,
 }
 
 #: Names of the primitives the oracle evaluates exactly (anything else raises UnsupportedPrimitive);

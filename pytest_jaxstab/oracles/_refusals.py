@@ -25,7 +25,7 @@ _BLOCK_SCALED = ("block-scaled low-precision matrix products (fp8/mx formats): t
 
 #: Primitive name -> why the exact oracle refuses it.
 REFUSED_PRIMITIVES: dict[str, str] = {
-    **dict.fromkeys(("eig", "qr", "geqrf", "geqp3", "householder_product", "ormqr",
+    **dict.fromkeys(("eig", "geqrf", "geqp3", "householder_product", "ormqr",
         "schur", "hessenberg", "tridiagonal"), _FACTORS),
     **dict.fromkeys(("reduce_window", "select_and_scatter", "cholesky_update",
         "symmetric_product", "ragged_dot_general", "approx_top_k", "reduce"),
