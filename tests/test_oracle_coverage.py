@@ -13,6 +13,7 @@ import inspect
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import jax.nn
@@ -46,21 +47,51 @@ def _registered_in_scope() -> set[str]:
     return set(done.stdout.split())
 
 
+def _unclassified(registered: set[str]) -> list[str]:
+    supported = set(oracles.SUPPORTED_PRIMITIVES) | set(KEY_PRIMITIVES)
+    return sorted(registered - supported - set(oracles.REFUSED_PRIMITIVES) - _NOT_IN_JAXPRS)
+
+
 def test_every_registered_primitive_is_evaluated_or_refused_with_a_reason():
     registered = _registered_in_scope()
     assert len(registered) > 150  # the walk found JAX's primitives (not an empty registry)
-    supported = set(oracles.SUPPORTED_PRIMITIVES) | set(KEY_PRIMITIVES)
-    refused = set(oracles.REFUSED_PRIMITIVES)
-    unknown = sorted(registered - supported - refused - _NOT_IN_JAXPRS)
+    unknown = _unclassified(registered)
     assert not unknown, (f"primitives neither evaluated by the oracle nor refused with a reason: {unknown}; "
-                         "add a rule or an entry of oracles.REFUSED_PRIMITIVES (and docs/architecture.md)")
+                         "add a rule, or an entry of oracles.REFUSED_NUMERIC (a numeric primitive) or of a "
+                         "category of oracles.REFUSED_CATEGORIES (and docs/architecture.md)")
+    supported, refused = set(oracles.SUPPORTED_PRIMITIVES), set(oracles.REFUSED_PRIMITIVES)
     assert not (supported & refused), f"both supported and refused: {sorted(supported & refused)}"
     assert all(isinstance(r, str) and len(r) > 20 for r in oracles.REFUSED_PRIMITIVES.values())
+    # A primitive JAX adds tomorrow is caught by the same walk.
+    assert _unclassified(registered | {"a_primitive_jax_adds_tomorrow"}) == ["a_primitive_jax_adds_tomorrow"]
+
+
+def test_refusals_are_a_short_numeric_list_and_categories_each_with_its_reason():
+    numeric, categories = oracles.REFUSED_NUMERIC, oracles.REFUSED_CATEGORIES
+    # The numeric refusals are the ones a user's arithmetic can meet: few, each with a reason of its own.
+    assert len(numeric) <= 20, sorted(numeric)
+    assert all(len(reason) > 30 for reason in numeric.values())
+    # Every other refusal belongs to exactly one category, whose reason it carries.
+    seen: dict[str, str] = {}
+    for category, (reason, names) in categories.items():
+        assert len(reason) > 30 and names, category
+        for name in names:
+            assert name not in seen and name not in numeric, (name, category, seen.get(name))
+            seen[name] = category
+            assert oracles.REFUSED_PRIMITIVES[name] == f"{category}: {reason}"
+    assert set(oracles.REFUSED_PRIMITIVES) == set(numeric) | set(seen)
+    assert all(oracles.REFUSED_PRIMITIVES[n] == r for n, r in numeric.items())
+    # The architecture page lists every numeric refusal by name.
+    page = (Path(__file__).parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = page[page.index("### What the oracle evaluates, and what it refuses"):]
+    assert [n for n in numeric if f"`{n}`" not in section] == []
+    # What this change made evaluable is no longer refused.
+    assert not {"eigh", "svd", "qr", "cholesky_update", "symmetric_product"} & set(oracles.REFUSED_PRIMITIVES)
 
 
 def test_a_refused_primitive_says_why():
     # (eigh, the example here before, is evaluated now: tests/test_oracle_eigen.py)
-    with pytest.raises(UnsupportedPrimitive, match=r"'schur'.*unique only up to") as info:
+    with pytest.raises(UnsupportedPrimitive, match=r"'schur'.*the Schur form is not unique") as info:
         oracles.evaluate(lambda a: jax.scipy.linalg.schur(a)[0], np.eye(2, dtype=np.float32))
     assert info.value.reason == oracles.REFUSED_PRIMITIVES["schur"]
 

@@ -49,7 +49,8 @@ values (Arb's ``acb``; ``_complex``), the special functions of
 pooling and ``top_k``, PRNG keys and integer bit arithmetic (bound eagerly: JAX's own exact integer
 arithmetic; ``_random``), value-neutral effects such as ``jax.debug.print`` and one-device
 ``shard_map``/``pmap`` (``_effects``). Everything else is refused with a reason
-(``REFUSED_PRIMITIVES``), before any evaluation.
+(``REFUSED_PRIMITIVES``: the short ``REFUSED_NUMERIC`` list of numeric primitives, and the
+``REFUSED_CATEGORIES`` of primitives with nothing numeric to judge), before any evaluation.
 
 mpmath keeps two roles: ``OracleResult.exact`` hands out the exact values as ``mpmath.mpf`` (the
 midpoint of each final ball), and the test suite checks the oracle against mpmath at 6000 bits.
@@ -76,6 +77,8 @@ from ._library import define as define
 from ._metrics import error_bits as error_bits
 from ._metrics import ordinals as ordinals
 from ._metrics import summarize as summarize
+from ._refusals import REFUSED_CATEGORIES as REFUSED_CATEGORIES
+from ._refusals import REFUSED_NUMERIC as REFUSED_NUMERIC
 from ._refusals import REFUSED_PRIMITIVES as REFUSED_PRIMITIVES
 from ._rounding import round_to_dtype as round_to_dtype
 from ._rounding import to_mpf_array as to_mpf_array
@@ -86,6 +89,8 @@ __all__ = [
     "SUPPORTED_PRIMITIVES",
     "OracleError",
     "OracleResult",
+    "REFUSED_CATEGORIES",
+    "REFUSED_NUMERIC",
     "REFUSED_PRIMITIVES",
     "UnsupportedPrimitive",
     "define",
