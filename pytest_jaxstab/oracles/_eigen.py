@@ -24,7 +24,9 @@ cluster the precision does not resolve, a zero singular value, the columns ``ful
 to complete a basis, a sign the balls do not decide), each of its entries is the ball ``[-1, 1]``
 (``ANY_ENTRY``), which holds every valid choice: it never settles, so the entry ends *uncertain*
 (excluded from verdicts and counted), never guessed, and what is computed from it settles only where
-the choice does not matter (``pinv`` multiplies a zero singular value's vectors by an exact 0).
+the choice does not matter (``pinv`` multiplies a zero singular value's vectors by an exact 0). An
+exactly repeated eigenvalue of an exact operand is proven so in rational arithmetic (``_repeated``) and
+gets the basis of its eigenspace nearest the program's.
 """
 
 from __future__ import annotations
@@ -258,6 +260,108 @@ def _as_balls(a: np.ndarray) -> np.ndarray:
     return a if a.dtype == object else ints_to_arb(a)
 
 
+# ------------------------------------------------------------------------ exactly repeated eigenvalues
+def _rational(rows: list[list[arb]]) -> list[list[Fraction]] | None:
+    if not all(v.is_exact() for row in rows for v in row):
+        return None
+    return [[_exact(v) for v in row] for row in rows]
+
+
+def _qmat(rows: list[list[Fraction]]) -> fmpq_mat:
+    return fmpq_mat(len(rows), len(rows[0]), [fmpq(f.numerator, f.denominator) for row in rows for f in row])
+
+
+def _null_space(rows: list[list[Fraction]]) -> list[list[Fraction]]:
+    """A basis (columns) of the null space of a rational matrix, exactly (from its reduced row form)."""
+    n = len(rows[0])
+    rref, rank = _qmat(rows).rref()
+    pivots: list[int] = []
+    for i in range(rank):
+        pivots.append(next(j for j in range(n) if rref[i, j] != 0))
+    basis = []
+    for free in (j for j in range(n) if j not in pivots):
+        vec = [Fraction(0)] * n
+        vec[free] = Fraction(1)
+        for i, p in enumerate(pivots):
+            q = rref[i, free]
+            vec[p] = -Fraction(int(q.p), int(q.q))
+        basis.append(vec)
+    return basis
+
+
+def _candidates(ball: arb) -> list[Fraction]:
+    """Rationals an exactly repeated eigenvalue of a float matrix is likely to be: the ball's midpoint
+    rounded to a few significand widths (an entry, a sum or difference of two, ...)."""
+    mid = _exact(ball.mid())
+    out = []
+    for bits in (24, 53, 106):
+        if mid == 0:
+            return [Fraction(0)]
+        e = mid.numerator.bit_length() - mid.denominator.bit_length() - bits
+        scale = Fraction(2) ** -e
+        out.append(Fraction(round(mid * scale)) / scale)
+    return out
+
+
+def _basis_nearest(exact_rows: list[list[Fraction]], lam: Fraction, group: range,
+                   ref: np.ndarray) -> list[list[Any]] | None:
+    """Where ``lam`` is an eigenvalue of multiplicity ``len(group)`` (``rank(A - lam I)`` over the
+    rationals), Gram-Schmidt on the exact projections onto its eigenspace of the program's vectors
+    ``ref[:, group]``; None where it is not (or a projection vanishes)."""
+    n = len(exact_rows)
+    shifted = [[x - lam if i == j else x for j, x in enumerate(row)] for i, row in enumerate(exact_rows)]
+    basis = _null_space(shifted)
+    if len(basis) != len(group):
+        return None
+    nb = _qmat([list(r) for r in zip(*basis)])  # n x g
+    vp = _qmat([[Fraction(float(ref[r, i])) for i in group] for r in range(n)])
+    nbt = nb.transpose()
+    proj = nb * (nbt * nb).solve(nbt * vp)  # the projections P v_i, exactly
+    q_cols: list[list[Any]] = []
+    for c in range(len(group)):
+        col = [arb(proj[r, c]) for r in range(n)]
+        for q in q_cols:
+            d = sum((x * y for x, y in zip(col, q)), ZERO)
+            col = [x - d * y for x, y in zip(col, q)]
+        unit = _unit(col)
+        if not all(u.is_finite() for u in unit):
+            return None
+        q_cols.append(unit)
+    return q_cols
+
+
+def _repeated(rows: list[list[arb]], values: list[Any], cols: list[Any], ref: np.ndarray) -> None:
+    """In place: each cluster of overlapping eigenvalues whose vectors are not isolated, proven an exactly
+    repeated eigenvalue ``lambda`` (an exact operand, ``rank(A - lambda I) = n - g`` over the rationals
+    for a ``lambda`` inside each of the cluster's ``g`` balls and outside the others), takes the value
+    ``lambda`` exactly and the basis of its eigenspace nearest the program's (``_basis_nearest``)."""
+    exact_rows = _rational(rows)
+    n = len(rows)
+    if exact_rows is None:
+        return
+    k = 0
+    while k < n:
+        end = k + 1
+        while end < n and values[end - 1].overlaps(values[end]):
+            end += 1
+        group = range(k, end)
+        k = end
+        if len(group) < 2 or all(cols[i] is not None for i in group):
+            continue
+        for lam in _candidates(values[group[0]]):
+            point = arb(fmpq(lam.numerator, lam.denominator))
+            if not all(values[i].contains(point) for i in group) or any(
+                    values[i].contains(point) for i in range(n) if i not in group):
+                continue
+            q_cols = _basis_nearest(exact_rows, lam, group, ref)
+            if q_cols is None:
+                continue
+            for i, q in zip(group, q_cols):
+                values[i] = point
+                cols[i] = ("fixed", q)
+            break
+
+
 def _eigh_one(eqn: Any, a: np.ndarray, vectors: bool) -> tuple[np.ndarray, np.ndarray]:
     n = a.shape[-1]
     lower = bool(eqn.params.get("lower", True))
@@ -274,13 +378,19 @@ def _eigh_one(eqn: Any, a: np.ndarray, vectors: bool) -> tuple[np.ndarray, np.nd
         return v, w
     values, cols = _spectrum(rows, vectors)
     values = _exact_zeros(values, _nullity(rows))
+    refs = program_factors(eqn, a) if vectors else None
+    if refs is not None:
+        _repeated(rows, values, cols, refs[0])  # eigh's results: vectors (all of them), values
     w[:] = values[lo:hi]
-    refs = program_factors(eqn, a) if vectors and any(c is not None for c in cols[lo:hi]) else None
     if refs is None:
         return v, w
-    ref_v = refs[0]  # eigh's results: vectors, values (all of them: see program_factors)
-    blocks = [[c if c is not None else [None] * n] for c in cols[lo:hi]]
-    for j, picked in enumerate(oriented(blocks, [ref_v[:, i] for i in range(lo, hi)])):
+    ref_v = refs[0]
+    for j, i in enumerate(range(lo, hi)):
+        col = cols[i]
+        if isinstance(col, tuple):  # an exactly repeated eigenvalue's basis, already the program's choice
+            v[:, j] = col[1]
+            continue
+        picked = oriented([[col if col is not None else [None] * n]], [ref_v[:, i]])[0]
         if picked is not None:
             v[:, j] = picked[0]
     return v, w
