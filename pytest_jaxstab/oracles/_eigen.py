@@ -25,7 +25,7 @@ to complete a basis, a sign the balls do not decide), each of its entries is the
 (``ANY_ENTRY``), which holds every valid choice: it never settles, so the entry ends *uncertain*
 (excluded from verdicts and counted), never guessed, and what is computed from it settles only where
 the choice does not matter (``pinv`` multiplies a zero singular value's vectors by an exact 0). An
-exactly repeated eigenvalue of an exact operand is proven so in rational arithmetic (``_repeated``) and
+exactly repeated eigenvalue of an exact operand is proven so in rational arithmetic (``repeated``) and
 gets the basis of its eigenspace nearest the program's.
 """
 
@@ -37,12 +37,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flint import acb_mat, arb, arb_mat, fmpq, fmpq_mat
+from flint import acb_mat, arb, arb_mat, fmpq
 
 from .. import _compat
 from . import _arb
 from ._ball_util import cls
 from ._common import INDET, ZERO, Rule, ints_to_arb, out_aval
+from ._eigenspace import exact, exact_zeros, nullity, repeated, unit
 
 __all__ = ["RULES"]
 
@@ -56,37 +57,9 @@ _SQRT = _arb.FUNCTIONS["sqrt"]
 
 
 # ----------------------------------------------------------------------------------- ball helpers
-def _exact(x: arb) -> Fraction:
-    """The value of an exact (radius-0, finite) ball as a fraction."""
-    man, exp = x.man_exp()
-    man, exp = int(man), int(exp)
-    return Fraction(man * 2**exp) if exp >= 0 else Fraction(man, 2**-exp)
-
-
 def _bounds(x: arb) -> tuple[Fraction, Fraction]:
-    m, r = _exact(x.mid()), _exact(x.rad())
+    m, r = exact(x.mid()), exact(x.rad())
     return m - r, m + r
-
-
-def _nullity(rows: list[list[arb]]) -> int | None:
-    """The dimension of the null space of an exact matrix (rank over the rationals, exactly); None
-    when an entry is not exact."""
-    if not all(v.is_exact() for row in rows for v in row):
-        return None
-    fracs = [_exact(v) for row in rows for v in row]
-    mat = fmpq_mat(len(rows), len(rows[0]), [fmpq(f.numerator, f.denominator) for f in fracs])
-    return len(rows[0]) - mat.rank()
-
-
-def _exact_zeros(values: list[Any], nullity: int | None) -> list[Any]:
-    """``values`` with those that hold 0 set to exactly 0 where they are as many as the exact nullity
-    says are 0 (a ball around 0 never rounds to one side of it, however narrow)."""
-    if not nullity:
-        return values
-    holding = [i for i, v in enumerate(values) if v.contains(0)]
-    if len(holding) != nullity:
-        return values
-    return [ZERO if i in holding else v for i, v in enumerate(values)]
 
 
 def classify(rows: list[list[Any]]) -> str:
@@ -95,17 +68,6 @@ def classify(rows: list[list[Any]]) -> str:
     if any(v is None or cls(v) in ("+inf", "-inf") for v in flat):
         return "nan"  # LAPACK answers NaN; the exact matrix has no finite decomposition
     return "indet" if any(not v.is_finite() for v in flat) else "ok"
-
-
-def _unit(col: list[arb]) -> list[Any]:
-    """``col / ||col||`` in ball arithmetic (indeterminate where the norm's ball holds 0)."""
-    sq = ZERO
-    for c in col:
-        sq = _ADD(sq, _MUL(c, c))
-    if not sq > 0:
-        return [INDET] * len(col)
-    n = _SQRT(sq)
-    return [_DIV(c, n) for c in col]
 
 
 def oriented(cols: list[list[Any]], refs: list[np.ndarray | None]) -> list[list[Any] | None]:
@@ -182,7 +144,7 @@ def _spectrum(rows: list[list[arb]], vectors: bool) -> tuple[list[Any], list[lis
     delta = _frobenius_bound([g[i, j] - (1 if i == j else 0) for i in range(n) for j in range(n)])
     if not delta < 1:
         return [INDET] * n, nothing
-    order = sorted(range(n), key=lambda i: _exact(b[i, i].mid()))
+    order = sorted(range(n), key=lambda i: exact(b[i, i].mid()))
     e = _frobenius_bound([b[i, j] if i != j else b[i, i] - b[i, i].mid() for i in range(n) for j in range(n)])
     theta = (1 / (1 - delta)).union(1 / (1 + delta))  # 1/theta_k, whatever theta_k's place in the range
     values = [(b[i, i].mid() - e).union(b[i, i].mid() + e) * theta for i in order]
@@ -200,11 +162,11 @@ def _vector(a: arb_mat, x: list[arb], values: list[Any], k: int) -> list[Any] | 
     nearest ``rho`` satisfies ``sin(x, z) <= ||r|| / gap``, ``gap`` the distance from ``rho`` to the
     other eigenvalues; with ``x . z >= 0``, ``||z - x|| <= sqrt(2) sin(x, z)`` bounds every component."""
     n = len(x)
-    unit = _unit(x)
-    col = arb_mat([[u] for u in unit])
+    xhat = unit(x)
+    col = arb_mat([[u] for u in xhat])
     ax = a * col
-    rho = sum((unit[i] * ax[i, 0] for i in range(n)), ZERO)
-    res = _frobenius_bound([ax[i, 0] - rho * unit[i] for i in range(n)])
+    rho = sum((xhat[i] * ax[i, 0] for i in range(n)), ZERO)
+    res = _frobenius_bound([ax[i, 0] - rho * xhat[i] for i in range(n)])
     if not (rho.is_finite() and res.is_finite()):
         return None
     lo, hi = _bounds(rho)
@@ -220,9 +182,9 @@ def _vector(a: arb_mat, x: list[arb], values: list[Any], k: int) -> list[Any] | 
     if gap is not None and not gap > nearest:
         return None  # another eigenvalue may be as near: not isolated at this precision
     if gap is None:  # a 1 x 1 matrix: its eigenvector is +-1
-        return [arb(1) if unit[0] > 0 else arb(-1)] if unit[0] > 0 or unit[0] < 0 else None
+        return [arb(1) if xhat[0] > 0 else arb(-1)] if xhat[0] > 0 or xhat[0] < 0 else None
     radius = res.upper() * arb(2).sqrt() / arb(fmpq(gap.numerator, gap.denominator))
-    return [(u - radius).union(u + radius) for u in unit]
+    return [(u - radius).union(u + radius) for u in xhat]
 
 
 # ------------------------------------------------------------------------- the program's own factors
@@ -260,108 +222,6 @@ def _as_balls(a: np.ndarray) -> np.ndarray:
     return a if a.dtype == object else ints_to_arb(a)
 
 
-# ------------------------------------------------------------------------ exactly repeated eigenvalues
-def _rational(rows: list[list[arb]]) -> list[list[Fraction]] | None:
-    if not all(v.is_exact() for row in rows for v in row):
-        return None
-    return [[_exact(v) for v in row] for row in rows]
-
-
-def _qmat(rows: list[list[Fraction]]) -> fmpq_mat:
-    return fmpq_mat(len(rows), len(rows[0]), [fmpq(f.numerator, f.denominator) for row in rows for f in row])
-
-
-def _null_space(rows: list[list[Fraction]]) -> list[list[Fraction]]:
-    """A basis (columns) of the null space of a rational matrix, exactly (from its reduced row form)."""
-    n = len(rows[0])
-    rref, rank = _qmat(rows).rref()
-    pivots: list[int] = []
-    for i in range(rank):
-        pivots.append(next(j for j in range(n) if rref[i, j] != 0))
-    basis = []
-    for free in (j for j in range(n) if j not in pivots):
-        vec = [Fraction(0)] * n
-        vec[free] = Fraction(1)
-        for i, p in enumerate(pivots):
-            q = rref[i, free]
-            vec[p] = -Fraction(int(q.p), int(q.q))
-        basis.append(vec)
-    return basis
-
-
-def _candidates(ball: arb) -> list[Fraction]:
-    """Rationals an exactly repeated eigenvalue of a float matrix is likely to be: the ball's midpoint
-    rounded to a few significand widths (an entry, a sum or difference of two, ...)."""
-    mid = _exact(ball.mid())
-    out = []
-    for bits in (24, 53, 106):
-        if mid == 0:
-            return [Fraction(0)]
-        e = mid.numerator.bit_length() - mid.denominator.bit_length() - bits
-        scale = Fraction(2) ** -e
-        out.append(Fraction(round(mid * scale)) / scale)
-    return out
-
-
-def _basis_nearest(exact_rows: list[list[Fraction]], lam: Fraction, group: range,
-                   ref: np.ndarray) -> list[list[Any]] | None:
-    """Where ``lam`` is an eigenvalue of multiplicity ``len(group)`` (``rank(A - lam I)`` over the
-    rationals), Gram-Schmidt on the exact projections onto its eigenspace of the program's vectors
-    ``ref[:, group]``; None where it is not (or a projection vanishes)."""
-    n = len(exact_rows)
-    shifted = [[x - lam if i == j else x for j, x in enumerate(row)] for i, row in enumerate(exact_rows)]
-    basis = _null_space(shifted)
-    if len(basis) != len(group):
-        return None
-    nb = _qmat([list(r) for r in zip(*basis)])  # n x g
-    vp = _qmat([[Fraction(float(ref[r, i])) for i in group] for r in range(n)])
-    nbt = nb.transpose()
-    proj = nb * (nbt * nb).solve(nbt * vp)  # the projections P v_i, exactly
-    q_cols: list[list[Any]] = []
-    for c in range(len(group)):
-        col = [arb(proj[r, c]) for r in range(n)]
-        for q in q_cols:
-            d = sum((x * y for x, y in zip(col, q)), ZERO)
-            col = [x - d * y for x, y in zip(col, q)]
-        unit = _unit(col)
-        if not all(u.is_finite() for u in unit):
-            return None
-        q_cols.append(unit)
-    return q_cols
-
-
-def _repeated(rows: list[list[arb]], values: list[Any], cols: list[Any], ref: np.ndarray) -> None:
-    """In place: each cluster of overlapping eigenvalues whose vectors are not isolated, proven an exactly
-    repeated eigenvalue ``lambda`` (an exact operand, ``rank(A - lambda I) = n - g`` over the rationals
-    for a ``lambda`` inside each of the cluster's ``g`` balls and outside the others), takes the value
-    ``lambda`` exactly and the basis of its eigenspace nearest the program's (``_basis_nearest``)."""
-    exact_rows = _rational(rows)
-    n = len(rows)
-    if exact_rows is None:
-        return
-    k = 0
-    while k < n:
-        end = k + 1
-        while end < n and values[end - 1].overlaps(values[end]):
-            end += 1
-        group = range(k, end)
-        k = end
-        if len(group) < 2 or all(cols[i] is not None for i in group):
-            continue
-        for lam in _candidates(values[group[0]]):
-            point = arb(fmpq(lam.numerator, lam.denominator))
-            if not all(values[i].contains(point) for i in group) or any(
-                    values[i].contains(point) for i in range(n) if i not in group):
-                continue
-            q_cols = _basis_nearest(exact_rows, lam, group, ref)
-            if q_cols is None:
-                continue
-            for i, q in zip(group, q_cols):
-                values[i] = point
-                cols[i] = ("fixed", q)
-            break
-
-
 def _eigh_one(eqn: Any, a: np.ndarray, vectors: bool) -> tuple[np.ndarray, np.ndarray]:
     n = a.shape[-1]
     lower = bool(eqn.params.get("lower", True))
@@ -377,10 +237,10 @@ def _eigh_one(eqn: Any, a: np.ndarray, vectors: bool) -> tuple[np.ndarray, np.nd
         v.fill(fill)
         return v, w
     values, cols = _spectrum(rows, vectors)
-    values = _exact_zeros(values, _nullity(rows))
+    values = exact_zeros(values, nullity(rows))
     refs = program_factors(eqn, a) if vectors else None
     if refs is not None:
-        _repeated(rows, values, cols, refs[0])  # eigh's results: vectors (all of them), values
+        repeated(rows, values, cols, refs[0])  # eigh's results: vectors (all of them), values
     w[:] = values[lo:hi]
     if refs is None:
         return v, w
@@ -420,9 +280,9 @@ def _singular(rows: list[list[arb]], m: int, n: int, vectors: bool) -> tuple[lis
             emb[i][m + j] = emb[m + j][i] = rows[i][j]
     values, cols = _spectrum(emb, vectors)
     p = min(m, n)
-    nullity = _nullity(rows)
+    zeros = nullity(rows)
     s: list[Any] = []
-    for v in _exact_zeros(values[::-1][:p], None if nullity is None else nullity - max(n - m, 0)):
+    for v in exact_zeros(values[::-1][:p], None if zeros is None else zeros - max(n - m, 0)):
         if not v.is_finite():
             s.append(INDET)
         elif v < 0 or v > 0 or v.is_zero():
