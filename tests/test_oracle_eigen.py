@@ -245,22 +245,70 @@ def test_pinv_and_lstsq_of_an_exactly_rank_deficient_matrix_are_exact():
     assert_identical(got.values[1], exp_x)
 
 
-def test_full_matrices_completion_is_uncertain_and_the_rest_exact():
+def projected_gram_schmidt(projector: mpmath.matrix, program_cols: list[np.ndarray]) -> list:
+    """The reference for a basis the oracle picks nearest the program's: Gram-Schmidt on the exact
+    projections of the program's vectors (at REF_BITS, the projector computed by the caller)."""
+    basis: list = []
+    for col in program_cols:
+        v = projector * mpmath.matrix([exact(x) for x in col])
+        for q in basis:
+            v = v - (q.T * v)[0] * q
+        basis.append(v / mpmath.norm(v))
+    return basis
+
+
+def test_full_matrices_completion_is_the_null_space_basis_nearest_the_programs():
     a = as_dtype(GENERAL["tall"], F32)  # 4 x 2: U's last two columns complete a basis, any way
     got = evaluate(lambda m: jnp.linalg.svd(m, full_matrices=True)[0], a)
-    certain = np.asarray(got.certain)
-    assert certain[:, :2].all() and not certain[:, 2:].any()
+    program = np.asarray(jnp.linalg.svd(a, full_matrices=True)[0])
     thin = evaluate(lambda m: jnp.linalg.svd(m, full_matrices=False)[0], a)
     assert_identical(got.values[:, :2], thin.values)
+    with mpmath.workprec(REF_BITS):
+        ma = mp_matrix(a)
+        null_projector = mpmath.eye(4) - ma * mpmath.inverse(ma.T * ma) * ma.T  # onto null(A^T)
+        basis = projected_gram_schmidt(null_projector, [program[:, 2], program[:, 3]])
+        expected = np.array([[rounded(q[r], F32) for q in basis] for r in range(4)], F32)
+    assert np.asarray(got.certain).all()
+    assert_identical(got.values[:, 2:], expected)
+
+
+def test_a_repeated_singular_value_gets_the_basis_nearest_the_programs():
+    # A signed permutation of diag(2, 2, 1): sigma = 2 twice. The oracle proves sigma^2 = 4 an
+    # eigenvalue of A^T A of multiplicity 2 and takes V's rows nearest the program's, U = A V / 2;
+    # pinv is exact (the inverse: A is orthogonal times diag(2, 2, 1)).
+    a = np.array([[0.0, 2.0, 0.0], [-2.0, 0.0, 0.0], [0.0, 0.0, 1.0]], F32)
+    got = evaluate(lambda m: (*jnp.linalg.svd(m), jnp.linalg.pinv(m)), a)
+    _, _, pvt = (np.asarray(x) for x in jnp.linalg.svd(a))
+    with mpmath.workprec(REF_BITS):
+        ma = mp_matrix(a)
+        eigenspace = mpmath.matrix([[1, 0, 0], [0, 1, 0], [0, 0, 0]])  # of A^T A = diag(4, 4, 1)
+        vs = projected_gram_schmidt(eigenspace, [pvt[0], pvt[1]])
+        exp_vt = np.array([[rounded(v[c], F32) for c in range(3)] for v in vs], F32)
+        exp_u = np.array([[rounded((ma * v)[r] / 2, F32) for v in vs] for r in range(3)], F32)
+    assert all_certain(got)
+    assert_identical(got.values[1], np.array([2.0, 2.0, 1.0], F32))
+    assert_identical(got.values[2][:2], exp_vt)
+    assert_identical(got.values[0][:, :2], exp_u)
+    assert_identical(got.values[3], np.array([[0.0, -0.5, 0.0], [0.5, 0.0, 0.0], [0.0, 0.0, 1.0]], F32))
 
 
 def test_a_zero_singular_value_is_exact_and_the_rank_decided():
     a = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]], F32)  # rank 2 exactly
-    got = evaluate(lambda m: (jnp.linalg.svd(m, compute_uv=False), jnp.linalg.matrix_rank(m)), a)
+    got = evaluate(lambda m: (jnp.linalg.svd(m, compute_uv=False), jnp.linalg.matrix_rank(m),
+                              *jnp.linalg.svd(m)), a)
     s = singular(a)
     assert all_certain(got)
     assert_identical(got.values[0], np.array([rounded(s[0], F32), rounded(s[1], F32), 0.0], F32))
     assert int(got.values[1]) == 2
+    # The zero singular value's vectors: null(A^T) is spanned by (2, -1, 0), null(A) by (1, 1, -1),
+    # each with the program's sign.
+    pu, _, pvt = (np.asarray(x) for x in jnp.linalg.svd(a))
+    with mpmath.workprec(REF_BITS):
+        u = signed_like([v / mpmath.sqrt(5) for v in (2, -1, 0)], pu[:, 2])
+        v = signed_like([x / mpmath.sqrt(3) for x in (1, 1, -1)], pvt[2])
+        exp_u, exp_v = (np.array([rounded(x, F32) for x in w], F32) for w in (u, v))
+    assert_identical(got.values[2][:, 2], exp_u)
+    assert_identical(got.values[4][2], exp_v)
 
 
 def test_batched_and_subset_match_one_matrix_at_a_time():

@@ -43,7 +43,7 @@ from .. import _compat
 from . import _arb
 from ._ball_util import cls
 from ._common import INDET, ZERO, Rule, ints_to_arb, out_aval
-from ._eigenspace import exact, exact_zeros, nullity, repeated, unit
+from ._eigenspace import exact, exact_zeros, nullity, repeated, singular, unit
 
 __all__ = ["RULES"]
 
@@ -319,16 +319,25 @@ def _svd_one(eqn: Any, a: np.ndarray, uv: bool) -> list[np.ndarray]:
     s_out[:] = s[lo:hi]
     if not uv:
         return [s_out]
-    wanted = pairs[lo:hi]
-    refs = program_factors(eqn, a) if any(pq is not None for pq in wanted) else None
+    refs = program_factors(eqn, a)
     if refs is None:
         return [s_out, u_out, vt_out]
     _, ref_u, ref_vt = refs  # svd's results: s, u, vt
+    u_fixed: dict[int, list[Any]] = {}
+    v_fixed: dict[int, list[Any]] = {}
+    if (lo, hi) == (0, min(m, n)):  # the zero and repeated singular values' vectors, where exact
+        u_fixed, v_fixed = singular(rows, s, pairs, ref_u, ref_vt, u_out.shape[1], vt_out.shape[0])
+        s_out[:] = s
+    wanted = pairs[lo:hi]
     blocks = [list(pq) if pq is not None else [[None] * m, [None] * n] for pq in wanted]
     picked = oriented(blocks, [np.concatenate([ref_u[:, j], ref_vt[j, :]]) for j in range(lo, hi)])
     for j, pair in enumerate(picked):
         if pair is not None:
             u_out[:, j], vt_out[j, :] = pair
+    for j, u in u_fixed.items():
+        u_out[:, j] = u
+    for j, v in v_fixed.items():
+        vt_out[j, :] = v
     return [s_out, u_out, vt_out]
 
 

@@ -7,7 +7,7 @@ prove an equality. ``_eigen`` uses them for what balls leave open: that the zero
 singular values are exactly 0 (``nullity``), that a cluster of eigenvalues is one repeated eigenvalue
 (``repeated``), and a basis of such an eigenspace (or of a null space, for ``svd``'s zero singular
 values) chosen as the one nearest the program's: Gram-Schmidt on the exact projections of the
-program's own vectors (``basis_nearest``).
+program's own vectors (``projected_basis``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from flint import arb, fmpq, fmpq_mat
 from . import _arb
 from ._common import INDET, ZERO
 
-__all__ = ["basis_nearest", "exact", "exact_zeros", "nullity", "rational", "repeated", "unit"]
+__all__ = ["exact", "exact_zeros", "nullity", "projected_basis", "rational", "repeated", "singular", "unit"]
 
 _ADD, _MUL, _DIV = _arb.add, _arb.mul, _arb.div
 _SQRT = _arb.FUNCTIONS["sqrt"]
@@ -109,23 +109,23 @@ def _candidates(ball: arb) -> list[Fraction]:
     return out
 
 
-def basis_nearest(exact_rows: list[list[Fraction]], lam: Fraction, group: range,
-                   ref: np.ndarray) -> list[list[Any]] | None:
-    """Where ``lam`` is an eigenvalue of multiplicity ``len(group)`` (``rank(A - lam I)`` over the
-    rationals), Gram-Schmidt on the exact projections onto its eigenspace of the program's vectors
-    ``ref[:, group]``; None where it is not (or a projection vanishes)."""
-    n = len(exact_rows)
-    shifted = [[x - lam if i == j else x for j, x in enumerate(row)] for i, row in enumerate(exact_rows)]
-    basis = _null_space(shifted)
-    if len(basis) != len(group):
-        return None
-    nb = _qmat([list(r) for r in zip(*basis)])  # n x g
-    vp = _qmat([[Fraction(float(ref[r, i])) for i in group] for r in range(n)])
+def projected_basis(rows: list[list[Fraction]], refs: list[np.ndarray], dim: int | None = None,
+                    ) -> list[list[Any]] | None:
+    """Gram-Schmidt, in ball arithmetic, on the exact orthogonal projections of the program's vectors
+    ``refs`` onto the null space of the rational matrix ``rows``: an orthonormal set in that space, the
+    one nearest the program's. None where the null space's dimension is not ``dim`` (when given) or is
+    smaller than the number of vectors, or a projection vanishes."""
+    basis = _null_space(rows)
+    if (dim is not None and len(basis) != dim) or len(basis) < len(refs) or not refs:
+        return None if refs else []
+    size = len(basis[0])
+    nb = _qmat([list(r) for r in zip(*basis)])  # size x dim
+    vp = _qmat([[Fraction(float(ref[r])) for ref in refs] for r in range(size)])
     nbt = nb.transpose()
     proj = nb * (nbt * nb).solve(nbt * vp)  # the projections P v_i, exactly
     q_cols: list[list[Any]] = []
-    for c in range(len(group)):
-        col = [arb(proj[r, c]) for r in range(n)]
+    for c in range(len(refs)):
+        col = [arb(proj[r, c]) for r in range(size)]
         for q in q_cols:
             d = sum((x * y for x, y in zip(col, q)), ZERO)
             col = [x - d * y for x, y in zip(col, q)]
@@ -136,33 +136,91 @@ def basis_nearest(exact_rows: list[list[Fraction]], lam: Fraction, group: range,
     return q_cols
 
 
-def repeated(rows: list[list[arb]], values: list[Any], cols: list[Any], ref: np.ndarray) -> None:
-    """In place: each cluster of overlapping eigenvalues whose vectors are not isolated, proven an exactly
-    repeated eigenvalue ``lambda`` (an exact operand, ``rank(A - lambda I) = n - g`` over the rationals
-    for a ``lambda`` inside each of the cluster's ``g`` balls and outside the others), takes the value
-    ``lambda`` exactly and the basis of its eigenspace nearest the program's (``basis_nearest``)."""
-    exact_rows = rational(rows)
-    n = len(rows)
-    if exact_rows is None:
-        return
-    k = 0
+def _shifted(rows: list[list[Fraction]], lam: Fraction) -> list[list[Fraction]]:
+    return [[x - lam if i == j else x for j, x in enumerate(row)] for i, row in enumerate(rows)]
+
+
+def _groups(values: list[Any], todo: list[bool]) -> list[range]:
+    """Runs of consecutive values whose balls overlap, of two or more, with a member in ``todo``."""
+    out, k, n = [], 0, len(values)
     while k < n:
         end = k + 1
         while end < n and values[end - 1].overlaps(values[end]):
             end += 1
-        group = range(k, end)
+        if end - k >= 2 and any(todo[k:end]):
+            out.append(range(k, end))
         k = end
-        if len(group) < 2 or all(cols[i] is not None for i in group):
-            continue
+    return out
+
+
+def _proven(values: list[Any], group: range, lam: Fraction) -> arb | None:
+    """``lam`` as an exact ball when it lies in each of ``group``'s balls and in no other."""
+    point = arb(fmpq(lam.numerator, lam.denominator))
+    inside = all(values[i].contains(point) for i in group)
+    elsewhere = any(values[i].contains(point) for i in range(len(values)) if i not in group)
+    return point if inside and not elsewhere else None
+
+
+def repeated(rows: list[list[arb]], values: list[Any], cols: list[Any], ref: np.ndarray) -> None:
+    """In place: each cluster of overlapping eigenvalues whose vectors are not isolated, proven an exactly
+    repeated eigenvalue ``lambda`` (an exact operand, ``rank(A - lambda I) = n - g`` over the rationals
+    for a ``lambda`` inside each of the cluster's ``g`` balls and outside the others), takes the value
+    ``lambda`` exactly and the basis of its eigenspace nearest the program's (``projected_basis``)."""
+    exact_rows = rational(rows)
+    if exact_rows is None:
+        return
+    for group in _groups(values, [c is None for c in cols]):
         for lam in _candidates(values[group[0]]):
-            point = arb(fmpq(lam.numerator, lam.denominator))
-            if not all(values[i].contains(point) for i in group) or any(
-                    values[i].contains(point) for i in range(n) if i not in group):
-                continue
-            q_cols = basis_nearest(exact_rows, lam, group, ref)
-            if q_cols is None:
+            point = _proven(values, group, lam)
+            q_cols = None if point is None else projected_basis(
+                _shifted(exact_rows, lam), [ref[:, i] for i in group], len(group))
+            if point is None or q_cols is None:
                 continue
             for i, q in zip(group, q_cols):
                 values[i] = point
                 cols[i] = ("fixed", q)
             break
+
+
+def singular(rows: list[list[arb]], s: list[Any], pairs: list[Any], ref_u: np.ndarray, ref_vt: np.ndarray,
+             u_cols: int, v_rows: int) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
+    """For an exact operand, in place on ``s`` and ``pairs``: the zero singular values exactly 0 (past
+    the exact rank), and the singular vectors balls cannot fix, as the ones nearest the program's: the
+    ``U`` columns from the rank on (those of a zero singular value and ``full_matrices``' completion)
+    an orthonormal basis of ``null(A^T)``, the ``V^T`` rows of ``null(A)``; a proven repeated
+    ``sigma > 0`` (``sigma^2`` a rational eigenvalue of ``A^T A`` of the cluster's multiplicity) the
+    right vectors in its eigenspace and ``u = A v / sigma``. Returns those ``U`` columns and ``V^T``
+    rows by index."""
+    exact_rows = rational(rows)
+    if exact_rows is None:
+        return {}, {}
+    m, n = len(rows), len(rows[0])
+    rank = n - (nullity(rows) or 0)
+    for i in range(rank, len(s)):
+        s[i] = ZERO
+        pairs[i] = None
+    transposed = [list(c) for c in zip(*exact_rows)]
+    u_fixed: dict[int, list[Any]] = {}
+    v_fixed: dict[int, list[Any]] = {}
+    u_null = projected_basis(transposed, [ref_u[:, i] for i in range(rank, u_cols)])
+    v_null = projected_basis(exact_rows, [ref_vt[i, :] for i in range(rank, v_rows)])
+    u_fixed.update(zip(range(rank, u_cols), u_null or []))
+    v_fixed.update(zip(range(rank, v_rows), v_null or []))
+    gram = [[sum((transposed[i][k] * transposed[j][k] for k in range(m)), Fraction(0)) for j in range(n)]
+            for i in range(n)]
+    squares = [x * x for x in s[:rank]]
+    for group in _groups(squares, [pairs[i] is None for i in range(rank)]):
+        for lam in _candidates(squares[group[0]]):
+            point = _proven(squares, group, lam)
+            vs = None if point is None else projected_basis(
+                _shifted(gram, lam), [ref_vt[i, :] for i in group], len(group))
+            if point is None or vs is None:
+                continue
+            sigma = _SQRT(point)
+            for i, v in zip(group, vs):
+                s[i] = sigma
+                u_fixed[i] = [_DIV(sum((arb(fmpq(x.numerator, x.denominator)) * y for x, y in zip(row, v)),
+                                       ZERO), sigma) for row in exact_rows]
+                v_fixed[i] = v
+            break
+    return u_fixed, v_fixed
