@@ -22,6 +22,7 @@ import jax.scipy.linalg
 import jax.scipy.special as jsp
 import numpy as np
 import pytest
+from test_oracle import rounded
 
 from pytest_jaxstab import UnsupportedPrimitive, oracles
 from pytest_jaxstab.oracles._random import KEY_PRIMITIVES
@@ -149,3 +150,62 @@ def test_every_special_and_nn_function_is_evaluated(name, fn):
         result = oracles.evaluate(f, *args)
     leaves = jax.tree_util.tree_leaves(result.certain)
     assert leaves and all(np.asarray(c).all() for c in leaves), f"{name}: uncertain elements"
+
+
+def test_functions_behind_high_level_primitives_are_evaluated():
+    # On JAX 0.11+ jnp.searchsorted (so interp, digitize), ldexp, frexp and nonzero are one
+    # `call_hi_primitive` each, whose expansion compares in IEEE's total order (lt_to, le_to): once
+    # refused as JAX internals. References: numpy's own searchsorted/nonzero and the standard library's
+    # frexp/ldexp (independent implementations), interp's exact value by hand, expm by mpmath at 1000 bits.
+    import math
+    from fractions import Fraction
+
+    import jax.numpy as jnp
+    import jax.scipy.linalg as jsl
+    import mpmath
+
+    x = np.array([0.25, 1.5, 2.75, -1.0, 3.5, 1.0, 2.0, 0.1], np.float32)
+    knots = np.arange(3, dtype=np.float32)
+    fns = {
+        "searchsorted": lambda x: jnp.searchsorted(knots, x),
+        "searchsorted_right": lambda x: jnp.searchsorted(knots, x, side="right"),
+        "digitize": lambda x: jnp.digitize(x, knots),
+        "interp": lambda x: jnp.interp(x, knots, knots**2),
+        "ldexp": lambda x: jnp.ldexp(x, 3),
+        "frexp": jnp.frexp,
+        "nonzero": lambda x: jnp.nonzero(x > 1, size=3)[0],
+    }
+    got = {name: oracles.evaluate(f, x) for name, f in fns.items()}
+    for name, result in got.items():
+        assert all(np.asarray(c).all() for c in jax.tree_util.tree_leaves(result.certain)), name
+    np.testing.assert_array_equal(got["searchsorted"].values, np.searchsorted(knots, x))
+    np.testing.assert_array_equal(got["searchsorted_right"].values, np.searchsorted(knots, x, side="right"))
+    np.testing.assert_array_equal(got["digitize"].values, np.digitize(x, knots))
+    np.testing.assert_array_equal(got["nonzero"].values, np.nonzero(x > 1)[0][:3])
+
+    def interp(v: float) -> float:  # piecewise linear through (0, 0), (1, 1), (2, 4), clamped
+        q = Fraction(v)
+        if q <= 0 or q >= 2:
+            return 0.0 if q <= 0 else 4.0
+        i = int(q)
+        return float(np.float32(float(Fraction(i * i) + (q - i) * (2 * i + 1))))  # exact, then rounded once
+
+    np.testing.assert_array_equal(got["interp"].values, np.array([interp(float(v)) for v in x], np.float32))
+    scaled = np.array([math.ldexp(float(v), 3) for v in x], np.float32)
+    np.testing.assert_array_equal(got["ldexp"].values, scaled)
+    mant, expo = got["frexp"].values
+    np.testing.assert_array_equal(mant, np.array([math.frexp(float(v))[0] for v in x], np.float32))
+    np.testing.assert_array_equal(expo, np.array([math.frexp(float(v))[1] for v in x], np.int32))
+
+    # searchsorted's expansion divides unsigned integers: XLA's x / 0 is all bits set, for uint too.
+    divisors = jnp.array([1, 0, 2, 0], jnp.uint32)
+    quotient = oracles.evaluate(lambda n: n // divisors, np.arange(4, dtype=np.uint32))
+    np.testing.assert_array_equal(quotient.values, np.array([0, 2**32 - 1, 1, 2**32 - 1], np.uint32))
+
+    a = np.array([[0.5, -1.0], [2.0, 0.25]], np.float32)
+    result = oracles.evaluate(jsl.expm, a)
+    with mpmath.workprec(1000):
+        e = mpmath.expm(mpmath.matrix([[mpmath.mpf(float(v)) for v in row] for row in a.tolist()]))
+        expected = np.array([[rounded(e[i, j], np.float32) for j in range(2)] for i in range(2)], np.float32)
+    assert np.asarray(result.certain).all()
+    np.testing.assert_array_equal(result.values, expected)

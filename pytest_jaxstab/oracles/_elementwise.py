@@ -36,7 +36,8 @@ def _int_fns() -> dict[str, Callable[..., np.ndarray]]:
         safe = np.where(b == 0, 1, b)
         q = np.abs(a) // np.abs(safe)
         q = np.where((a < 0) != (safe < 0), -q, q)
-        return np.where(b == 0, -1, q).astype(np.result_type(a, b))
+        dtype = np.result_type(a, b)
+        return np.where(b == 0, ~np.zeros((), dtype), q).astype(dtype)  # all bits set, unsigned too
 
     def rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(b == 0, a, np.fmod(a, np.where(b == 0, 1, b)))

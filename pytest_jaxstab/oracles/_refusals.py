@@ -92,10 +92,10 @@ REFUSED_CATEGORIES: dict[str, tuple[str, frozenset[str]]] = {
         "a JAX-internal primitive (shape polymorphism, tokens, layouts, autodiff or partial-evaluation "
         "machinery) that a traced user function does not contain",
         frozenset({"after_all", "create_token", "dim_as_value", "dimension_size", "shape_assertion",
-                   "eq_to", "lt_to", "le_to", "empty", "empty2", "dce_sink", "unreachable", "tie", "name",
+                   "empty", "empty2", "dce_sink", "unreachable", "tie", "name",
                    "stage", "zeros_like", "custom_lin", "linear_call", "custom_vmap_call", "remat_opt",
-                   "custom_jvp_call_jaxpr", "eval_jaxpr", "call_hi_primitive",
-                   "call_hi_primitive_linearized", "create_linear", "pin", "unpin", "to_edtype",
+                   "custom_jvp_call_jaxpr", "eval_jaxpr", "call_hi_primitive_linearized", "create_linear",
+                   "pin", "unpin", "to_edtype",
                    "from_edtype", "relayout",
                    "call"}),  # `call`: jax 0.10's generic call_p, which traced functions do not hold
     ),
