@@ -92,7 +92,7 @@ REFUSED_CATEGORIES: dict[str, tuple[str, frozenset[str]]] = {
         "a JAX-internal primitive (shape polymorphism, tokens, layouts, autodiff or partial-evaluation "
         "machinery) that a traced user function does not contain",
         frozenset({"after_all", "create_token", "dim_as_value", "dimension_size", "shape_assertion",
-                   "empty", "empty2", "dce_sink", "unreachable", "tie", "name",
+                   "empty2", "dce_sink", "unreachable", "tie", "name",
                    "stage", "zeros_like", "custom_lin", "linear_call", "custom_vmap_call", "remat_opt",
                    "custom_jvp_call_jaxpr", "eval_jaxpr", "call_hi_primitive_linearized", "create_linear",
                    "pin", "unpin", "to_edtype",
