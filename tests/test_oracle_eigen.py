@@ -447,3 +447,15 @@ def test_random_audit_no_certain_value_is_wrong(seed):
         assert all_certain(got), trial
         for value, ref in zip(got.values, expected):
             assert_identical(value, ref)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_eigh_reads_only_the_triangle_it_is_told_to(lower):
+    # symmetrize_input=False hands eigh a non-symmetric matrix: LAPACK's syevd reads one triangle only.
+    a = np.array([[4.0, 100.0, -7.0], [1.0, 5.0, 50.0], [2.0, 1.0, 6.0]], F32)
+    got = evaluate(lambda m: lax.linalg.eigh(m, lower=lower, symmetrize_input=False)[1], a)
+    tri = np.tril(a) if lower else np.triu(a)
+    sym = tri + tri.T - np.diag(np.diag(a))
+    values, _ = sym_eig(sym)
+    assert np.asarray(got.certain).all()
+    assert_identical(got.values, np.array([rounded(v, F32) for v in values], F32))
