@@ -579,3 +579,19 @@ def random_gamma_program(key_aval: Any, a_aval: Any, log_space: bool) -> ClosedJ
     specs = [jax.ShapeDtypeStruct(tuple(a.shape), a.dtype) for a in (key_aval, a_aval)]
     # use_vmap=False: lax.map of the one-sample sampler, whose while loops have scalar predicates.
     return jax.make_jaxpr(lambda k, a: impl(k, a, log_space=log_space, use_vmap=False))(*specs)
+
+
+def hi_primitive_expansion(eqn: Eqn) -> ClosedJaxpr | None:
+    """The jaxpr of what a ``call_hi_primitive`` equation stands for (JAX 0.11+'s ``HiPrim``s, behind
+    ``jnp.searchsorted``, ``interp``, ``digitize``, ``ldexp``, ``frexp``, ``nonzero``): its own
+    expansion into ordinary primitives, traced at the equation's operand avals; None where the
+    primitive has none."""
+    to_lojax = getattr(eqn.primitive, "to_lojax", None)
+    prim = eqn.params.get("_prim")
+    if to_lojax is None or prim is None:
+        return None
+    specs = [jax.ShapeDtypeStruct(tuple(aval(v).shape), aval(v).dtype) for v in eqn.invars]
+    try:
+        return jax.make_jaxpr(lambda *args: to_lojax(*args, _prim=prim))(*specs)
+    except NotImplementedError:  # a HiPrim without an `expand`
+        return None

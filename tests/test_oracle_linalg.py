@@ -156,3 +156,24 @@ def test_library_reductions(fn, ref):
 ], ids=["softplus", "sigmoid", "relu"])
 def test_library_elementwise(fn, ref):
     assert_identical(evaluate(fn, X).values, reference(ref, X))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_symmetric_product_and_cholesky_update(dtype):
+    from jax import lax
+
+    a = np.array([[1.0, 2.0], [3.0, -4.0], [0.1, 6.0]], dtype)
+    c = np.array([[2.0, 0.5, 0.0], [0.5, 1.0, -1.0], [0.0, -1.0, 3.0]], dtype)
+    r = np.array([[2.0, 1.0, -0.5], [0.0, 3.0, 0.25], [0.0, 0.0, 0.1]], dtype)  # upper, positive diagonal
+    w = np.array([1.0, -1.0, 1e-3], dtype)
+    with jax.enable_x64(dtype == np.float64):
+        got = evaluate(lambda a, c, r, w: (lax.linalg.symmetric_product(a, c, alpha=0.1, beta=-2.0),
+                                           lax.linalg.cholesky_update(r, w)), a, c, r, w)
+    with mpmath.workprec(REF_BITS):
+        alpha, beta = exact(dtype(0.1)), exact(dtype(-2.0))  # the scalars as the program holds them
+        ma, mc, mr, mw = mp_matrix(a), mp_matrix(c), mp_matrix(r), mp_matrix(w[:, None])
+        prod = alpha * ma * ma.T + beta * mc
+        chol = mpmath.cholesky(mr.T * mr + mw * mw.T).T  # the upper factor with a positive diagonal
+    assert np.asarray(got.certain[0]).all() and np.asarray(got.certain[1]).all()
+    assert_identical(got.values[0], round_matrix(prod, (3, 3), dtype))
+    assert_identical(got.values[1], round_matrix(chol, (3, 3), dtype))

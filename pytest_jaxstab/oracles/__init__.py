@@ -42,13 +42,15 @@ definition, not by the approximation in its body (``_library``); users declare t
 :func:`define`. ``jst.check`` also takes limits where a value is undefined and derivatives at JAX's
 ties from the exact neighbours of the point (``_limits``; docs/architecture.md, "The oracle").
 
-What it covers. Beyond arithmetic, reductions, control flow and linear algebra: complex values (Arb's
-``acb``; ``_complex``), the special functions of
+What it covers. Beyond arithmetic, reductions, control flow and linear algebra (solves, LU, Cholesky;
+eigenvalues and singular values, their vectors under a stated sign convention: ``_eigen``): complex
+values (Arb's ``acb``; ``_complex``), the special functions of
 ``jax.lax`` (incomplete gamma and beta, scaled Bessel, zeta, polygamma; ``_special``), convolutions,
 pooling and ``top_k``, PRNG keys and integer bit arithmetic (bound eagerly: JAX's own exact integer
 arithmetic; ``_random``), value-neutral effects such as ``jax.debug.print`` and one-device
 ``shard_map``/``pmap`` (``_effects``). Everything else is refused with a reason
-(``REFUSED_PRIMITIVES``), before any evaluation.
+(``REFUSED_PRIMITIVES``: the short ``REFUSED_NUMERIC`` list of numeric primitives, and the
+``REFUSED_CATEGORIES`` of primitives with nothing numeric to judge), before any evaluation.
 
 mpmath keeps two roles: ``OracleResult.exact`` hands out the exact values as ``mpmath.mpf`` (the
 midpoint of each final ball), and the test suite checks the oracle against mpmath at 6000 bits.
@@ -75,6 +77,8 @@ from ._library import define as define
 from ._metrics import error_bits as error_bits
 from ._metrics import ordinals as ordinals
 from ._metrics import summarize as summarize
+from ._refusals import REFUSED_CATEGORIES as REFUSED_CATEGORIES
+from ._refusals import REFUSED_NUMERIC as REFUSED_NUMERIC
 from ._refusals import REFUSED_PRIMITIVES as REFUSED_PRIMITIVES
 from ._rounding import round_to_dtype as round_to_dtype
 from ._rounding import to_mpf_array as to_mpf_array
@@ -85,6 +89,8 @@ __all__ = [
     "SUPPORTED_PRIMITIVES",
     "OracleError",
     "OracleResult",
+    "REFUSED_CATEGORIES",
+    "REFUSED_NUMERIC",
     "REFUSED_PRIMITIVES",
     "UnsupportedPrimitive",
     "define",

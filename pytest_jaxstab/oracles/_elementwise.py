@@ -36,7 +36,8 @@ def _int_fns() -> dict[str, Callable[..., np.ndarray]]:
         safe = np.where(b == 0, 1, b)
         q = np.abs(a) // np.abs(safe)
         q = np.where((a < 0) != (safe < 0), -q, q)
-        return np.where(b == 0, -1, q).astype(np.result_type(a, b))
+        dtype = np.result_type(a, b)
+        return np.where(b == 0, ~np.zeros((), dtype), q).astype(dtype)  # all bits set, unsigned too
 
     def rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(b == 0, a, np.fmod(a, np.where(b == 0, 1, b)))
@@ -70,8 +71,16 @@ def _polymorphic(name: str) -> Rule:
     return rule
 
 
+#: A comparison of a value with itself (``x != x``: ``jnp.isnan``) is decided whatever the ball's width:
+#: whether each side of the relation holds when both operands are the same real (NaN: no relation holds).
+_REFLEXIVE = {"eq": True, "le": True, "ge": True, "ne": False, "lt": False, "gt": False}
+
+
 def _comparison(name: str) -> Rule:
     def rule(ctx: Any, eqn: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if _any_float((a, b)) and a is b and eqn.invars[0] is eqn.invars[1]:
+            real = np.asarray(np.frompyfunc(lambda v: v is not None, 1, 1)(a), dtype=bool)
+            return real if _REFLEXIVE[name] else ~real
         if _any_float((a, b)):
             return np.asarray(ufunc(name)(a, b), dtype=bool)
         return np.asarray(_INT[name](a, b))

@@ -24,9 +24,12 @@ from . import (
     _complex,
     _conv,
     _effects,
+    _eigen,
     _elementwise,
+    _hijax,
     _library,
     _linalg,
+    _qr,
     _random,
     _reductions,
     _special,
@@ -123,9 +126,9 @@ _CONTROL.update({name: _custom_call for name in CUSTOM_DERIVATIVES})
 _CONTROL.update({"scan": _scan, "while": _while, "cond": _cond})
 
 _RULES: dict[str, Rule] = {
-    **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_special.RULES,
-    **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES, **_topk.RULES,
-    **_tridiagonal.RULES, **_CONTROL,
+    **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_eigen.RULES,
+    **_qr.RULES, **_special.RULES, **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES,
+    **_topk.RULES, **_tridiagonal.RULES, **_hijax.RULES, **_CONTROL,
 }
 
 #: Names of the primitives the oracle evaluates exactly (anything else raises UnsupportedPrimitive);
@@ -265,6 +268,9 @@ def _runnable_subjaxprs(eqn: Any) -> list[Any]:
         return []  # evaluated by its mathematics: the body never runs
     if name == "custom_linear_solve":
         return [_compat.as_closed(eqn.params["jaxprs"].solve)]
+    if name == "call_hi_primitive":
+        closed = _hijax.expansion(eqn)
+        return [] if closed is None else [closed]
     if name in CUSTOM_DERIVATIVES:
         return [_compat.custom_call_parts(eqn)[0]]
     return [sub for _, sub in _compat.subjaxprs(eqn)]

@@ -2,7 +2,8 @@
 
 ``lu`` is Gaussian elimination with partial pivoting (the largest magnitude, first on ties, as LAPACK's
 ``getrf``) in ball arithmetic; the pivot choice is a decision (``Undecided`` where magnitudes overlap).
-``triangular_solve`` substitutes, ``cholesky`` is the textbook recurrence; ``custom_linear_solve`` runs
+``triangular_solve`` substitutes, ``cholesky`` is the textbook recurrence (``cholesky_update`` is the
+factor of ``R^T R + w w^T``, ``symmetric_product`` is ``alpha A A^T + beta C``); ``custom_linear_solve`` runs
 the program's own ``solve`` sub-jaxpr on those, which in exact arithmetic is ``A^-1 b``. A zero pivot
 leaves the column unscaled, as LAPACK does, so a singular system ends in a division by zero: NaN, i.e.
 no real result (a pivot ball that merely contains zero is indeterminate, and the division says so).
@@ -16,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from . import _arb
-from ._common import ONE, ZERO, Rule, Undecided
+from ._balls import to_arb_array
+from ._common import ONE, ZERO, Rule, Undecided, ints_to_arb, out_aval
 
 __all__ = ["RULES"]
 
@@ -182,7 +184,47 @@ def _custom_linear_solve(ctx: Any, eqn: Any, *operands: np.ndarray) -> list[np.n
     return ctx.call(_compat.as_closed(jaxprs.solve), solve_consts + b)
 
 
+def _symmetric_product(ctx: Any, eqn: Any, a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``alpha A A^T + beta C``, every element (XLA's CPU kernel fills both triangles)."""
+    a, c = (x if x.dtype == object else ints_to_arb(x) for x in (a, c))
+    dtype = np.dtype(out_aval(eqn).dtype)  # the scalars as the program holds them, in its dtype
+    alpha, beta = (to_arb_array(np.asarray(float(eqn.params[k]), dtype=dtype))[()] for k in ("alpha", "beta"))
+    out = np.empty(c.shape, dtype=object)
+    for idx in np.ndindex(*c.shape[:-2]):
+        rows = a[idx].tolist()
+        m = len(rows)
+        for i in range(m):
+            for j in range(m):
+                acc = ZERO
+                for x, y in zip(rows[i], rows[j]):
+                    acc = _add(acc, _mul(x, y))
+                out[(*idx, i, j)] = _add(_mul(alpha, acc), _mul(beta, c[(*idx, i, j)]))
+    return out
+
+
+def _cholesky_update(ctx: Any, eqn: Any, r: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The upper Cholesky factor of ``R^T R + w w^T``: JAX's Givens rotations make every diagonal entry
+    ``hypot(r_kk, w_k) >= 0``, so (the sum being positive definite) theirs is the unique such factor."""
+    if r.ndim != 2:
+        raise ctx.unsupported(eqn, "a batch of Cholesky updates (JAX defines the primitive on one matrix)")
+    r, w = (x if x.dtype == object else ints_to_arb(x) for x in (r, w))
+    n = r.shape[-1]
+    rows = r.tolist()
+    vec = w.tolist()
+    gram = [[ZERO] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(n):
+            acc = _mul(vec[i], vec[j])
+            for k in range(n):
+                acc = _add(acc, _mul(rows[k][i], rows[k][j]))
+            gram[i][j] = acc
+    (low,) = _cholesky_one(_to_obj(gram, (n, n)))
+    return low.T.copy()
+
+
 RULES: dict[str, Rule] = {
+    "symmetric_product": _symmetric_product,
+    "cholesky_update": _cholesky_update,
     "lu": _lu,
     "triangular_solve": _triangular_solve,
     "cholesky": _cholesky,

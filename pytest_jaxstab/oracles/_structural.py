@@ -13,7 +13,7 @@ import numpy as np
 
 from ._arb import ufunc
 from ._balls import to_arb_array
-from ._common import Rule, full, ints_to_arb, is_complex, is_float, out_aval
+from ._common import INDET, Rule, full, ints_to_arb, is_complex, is_float, out_aval
 from ._complex import to_acb_array
 
 __all__ = ["RULES"]
@@ -259,7 +259,19 @@ def _debug_callback(ctx: Any, eqn: Any, *xs: np.ndarray) -> list[np.ndarray]:
     return []  # jax.debug.print and friends: an effect with no value
 
 
+def _empty(ctx: Any, eqn: Any) -> np.ndarray:
+    """``jnp.empty``/``empty_like``: values XLA leaves uninitialized (backend dependent). A float element
+    is some real the program cannot rely on: indeterminate, so whatever reads it is uncertain, while an
+    array the program overwrites (``.at[...].set``) is exact."""
+    aval = out_aval(eqn)
+    if not is_float(aval.dtype):
+        raise ctx.unsupported(eqn, "jnp.empty of a non-float dtype: its values are uninitialized (backend "
+                                   "dependent), not a function of the inputs")
+    return full(tuple(aval.shape), INDET)
+
+
 RULES: dict[str, Rule] = {
+    "empty": _empty,
     "broadcast_in_dim": _broadcast_in_dim,
     "reshape": _reshape,
     "squeeze": _squeeze,
