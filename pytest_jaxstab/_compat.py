@@ -579,3 +579,29 @@ def random_gamma_program(key_aval: Any, a_aval: Any, log_space: bool) -> ClosedJ
     specs = [jax.ShapeDtypeStruct(tuple(a.shape), a.dtype) for a in (key_aval, a_aval)]
     # use_vmap=False: lax.map of the one-sample sampler, whose while loops have scalar predicates.
     return jax.make_jaxpr(lambda k, a: impl(k, a, log_space=log_space, use_vmap=False))(*specs)
+
+
+# ------------------------------------------------------------------------- oracle-only primitives
+def oracle_only_primitive(name: str, abstract_eval: Callable[..., list[Any]],
+                          jvp: Callable[..., list[Any]], why: str) -> Any:
+    """A primitive of several results only the oracle evaluates: ``abstract_eval(**params)`` gives
+    their ``(shape, dtype)``, ``jvp(primals, tangents, **params)`` their tangents (None: a symbolic
+    zero tangent). Running it in floating point raises ``why``."""
+    from jax.interpreters import ad
+
+    prim = jex.Primitive(name)
+    prim.multiple_results = True
+
+    def impl(*_: Any, **__: Any) -> Any:
+        raise RuntimeError(why)
+
+    prim.def_impl(impl)
+    prim.def_abstract_eval(lambda *_, **params: [_core.ShapedArray(s, d) for s, d in abstract_eval(**params)])
+
+    def rule(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+        ts = [None if type(t) is ad.Zero or getattr(t, "dtype", None) == jax.dtypes.float0 else t
+              for t in tangents]
+        return prim.bind(*primals, **params), jvp(primals, ts, **params)
+
+    ad.primitive_jvps[prim] = rule
+    return prim

@@ -125,7 +125,7 @@ _CONTROL.update({"scan": _scan, "while": _while, "cond": _cond})
 _RULES: dict[str, Rule] = {
     **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_special.RULES,
     **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES, **_topk.RULES,
-    **_tridiagonal.RULES, **_CONTROL,
+    **_tridiagonal.RULES, **_library.RULES, **_CONTROL,
 }
 
 #: Names of the primitives the oracle evaluates exactly (anything else raises UnsupportedPrimitive);

@@ -40,7 +40,12 @@ from .._errors import ArgumentError, OracleError
 from ._arb import FUNCTIONS as F
 from ._common import INDET, NEG_INF, POS_INF, ZERO, ints_to_arb, is_float, out_aval
 
-__all__ = ["BUILTIN", "EXACT_BODIES", "NOT_COVERED", "Routine", "define", "lookup", "routine_name"]
+__all__ = ["BUILTIN", "EXACT_BODIES", "EXACT_PRIMITIVE", "NOT_COVERED", "RULES", "Routine", "define",
+           "lookup", "routine_name"]
+
+#: The oracle-only primitive that stands for a routine call in a gradient's reference program
+#: (``_library_reference``): its ``routine`` parameter is the :class:`Routine` evaluated.
+EXACT_PRIMITIVE = "jaxstab_exact"
 
 Ball = Any
 
@@ -55,6 +60,8 @@ class Routine:
       nargs: how many inputs it takes.
       origin: where it comes from (``jax.scipy.special``, ``jax.nn``, or ``user``).
       nout: how many results (``exact`` then returns a tuple of balls: ``sici``, ``fresnel``).
+      partials: a user routine's exact partial derivatives, one scalar ball function per argument
+        (``define(..., derivative=...)``), or None; the built-in ones are in ``_library_derivatives``.
     """
 
     name: str
@@ -62,6 +69,7 @@ class Routine:
     nargs: int
     origin: str
     nout: int = 1
+    partials: tuple[Callable[..., Ball], ...] | None = None
 
 
 # ------------------------------------------------------------------------------------ ball helpers
@@ -405,7 +413,10 @@ _USER: dict[tuple[str, str, int], Routine] = {}
 
 # -------------------------------------------------------------------------------------- recognition
 def lookup(eqn: Any) -> Routine | None:
-    """The routine a ``jit``/``custom_jvp``/``custom_vjp`` call stands for, or None."""
+    """The routine a ``jit``/``custom_jvp``/``custom_vjp`` call (or a ``jaxstab_exact`` equation)
+    stands for, or None."""
+    if _compat.primitive_name(eqn) == EXACT_PRIMITIVE:
+        return eqn.params["routine"]
     info = _compat.callee(eqn)
     if info is None:
         return None
@@ -450,6 +461,14 @@ def evaluate_call(routine: Routine, eqn: Any, args: tuple[np.ndarray, ...]) -> l
     return [np.asarray(o, dtype=object) if isinstance(o, np.ndarray) else _scalar(o) for o in outs]
 
 
+def _exact_call(_ctx: Any, eqn: Any, *args: np.ndarray) -> list[np.ndarray]:
+    return evaluate_call(eqn.params["routine"], eqn, args)
+
+
+#: The interpreter's rule for ``jaxstab_exact`` equations.
+RULES: dict[str, Callable[..., list[np.ndarray]]] = {EXACT_PRIMITIVE: _exact_call}
+
+
 def _scalar(v: Any) -> np.ndarray:
     a = np.empty((), dtype=object)
     a[()] = v
@@ -458,7 +477,7 @@ def _scalar(v: Any) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------ public
 def define(fn: Callable[..., Any] | None = None, *, exact: Callable[..., Any],
-           name: str | None = None) -> Any:
+           derivative: Callable[..., Any] | None = None, name: str | None = None) -> Any:
     """Declares what a routine of yours computes, so the oracle judges it by that and not its code.
 
     Use it on an approximation (a truncated series, a rational fit, a piecewise formula): the exact
@@ -473,6 +492,11 @@ def define(fn: Callable[..., Any] | None = None, *, exact: Callable[..., Any],
         exact ball for a float or integer input), it returns an ``arb`` ball that encloses the true
         value for every point of the argument balls (python-flint's functions do this), or ``None``
         where the value does not exist (NaN). Never a float: the oracle's results are proven.
+      derivative: its exact derivative, called as ``exact`` is: for a routine of one argument, a ball
+        enclosing ``f'(x)``; of several, a tuple with one ball per argument (the partial derivatives).
+        A gradient check (``grad=True``) then judges JAX's gradient against it. Without it, the
+        gradient's reference for this routine is the derivative of its *body* evaluated exactly, and
+        the check's note says so.
       name: the name shown in reports (default: ``fn.__name__``).
 
     Returns:
@@ -494,10 +518,13 @@ def define(fn: Callable[..., Any] | None = None, *, exact: Callable[..., Any],
       True
     """
     if fn is None:
-        return lambda f: define(f, exact=exact, name=name)
+        return lambda f: define(f, exact=exact, derivative=derivative, name=name)
     if not callable(exact):
         raise ArgumentError(f"define: exact must be a function of flint.arb balls, got "
                             f"{type(exact).__name__}")
+    if derivative is not None and not callable(derivative):
+        raise ArgumentError(f"define: derivative must be a function of flint.arb balls (or None), got "
+                            f"{type(derivative).__name__}")
     target = inspect.unwrap(fn)
     while isinstance(target, functools.partial):
         target = inspect.unwrap(target.func)
@@ -510,8 +537,30 @@ def define(fn: Callable[..., Any] | None = None, *, exact: Callable[..., Any],
         raise ArgumentError(f"define: cannot read the arguments of {fn!r}: {exc}") from exc
     shown = name or getattr(target, "__name__", "routine")
     key = (target.__name__, code.co_filename, code.co_firstlineno)
-    _USER[key] = Routine(shown, _user_exact(exact, shown), nargs, "user")
+    partials = None if derivative is None else tuple(_user_partial(derivative, shown, nargs, i)
+                                                     for i in range(nargs))
+    _USER[key] = Routine(shown, _user_exact(exact, shown), nargs, "user", partials=partials)
     return jax.jit(fn)
+
+
+def _user_partial(derivative: Callable[..., Any], name: str, nargs: int, i: int) -> Callable[..., Ball]:
+    """The ``i``-th partial derivative out of a user's ``derivative`` (a ball, or a tuple of ``nargs``)."""
+
+    @_strict
+    def f(*xs: arb) -> Ball:
+        r = derivative(*xs)
+        if nargs > 1 or isinstance(r, tuple):
+            if not isinstance(r, tuple) or len(r) != nargs:
+                raise OracleError(f"the derivative declared for {name!r} returned {type(r).__name__}; a "
+                                  f"routine of {nargs} arguments needs a tuple of {nargs} flint.arb balls "
+                                  "(its partial derivatives, in argument order)")
+            r = r[i]
+        if r is None or isinstance(r, arb):
+            return r
+        raise OracleError(f"the derivative declared for {name!r} returned {type(r).__name__}, not a "
+                          "flint.arb ball (or None where there is no derivative)")
+
+    return f
 
 
 def _user_exact(exact: Callable[..., Any], name: str) -> Callable[..., Ball]:
