@@ -215,3 +215,24 @@ def test_define_rejects_a_bad_derivative():
     f = oracles.define(lambda a, b: a * b, exact=lambda a, b: a * b, derivative=lambda a, b: b, name="prod")
     with pytest.raises(OracleError, match="tuple of 2"):
         _reference_gradient(f, [3.0, 4.0])
+
+
+def test_unsupported_primitive_message_names_the_file_relative_to_the_rootdir():
+    # Messages name files as pytest's node ids do (relative to the rootdir); the attribute keeps the
+    # full location for tools.
+    import os
+
+    from jax import lax
+
+    from pytest_jaxstab.oracles import UnsupportedPrimitive
+
+    def fn(x):
+        return lax.approx_max_k(x, 1)[0]
+
+    line = fn.__code__.co_firstlineno + 1
+    with pytest.raises(UnsupportedPrimitive) as info:
+        jst.check(fn, shapes=[(2,)], dtype="float32", max_examples=5, seed=0)
+    text = str(info.value)
+    assert os.path.abspath(__file__) not in text
+    assert f"tests/{os.path.basename(__file__)}:{line}" in text
+    assert str(info.value.location).endswith(f"{os.path.basename(__file__)}:{line}")
