@@ -91,8 +91,8 @@ ONE_ARG = [
 @pytest.mark.parametrize(("fn", "ref", "xs"), ONE_ARG,
                          ids=[f"{f.__name__}-{k}" for k, (f, _, _) in enumerate(ONE_ARG)])
 def test_gradient_reference_is_the_exact_derivative(fn, ref, xs):
-    if OLD_JAX and fn in (sp.ndtri, sp.erfcx):
-        pytest.skip("jax 0.10 writes ndtri and erfcx's derivative differently (see test_oracle_library)")
+    if OLD_JAX and fn is sp.ndtri:
+        pytest.skip("jax 0.10 inlines ndtri: no call to recognise (see test_oracle_library)")
     for x in xs:
         (g,), (sure,), kept = _reference_gradient(fn, [x])
         assert sure and not kept, x
@@ -120,7 +120,6 @@ def _owens(h, a):
     return mpmath.quad(lambda x: mpmath.exp(-h * h * (1 + x * x) / 2) / (1 + x * x), [0, a]) / (2 * mpmath.pi)
 
 
-@pytest.mark.skipif(OLD_JAX, reason="jax 0.10 writes expn differently (test_oracle_library's OLD_JAX)")
 def test_constant_parameters_and_variable_x():
     # d/dx E_3(x) = -E_2(x); d/dx 1F1(1/2; 3/2; x) = 1/3 1F1(3/2; 5/2; x): the order and the parameters
     # are literals of the program, so their missing partials are never needed

@@ -370,6 +370,8 @@ BUILTIN: dict[tuple[str, str], Routine] = {
     ("jax/_src/third_party/scipy/special.py", "fresnel"): Routine("fresnel", _fresnel, 1, "jax.scipy.special",
                                                                   nout=2),
     (_SPECIAL, "_expn"): Routine("expn", _expn, 2, "jax.scipy.special"),
+    # jax 0.10: a custom_jvp call of one operand (n is static) around a jit of `expn` itself on (n, x)
+    (_SPECIAL, "expn"): Routine("expn", _expn, 2, "jax.scipy.special"),
     (_SPECIAL, "hyp1f1"): Routine("hyp1f1", _hyp1f1, 3, "jax.scipy.special"),
     (_SPECIAL, "poch"): Routine("poch", _poch, 2, "jax.scipy.special"),
     (_NUMPY, "i0_impl"): Routine("i0", _bessel_i(0), 1, "jax.scipy.special"),
