@@ -235,3 +235,33 @@ def test_unsupported_primitive_message_names_the_file_relative_to_the_rootdir():
     assert os.path.abspath(__file__) not in text
     assert f"tests/{os.path.basename(__file__)}:{line}" in text
     assert str(info.value.location).endswith(f"{os.path.basename(__file__)}:{line}")
+
+
+# ------------------------------------------------------------------------------------------ spence
+# JAX's spence(x) = int_1^x log(t)/(1 - t) dt = Li2(1 - x) for x >= 0 (its docstring; SciPy's
+# convention), NaN below 0. The reference is mpmath.polylog(2, 1 - x) at 2000 bits; -inf at +inf.
+SPENCE_ARGS = [0.0, 1e-30, 1e-10, 0.25, 0.5, 1.0, 1.0 + 2.0**-20, 1.5, 2.0, 7.0, 1e5, 1e30, 3e38]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_spence_is_judged_by_the_dilogarithm(dtype):
+    xs = [x for x in SPENCE_ARGS if dtype is np.float64 or x < 3.4e38]
+    with jax.enable_x64(dtype is np.float64):
+        res = oracles.evaluate(sp.spence, np.asarray([*xs, np.inf, -1.0], dtype))
+    want = [*(_round(mpmath.polylog(2, 1 - mpmath.mpf(float(dtype(x)))), dtype) for x in xs), -np.inf, np.nan]
+    assert np.asarray(res.certain).all()
+    np.testing.assert_array_equal(np.asarray(res.values), np.asarray(want, dtype))
+
+
+def test_spence_of_jax_is_judged_where_it_is_wrong():
+    # JAX's rational approximation returns NaN at +inf (the function tends to -inf) and its gradient at
+    # exactly 1 is 0 (the branch x == 1 is a constant), where d/dx spence = log(x)/(1 - x) -> -1.
+    with jax.enable_x64(True):
+        assert np.isnan(float(sp.spence(jnp.asarray(np.inf, jnp.float64))))
+        assert float(jax.grad(sp.spence)(np.float64(1.0))) == 0.0
+    (g,), (sure,), kept = _reference_gradient(sp.spence, [1.0])
+    assert sure and not kept and float(g) == -1.0
+    for x in [0.5, 3.0, 1e10]:
+        (g,), (sure,), _ = _reference_gradient(sp.spence, [x])
+        xm = mpmath.mpf(x)
+        assert sure and float(g) == _round(mpmath.log(xm) / (1 - xm)), x

@@ -244,6 +244,22 @@ def _d_log1mexp(x: arb) -> Ball:
     return INDET if not x > 0 else 1 / x.expm1()
 
 
+@_strict
+def _d_spence(x: arb) -> Ball:
+    """``d/dx int_1^x log(t)/(1 - t) dt = log(x) / (1 - x)``: -1 at 1 (removable), -inf at 0."""
+    if x < 0:
+        return None
+    if _is_inf(x, 1):
+        return ZERO
+    if x.is_exact() and x.is_zero():
+        return NEG_INF
+    if x.is_exact() and x == 1:
+        return arb(-1)
+    if not x > 0 or x.contains(1):
+        return INDET
+    return x.log() / (1 - x)
+
+
 _ONE = arb(1)
 
 #: ``routine name -> (partial derivative per argument)``; routines of several results (``sici``,
@@ -267,4 +283,5 @@ DERIVATIVES: dict[str, tuple[Partial, ...]] = {
     "silu": (_saturating(lambda x: _logistic(x) * (1 + x * _logistic(-x)), _ONE, ZERO),),
     "mish": (_saturating(_d_mish, _ONE, ZERO),),
     "log1mexp": (_d_log1mexp,),
+    "spence": (_d_spence,),
 }

@@ -84,7 +84,8 @@ def _match(g: Any, i: int) -> Any:
     if routine is None or _blocked(routine, eqn):
         return None
     out = _compat.aval(eqn.outvars[0])
-    ops = eqn.invars[_compat.leading_consts(eqn):]
+    lead = _compat.leading_consts(eqn)
+    ops = eqn.invars[lead:lead + routine.nargs]
     captures: dict[str, Any] = {"routine": routine, "shape": tuple(out.shape), "dtype": np.dtype(out.dtype),
                                 "n": len(ops)}
     atoms: dict[str, Any] = {}
@@ -102,7 +103,8 @@ def _blocked(routine: Routine, eqn: Any) -> bool:
     parts = partials_of(routine)
     if parts is None or routine.nout != 1:
         return True
-    ops = eqn.invars[_compat.leading_consts(eqn):]
+    lead = _compat.leading_consts(eqn)
+    ops = eqn.invars[lead:lead + routine.nargs]
     return any(p is None and not _compat.is_literal(a) for p, a in zip(parts, ops))
 
 
