@@ -265,3 +265,51 @@ def test_spence_of_jax_is_judged_where_it_is_wrong():
         (g,), (sure,), _ = _reference_gradient(sp.spence, [x])
         xm = mpmath.mpf(x)
         assert sure and float(g) == _round(mpmath.log(xm) / (1 - xm)), x
+
+
+# -------------------------------------------------------------------------------------------- wofz
+# The Faddeeva function w(z) = exp(-z^2) erfc(-iz) (jax.scipy.special.wofz, on jax 0.10 too); the
+# reference is mpmath's exp and erfc at 2000 bits, each part rounded once.
+WOFZ_ARGS = [0.5 + 0.5j, -3 + 0.1j, 10 + 10j, 1e-3j, -2 - 3j, 30 - 0.5j, 5.0 + 0j, 1e-20 + 1e-20j, 0j]
+
+
+def _wofz_ref(z):
+    z = mpmath.mpc(z)
+    return mpmath.exp(-z * z) * mpmath.erfc(-1j * z)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_wofz_is_judged_by_the_faddeeva_function(dtype):
+    part = np.float32 if dtype is np.complex64 else np.float64
+    zs = np.asarray(WOFZ_ARGS, dtype)
+    with jax.enable_x64(dtype is np.complex128):
+        res = oracles.evaluate(sp.wofz, zs)
+    assert np.asarray(res.certain).all()
+    for z, got in zip(zs, np.asarray(res.values)):
+        w = _wofz_ref(complex(z))
+        assert (float(got.real), float(got.imag)) == (_round(w.real, part), _round(w.imag, part)), z
+
+
+def test_wofz_of_jax_is_judged_wrong_on_the_real_axis():
+    # Re w(5) = exp(-25) = 1.3887943864964021e-11; JAX's rational approximation returns 1.385e-11 (the
+    # correction 2 exp(-z^2) - w_upper cancels there): the oracle's reference is the function.
+    with jax.enable_x64(True):
+        z = np.complex128(5.0)
+        res = oracles.evaluate(sp.wofz, z)
+        got = np.complex128(sp.wofz(jnp.asarray(z)))
+    assert float(np.asarray(res.values).real) == _round(mpmath.exp(-25))
+    assert float(oracles.error_bits(np.float64(got.real), np.float64(np.asarray(res.values).real))) > 8
+
+
+def test_wofz_gradient_reference_is_its_complex_derivative():
+    # JAX's VJP of a holomorphic function with cotangent 1 is f'(z); the reference is w'(z), checked
+    # against mpmath.diff of mpmath's w (numerical differentiation at 2000 bits, along the real axis)
+    for z in [0.5 + 0.5j, -2 - 3j, 3 + 0.25j]:
+        with jax.enable_x64(True):
+            closed, _, _ = _compat.trace(sp.wofz, np.complex128(z))
+            primal, kept = reference_primal(closed)
+            res = oracles.evaluate(derivative_program(primal, [0]), np.complex128(z))
+        assert not kept and bool(np.asarray(res.certain[0]))
+        d = mpmath.diff(_wofz_ref, mpmath.mpc(z))
+        got = complex(np.asarray(res.values[0]))
+        assert (got.real, got.imag) == (_round(d.real), _round(d.imag)), z

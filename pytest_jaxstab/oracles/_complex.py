@@ -494,6 +494,7 @@ PASS_THROUGH: frozenset[str] = frozenset({
     "dynamic_slice", "dynamic_update_slice", "rev", "copy", "copy_p", "scan", "while", "cond", "pad",
     "gather", "scatter", "tile",
     *CALLS, *CUSTOM_DERIVATIVES,
+    "jaxstab_exact",  # a library routine in a gradient's reference: its Routine says what it takes
 })
 
 

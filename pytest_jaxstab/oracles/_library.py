@@ -35,7 +35,7 @@ from flint import ctx as flint_ctx
 
 from .. import _compat
 from ._arb import FUNCTIONS as F
-from ._common import INDET, NEG_INF, POS_INF, ZERO, ints_to_arb, is_float, out_aval
+from ._common import INDET, NEG_INF, POS_INF, ZERO, ints_to_arb, is_complex, is_float, out_aval
 
 __all__ = ["BUILTIN", "EXACT_BODIES", "EXACT_PRIMITIVE", "NOT_COVERED", "PIECEWISE", "RULES", "USER",
            "Routine", "lookup", "routine_name"]
@@ -62,6 +62,8 @@ class Routine:
       leading: the routine's arguments are the call's first ``nargs`` operands and the call's other
         operands are computed from them (``spence`` is a ``jnp.piecewise`` call on ``x`` and conditions
         on ``x``).
+      complex: its arguments and results are complex: ``exact`` takes and returns ``flint.acb`` balls
+        (None: no value), as ``_complex`` holds them (``wofz``).
     """
 
     name: str
@@ -71,6 +73,7 @@ class Routine:
     nout: int = 1
     partials: tuple[Callable[..., Ball], ...] | None = None
     leading: bool = False
+    complex: bool = False
 
 
 # ------------------------------------------------------------------------------------ ball helpers
@@ -368,6 +371,13 @@ def _mish(x: Ball) -> Ball:
     return F["mul"](x, F["tanh"](_softplus(x)))
 
 
+def _wofz(z: Ball) -> Ball:
+    """The Faddeeva function ``w(z) = exp(-z^2) erfc(-i z)`` on complex balls (entire: no cut)."""
+    if z is None:
+        return None
+    return (-(z * z)).exp() * (-acb(0, 1) * z).erfc()
+
+
 _SPECIAL = "jax/_src/scipy/special.py"
 _PIECEWISE = ("_piecewise", "jax/_src/numpy/lax_numpy.py")
 _NN = "jax/_src/nn/functions.py"
@@ -390,6 +400,7 @@ BUILTIN: dict[tuple[str, str], Routine] = {
     # jax 0.10: a custom_jvp call of one operand (n is static) around a jit of `expn` itself on (n, x)
     (_SPECIAL, "expn"): Routine("expn", _expn, 2, "jax.scipy.special"),
     (_SPECIAL, "hyp1f1"): Routine("hyp1f1", _hyp1f1, 3, "jax.scipy.special"),
+    (_SPECIAL, "_wofz"): Routine("wofz", _wofz, 1, "jax.scipy.special", complex=True),
     (_SPECIAL, "poch"): Routine("poch", _poch, 2, "jax.scipy.special"),
     (_NUMPY, "i0_impl"): Routine("i0", _bessel_i(0), 1, "jax.scipy.special"),
     (_NUMPY, "_i1"): Routine("i1", _bessel_i(1), 1, "jax.scipy.special"),
@@ -429,7 +440,6 @@ EXACT_BODIES: dict[str, str] = {
 NOT_COVERED: dict[str, str] = {
     "_piecewise": "jnp.piecewise: a generic helper (spence's own call is recognised by its caller, "
                   "PIECEWISE)",
-    "_wofz": "wofz: a complex function (the Faddeeva function); the oracle is real-valued",
     "sincospisquaredhalf": "inside fresnel, which is evaluated by its mathematics and never entered",
 }
 
@@ -468,8 +478,9 @@ def _called_as_itself(routine: Routine, eqn: Any) -> bool:
     residuals too): those are evaluated through their bodies."""
     n = len(eqn.invars) - _compat.leading_consts(eqn)
     arity = n == routine.nargs or (routine.leading and n > routine.nargs)
+    kind = is_complex if routine.complex else is_float
     return (arity and len(eqn.outvars) == routine.nout
-            and all(is_float(out_aval(eqn, i).dtype) for i in range(routine.nout)))
+            and all(kind(out_aval(eqn, i).dtype) for i in range(routine.nout)))
 
 
 def routine_name(eqn: Any) -> str | None:

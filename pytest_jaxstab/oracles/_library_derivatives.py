@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flint import arb
+from flint import acb, arb
 from flint import ctx as flint_ctx
 
 from ._common import INDET, NEG_INF, POS_INF, ZERO
@@ -260,6 +260,14 @@ def _d_spence(x: arb) -> Ball:
     return x.log() / (1 - x)
 
 
+def _d_wofz(z: Ball) -> Ball:
+    """``w'(z) = -2 z w(z) + 2i/sqrt(pi)`` (DLMF 7.10.2), on complex balls."""
+    if z is None:
+        return None
+    w = (-(z * z)).exp() * (-acb(0, 1) * z).erfc()
+    return -2 * z * w + acb(0, 2 / arb.pi().sqrt())
+
+
 _ONE = arb(1)
 
 #: ``routine name -> (partial derivative per argument)``; routines of several results (``sici``,
@@ -284,4 +292,5 @@ DERIVATIVES: dict[str, tuple[Partial, ...]] = {
     "mish": (_saturating(_d_mish, _ONE, ZERO),),
     "log1mexp": (_d_log1mexp,),
     "spence": (_d_spence,),
+    "wofz": (_d_wofz,),
 }

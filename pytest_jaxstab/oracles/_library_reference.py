@@ -131,7 +131,7 @@ def reference_primal(closed: Any) -> tuple[Any, list[str]]:
             found = True
     if not found:
         return closed, sorted(kept)
-    rule = Rule("exact_routine", None, _replace, matcher=_match)
+    rule = Rule("exact_routine", None, _replace, matcher=_match, complex_ok=True)  # the same function
     new, _ = rewrite_jaxpr(closed, [rule])
     return new, sorted(kept)
 
