@@ -1,0 +1,82 @@
+"""Complex numbers in order: ``max``, ``min``, their reductions and the complex scatters (``_complex``).
+
+JAX orders complex numbers lexicographically, real part first (``lax.max``'s docstring and lowering,
+``jax/_src/interpreters/mlir.py``'s ``_minmax_hlo``). On balls the order is decided only when the real
+parts are separated, or exactly equal and the imaginary parts separated; otherwise ``Undecided``
+escalates the precision (equal values computed inexactly stay undecided: uncertain, never guessed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from flint import acb, arb
+
+from ._common import INDET, Rule, Undecided, obj
+
+__all__ = ["complex_scatter", "fold_pick", "minmax"]
+
+CBall = Any  # acb | None
+_INDET_C = acb(INDET, INDET)
+
+
+def _lex_greater(a: arb, b: arb, greater: bool) -> bool:
+    """``a > b`` (``a < b`` when not ``greater``) on balls, or Undecided while they overlap."""
+    if a.is_exact() and b.is_exact():
+        return bool(a > b) if greater else bool(a < b)
+    if a.overlaps(b):
+        raise Undecided
+    return bool(a > b) if greater else bool(a < b)
+
+
+def _lex_pick(x: CBall, y: CBall, greater: bool) -> CBall:
+    """XLA's complex ``max`` (``min``): lexicographic on (real, imaginary) with the real part first,
+    ``select(re_x == re_y ? im_x > im_y : re_x > re_y, x, y)`` (jax/_src/interpreters/mlir.py,
+    ``_minmax_hlo``); a NaN part compares false, so a value with none (None) gives ``y``."""
+    if x is None or y is None:
+        return y
+    xr, yr = x.real, y.real
+    if xr.is_exact() and yr.is_exact() and xr == yr:
+        return x if _lex_greater(x.imag, y.imag, greater) else y
+    if xr.overlaps(yr):
+        raise Undecided  # equal or not: a higher precision separates them unless they are equal
+    return x if _lex_greater(xr, yr, greater) else y
+
+
+def fold_pick(greater: bool) -> Callable[[Sequence[CBall]], CBall]:
+    """``reduce_max``/``reduce_min`` on complex values: the lexicographic extreme. With a value missing
+    (None) XLA's result depends on its reduction order (the select keeps whichever side came second):
+    indeterminate, never guessed."""
+
+    def fold(values: Sequence[CBall]) -> CBall:
+        if not values or any(v is None for v in values):
+            return _INDET_C
+        acc = values[0]
+        for v in values[1:]:
+            acc = _lex_pick(acc, v, greater)
+        return acc
+
+    return fold
+
+
+def minmax(greater: bool) -> Rule:
+    uf = np.frompyfunc(lambda x, y: _lex_pick(x, y, greater), 2, 1)
+    return lambda ctx, eqn, a, b: obj(uf(a, b))
+
+
+#: Combiners of the complex scatters, ``(value there, update) -> new value``.
+_SCATTER_COMBINE: dict[str, Callable[[CBall, CBall], CBall]] = {
+    "mul": lambda a, b: None if a is None or b is None else a * b,
+    "max": lambda a, b: _lex_pick(a, b, True),
+    "min": lambda a, b: _lex_pick(a, b, False),
+}
+
+
+def complex_scatter(kind: str) -> Rule:
+    from ._structural import scatter
+
+    uf = np.frompyfunc(_SCATTER_COMBINE[kind], 2, 1)
+    return lambda ctx, eqn, operand, indices, updates: scatter(ctx, eqn, operand, indices, updates,
+                                                               combine=uf)
