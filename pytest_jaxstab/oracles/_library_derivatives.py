@@ -268,10 +268,35 @@ def _d_wofz(z: Ball) -> Ball:
     return -2 * z * w + acb(0, 2 / arb.pi().sqrt())
 
 
+def _d_sici(x: Ball) -> tuple[Ball, Ball]:
+    """``(Si'(x), d/dx Ci(|x|)) = (sin(x)/x, cos(x)/x)``: 1 and no value (a pole) at 0, 0 at +-inf."""
+    if x is None:
+        return None, None
+    if x.is_nan() or (not x.is_finite() and not x.is_exact()):
+        return INDET, INDET
+    if not x.is_finite():
+        return ZERO, ZERO
+    if x.is_exact() and x.is_zero():
+        return arb(1), None
+    if x.contains(0):
+        return INDET, INDET
+    return x.sin() / x, x.cos() / x
+
+
+def _d_fresnel(x: Ball) -> tuple[Ball, Ball]:
+    """``(S'(x), C'(x)) = (sin(pi x^2 / 2), cos(pi x^2 / 2))``; no limit at +-inf (they oscillate)."""
+    if x is None:
+        return None, None
+    if not x.is_finite():
+        return (None, None) if x.is_exact() and not x.is_nan() else (INDET, INDET)
+    t = arb.pi() * x * x / 2
+    return t.sin(), t.cos()
+
+
 _ONE = arb(1)
 
-#: ``routine name -> (partial derivative per argument)``; routines of several results (``sici``,
-#: ``fresnel``) are not here: their gradients are the derivative of their body.
+#: ``routine name -> (partial derivative per argument)``; for a routine of several results (``sici``,
+#: ``fresnel``) each partial returns one ball per result.
 DERIVATIVES: dict[str, tuple[Partial, ...]] = {
     "log_ndtr": (_d_log_ndtr,),
     "ndtr": (_d_ndtr,),
@@ -293,4 +318,6 @@ DERIVATIVES: dict[str, tuple[Partial, ...]] = {
     "log1mexp": (_d_log1mexp,),
     "spence": (_d_spence,),
     "wofz": (_d_wofz,),
+    "sici": (_d_sici,),
+    "fresnel": (_d_fresnel,),
 }

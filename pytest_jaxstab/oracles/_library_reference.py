@@ -12,8 +12,8 @@ an oracle-only primitive, ``jaxstab_exact``, whose JVP is the same primitive car
 exact partial derivative (``_library_derivatives``, or the ``derivative=`` a user gave
 :func:`~pytest_jaxstab.oracles.define`); JAX's reverse mode over that copy gives a program whose exact
 value is the derivative of the exact function. The program JAX runs is not touched. A routine without
-a known derivative (``sici``, ``fresnel``, a ``define`` without ``derivative=``, ``expn`` with a
-variable order) keeps the derivative of its body, and the check says so (:func:`reference_primal`'s
+a known derivative (a ``define`` without ``derivative=``, ``expn`` with a variable order) keeps the
+derivative of its body, and the check says so (:func:`reference_primal`'s
 second result).
 """
 
@@ -45,7 +45,8 @@ def partials_of(routine: Routine) -> tuple[Any, ...] | None:
 def _partial_routine(routine: Routine, i: int) -> Routine:
     parts = partials_of(routine)
     assert parts is not None and parts[i] is not None
-    return Routine(f"d{routine.name}/d(argument {i})", parts[i], routine.nargs, routine.origin)
+    return Routine(f"d{routine.name}/d(argument {i})", parts[i], routine.nargs, routine.origin,
+                   nout=routine.nout, complex=routine.complex)
 
 
 def _abstract(*, routine: Routine, shape: tuple[int, ...], dtype: np.dtype[Any]) -> list[tuple[Any, Any]]:
@@ -55,17 +56,18 @@ def _abstract(*, routine: Routine, shape: tuple[int, ...], dtype: np.dtype[Any])
 def _jvp(primals: Any, tangents: Any, *, routine: Routine, shape: tuple[int, ...], dtype: np.dtype[Any]
          ) -> list[Any]:
     parts = partials_of(routine)
-    total = None
+    totals: list[Any] = [None] * routine.nout
     for i, t in enumerate(tangents):
         if t is None:
             continue
-        if parts is None or i >= len(parts) or parts[i] is None or routine.nout != 1:
+        if parts is None or i >= len(parts) or parts[i] is None:
             raise OracleError(f"no exact derivative of {routine.name} with respect to its argument {i}: "
                               "the reference program cannot be built")
-        (d,) = EXACT.bind(*primals, routine=_partial_routine(routine, i), shape=shape, dtype=dtype)
-        term = jnp.broadcast_to(d * jnp.asarray(t).astype(dtype), shape)
-        total = term if total is None else total + term
-    return [total]
+        ds = EXACT.bind(*primals, routine=_partial_routine(routine, i), shape=shape, dtype=dtype)
+        for k, d in enumerate(ds):
+            term = jnp.broadcast_to(d * jnp.asarray(t).astype(dtype), shape)
+            totals[k] = term if totals[k] is None else totals[k] + term
+    return totals
 
 
 EXACT = _compat.oracle_only_primitive(
@@ -94,14 +96,15 @@ def _match(g: Any, i: int) -> Any:
             captures[f"x{k}"] = np.asarray(_compat.literal_value(a), dtype=_compat.aval(a).dtype)
         else:
             captures[f"x{k}"] = atoms[f"x{k}"] = a
-    return Match(i, captures, atoms, {i})
+    # a routine of several results (sici, fresnel): the others are the match's extra outputs
+    return Match(i, captures, atoms, {i}, extra_outputs=tuple(eqn.outvars[1:]))
 
 
 def _blocked(routine: Routine, eqn: Any) -> bool:
     """Whether the routine's call keeps its body's derivative: no exact derivative for an argument that
-    is not a literal, or several results."""
+    is not a literal."""
     parts = partials_of(routine)
-    if parts is None or routine.nout != 1:
+    if parts is None:
         return True
     lead = _compat.leading_consts(eqn)
     ops = eqn.invars[lead:lead + routine.nargs]
@@ -110,9 +113,9 @@ def _blocked(routine: Routine, eqn: Any) -> bool:
 
 def _replace(routine: Routine, shape: tuple[int, ...], dtype: np.dtype[Any], n: int, **ops: Any) -> Any:
     """A routine call as one ``jaxstab_exact`` equation (its exact value; its exact derivative)."""
-    (out,) = EXACT.bind(*(jnp.asarray(ops[f"x{k}"]) for k in range(n)), routine=routine, shape=shape,
-                        dtype=dtype)
-    return out
+    outs = EXACT.bind(*(jnp.asarray(ops[f"x{k}"]) for k in range(n)), routine=routine, shape=shape,
+                      dtype=dtype)
+    return outs[0] if routine.nout == 1 else (outs[0], list(outs[1:]))
 
 
 def reference_primal(closed: Any) -> tuple[Any, list[str]]:
