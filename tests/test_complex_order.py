@@ -125,3 +125,36 @@ def test_grad_of_jnp_abs_overflows_near_the_top_of_complex128():
     r = jst.check(jnp.abs, shapes=[(3,)], dtype="complex128", max_examples=30, seed=0, grad=True)
     assert r.gradient is not None and r.gradient.outcome == "failed"
     assert r.gradient.original.max_error_bits > 50
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_complex_sort_is_lexicographic_and_carries_other_operands(dtype):
+    # lax.sort's docstring: complex keys sort lexicographically, real part first; stable
+    zs = [dtype(z) for z in A + B]
+    got, sure = _eval(jnp.sort, zs, dtype=dtype)
+    assert sure.all()
+    np.testing.assert_array_equal(got, np.asarray(sorted(zs, key=lambda z: (z.real, z.imag)), dtype))
+    order = sorted(range(len(zs)), key=lambda k: (zs[k].real, zs[k].imag))  # Python's sort is stable
+    with jax.enable_x64(dtype is np.complex128):
+        res = oracles.evaluate(lambda z, v: lax.sort((z, v), num_keys=1)[1], np.asarray(zs, dtype),
+                               np.arange(len(zs), dtype=np.int32))
+    np.testing.assert_array_equal(np.asarray(res.values), np.asarray(order, np.int32))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("fn", "pick", "reverse"), [(lax.cummax, max, False), (lax.cummin, min, False),
+                                                     (lambda z: lax.cummax(z, reverse=True), max, True)],
+                         ids=["cummax", "cummin", "cummax-reverse"])
+def test_complex_cumulative_extremes(fn, pick, reverse, dtype):
+    zs = [dtype(z) for z in A]
+    seq = zs[::-1] if reverse else zs
+    want = [_lex(seq[: k + 1], pick) for k in range(len(seq))]
+    got, sure = _eval(fn, zs, dtype=dtype)
+    assert sure.all()
+    np.testing.assert_array_equal(got, np.asarray(want[::-1] if reverse else want, dtype))
+
+
+def test_stop_gradient_of_complex_values_is_the_value():
+    got, sure = _eval(lambda z: lax.stop_gradient(z) * 2, A, dtype=np.complex128)
+    assert sure.all()
+    np.testing.assert_array_equal(got, np.asarray([2 * z for z in A], np.complex128))

@@ -35,7 +35,7 @@ from .. import _compat
 from .._primitives import CALLS, CUSTOM_DERIVATIVES
 from ._balls import ball_to_mpf, round_balls
 from ._common import INDET, Rule, Undecided, is_complex, is_float, obj, out_aval
-from ._complex_order import complex_scatter, fold_pick, minmax
+from ._complex_order import complex_cumulative, complex_scatter, complex_sort, fold_pick, minmax
 
 __all__ = [
     "PASS_THROUGH",
@@ -486,6 +486,9 @@ RULES: dict[str, Rule] = {
     "min": minmax(False),
     "reduce_max": _reduction(fold_pick(True)),
     "reduce_min": _reduction(fold_pick(False)),
+    "sort": complex_sort,
+    "cummax": complex_cumulative(True),
+    "cummin": complex_cumulative(False),
     **{f"scatter{sep}{kind}": complex_scatter(kind) for kind in ("mul", "max", "min") for sep in ("-", "_")},
 }
 RULES.update({name: _unary_rule(name) for name in (
@@ -498,7 +501,7 @@ RULES.update({name: _unary_rule(name) for name in (
 PASS_THROUGH: frozenset[str] = frozenset({
     "broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose", "concatenate", "slice",
     "dynamic_slice", "dynamic_update_slice", "rev", "copy", "copy_p", "scan", "while", "cond", "pad",
-    "gather", "scatter", "tile",
+    "gather", "scatter", "tile", "stop_gradient",
     *CALLS, *CUSTOM_DERIVATIVES,
     "jaxstab_exact",  # a library routine in a gradient's reference: its Routine says what it takes
 })

@@ -9,14 +9,16 @@ escalates the precision (equal values computed inexactly stay undecided: uncerta
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 from flint import acb, arb
 
-from ._common import INDET, Rule, Undecided, obj
+from .. import _compat
+from ._common import INDET, Rule, Undecided, is_complex, obj
 
-__all__ = ["complex_scatter", "fold_pick", "minmax"]
+__all__ = ["complex_cumulative", "complex_scatter", "complex_sort", "fold_pick", "minmax"]
 
 CBall = Any  # acb | None
 _INDET_C = acb(INDET, INDET)
@@ -80,3 +82,48 @@ def complex_scatter(kind: str) -> Rule:
     uf = np.frompyfunc(_SCATTER_COMBINE[kind], 2, 1)
     return lambda ctx, eqn, operand, indices, updates: scatter(ctx, eqn, operand, indices, updates,
                                                                combine=uf)
+
+
+def _part(x: np.ndarray, imag: bool) -> np.ndarray:
+    if not x.size:
+        return x
+    return obj(np.frompyfunc(lambda v: None if v is None else (v.imag if imag else v.real), 1, 1)(x))
+
+
+def complex_sort(ctx: Any, eqn: Any, *operands: np.ndarray) -> list[np.ndarray]:
+    """``sort`` with complex keys: each complex key is two real keys, its real part then its imaginary
+    part, as JAX's comparator builds them (``lax._operands_to_keys``); the real rule sorts, with every
+    original operand carried along."""
+    from ._reductions import RULES as REAL
+
+    num_keys = int(eqn.params.get("num_keys", 1))
+    keys: list[np.ndarray] = []
+    for k, op in enumerate(operands[:num_keys]):
+        if is_complex(_compat.aval(eqn.invars[k]).dtype):
+            keys += [_part(op, False), _part(op, True)]
+        else:
+            keys.append(op)
+    shim = SimpleNamespace(params={**eqn.params, "num_keys": len(keys)})
+    return list(REAL["sort"](ctx, shim, *keys, *operands))[len(keys):]
+
+
+def complex_cumulative(greater: bool) -> Rule:
+    """``cummax``/``cummin`` on complex values: the lexicographic extreme of each prefix (indeterminate
+    from a value without one on, as for the reductions: XLA's scan order decides there)."""
+
+    def rule(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
+        axis = int(eqn.params["axis"]) % max(x.ndim, 1)
+        reverse = bool(eqn.params.get("reverse", False))
+        moved = np.moveaxis(np.flip(x, axis) if reverse else x, axis, -1)
+        out = np.empty(moved.shape, dtype=object)
+        for idx in np.ndindex(moved.shape[:-1]):
+            acc: CBall = None
+            lost = False
+            for j, v in enumerate(moved[idx]):
+                lost = lost or v is None
+                acc = _INDET_C if lost else (v if j == 0 else _lex_pick(acc, v, greater))
+                out[(*idx, j)] = acc
+        out = np.moveaxis(out, -1, axis)
+        return np.flip(out, axis) if reverse else out
+
+    return rule
