@@ -213,6 +213,7 @@ def test_defined_routine_without_derivative_says_its_gradient_is_the_bodys():
     assert result.gradient.outcome == "passed"
     note = result.gradient.note
     assert "derivative of the routine's body" in note and "erf_as_plain" in note
+    assert "derivative of the routine's body" in result.note and "erf_as_plain" in result.note  # the case too
 
 
 def test_defined_derivative_of_two_arguments():

@@ -69,6 +69,14 @@ class Derivative:
     note: str = ""
 
 
+#: The note of a gradient whose reference keeps a routine's body derivative: its start and its end
+#: (the routines' names go between); the case's own note repeats it (``with_gradient``).
+_BODY_NOTE = ("The gradient's reference for ",
+              " is the derivative of the routine's body evaluated exactly, not the derivative of the "
+              "function it stands for (no exact derivative is known to the oracle: declare one with "
+              "jst.oracles.define(..., derivative=...)).")
+
+
 def derivative_case(traced: TracedCase, rewritten: Any) -> Derivative:
     """The derivative programs of ``traced`` and of its ``rewritten`` program, and the reference."""
     from ..oracles._library_reference import reference_primal
@@ -78,10 +86,7 @@ def derivative_case(traced: TracedCase, rewritten: Any) -> Derivative:
                       else derivative_program(rewritten, traced.judged_outputs))
     primal, kept = reference_primal(traced.closed)
     reference = grad_closed if primal is traced.closed else derivative_program(primal, traced.judged_outputs)
-    note = ("" if not kept else
-            f"The gradient's reference for {', '.join(kept)} is the derivative of the routine's body "
-            "evaluated exactly, not the derivative of the function it stands for (no exact derivative "
-            "is known to the oracle: declare one with jst.oracles.define(..., derivative=...)).")
+    note = "" if not kept else f"{_BODY_NOTE[0]}{', '.join(kept)}{_BODY_NOTE[1]}"
     n = len(_compat.outvars(grad_closed))
     out_dtypes = [np.dtype(_compat.aval(v).dtype) for v in _compat.outvars(grad_closed)]
     grad_case = dataclasses.replace(
@@ -107,6 +112,10 @@ def with_gradient(judge_case: Callable[..., Any], case: Any, settings: Any, run:
     gradient = judge_case(grad_case, settings, grad_run, derivative=True)
     gradient.nodeid = result.nodeid
     result.gradient = gradient
+    start = gradient.note.find(_BODY_NOTE[0])
+    if start >= 0:  # said on the case too (reports show the case's note): never silently
+        end = gradient.note.find(_BODY_NOTE[1], start) + len(_BODY_NOTE[1])
+        result.note = f"{result.note} {gradient.note[start:end]}".strip()
     if gradient.outcome == "failed":
         result.outcome = "failed"
         note = "The gradient (jax.grad, a VJP with ones for non-scalar outputs) fails:\n"
