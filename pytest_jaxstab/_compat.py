@@ -607,13 +607,14 @@ def oracle_only_primitive(name: str, abstract_eval: Callable[..., list[Any]],
     return prim
 
 
-def caller_of(eqn: Eqn, function: str, file_suffix: str) -> tuple[str, str] | None:
-    """``(function name, file)`` of the Python frame that called ``function`` (defined in a file whose
-    path ends with ``file_suffix``) when ``eqn`` was traced; None when it was not traced under it."""
+def caller_of(eqn: Eqn, function: str, file_suffix: str) -> tuple[str, str, int] | None:
+    """``(function name, file, line)`` of the Python frame that called ``function`` (defined in a file
+    whose path ends with ``file_suffix``) when ``eqn`` was traced; None when it was not traced under it."""
     tb = eqn.source_info.traceback
     frames = [] if tb is None else tb.frames  # innermost first
     for k in range(len(frames) - 1):
         f = frames[k]
         if f.function_name == function and f.file_name.replace("\\", "/").endswith(file_suffix):
-            return frames[k + 1].function_name, frames[k + 1].file_name.replace("\\", "/")
+            up = frames[k + 1]
+            return up.function_name, up.file_name.replace("\\", "/"), int(up.line_num)
     return None

@@ -24,7 +24,6 @@ from pytest_jaxstab._check._gradient import derivative_program
 from pytest_jaxstab._errors import ArgumentError, OracleError
 from pytest_jaxstab.oracles._library_reference import reference_primal
 
-OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
 _MPC: Any = mpmath.mpc  # its stubs take ints only
 
 
@@ -92,8 +91,6 @@ ONE_ARG = [
 @pytest.mark.parametrize(("fn", "ref", "xs"), ONE_ARG,
                          ids=[f"{f.__name__}-{k}" for k, (f, _, _) in enumerate(ONE_ARG)])
 def test_gradient_reference_is_the_exact_derivative(fn, ref, xs):
-    if OLD_JAX and fn is sp.ndtri:
-        pytest.skip("jax 0.10 inlines ndtri: no call to recognise (see test_oracle_library)")
     for x in xs:
         (g,), (sure,), kept = _reference_gradient(fn, [x])
         assert sure and not kept, x

@@ -22,10 +22,10 @@ from pytest_jaxstab import oracles
 from pytest_jaxstab._errors import ArgumentError, OracleError
 
 # Routines are recognised by the calls JAX makes (docs/architecture.md, "The oracle"). The oldest
-# JAX we support (0.10) inlines ndtri (no call of its own: its body is evaluated there, the oracle's
-# answer before routines were recognised), writes expn as a call of `expn` on (n, x) inside a custom_jvp
-# of x alone (recognised), and makes other calls, so the list of JAX's calls differs. Those tests run on
-# JAX >= 0.11 only.
+# JAX we support (0.10) inlines ndtri (no call of its own: recognised by its equations' frames, so
+# routine_name, which reads calls, does not name it there), writes expn as a call of `expn` on (n, x)
+# inside a custom_jvp of x alone (recognised), and makes other calls, so the list of JAX's calls
+# differs. Those tests run on JAX >= 0.11 only.
 OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
 newer_jax = pytest.mark.skipif(OLD_JAX, reason="jax 0.10 writes this routine differently (see OLD_JAX)")
 
@@ -413,3 +413,20 @@ def test_routine_recognised_when_a_transformation_folds_its_consts():
     x = mpmath.mpf(2.5)
     dawson = mpmath.sqrt(mpmath.pi) / 2 * mpmath.exp(-x * x) * mpmath.erfi(x)
     assert float(res.values[0]) == _round(1 - 2 * x * dawson, np.float64)
+
+
+def test_ndtri_is_judged_by_its_mathematics_on_every_jax():
+    # At these p, Cephes' rational approximations (ndtri's body), evaluated exactly, round to another
+    # float64 than the normal quantile sqrt(2) erfinv(2p - 1) does (mpmath at 2000 bits): the oracle's
+    # value must be the quantile's. On jax 0.10 ndtri is inlined (no call): recognised by its frames
+    # (oracles/_library_inline.py); on newer JAX by its call.
+    ps = [4.2222947179297145e-19, 0.55740888009091, 0.8374714217984048, 0.3855872572300576]
+    got, certain = _oracle(sp.ndtri, ps, np.float64)
+    assert certain.all()
+    want = [_round(mpmath.sqrt(2) * mpmath.erfinv(2 * mpmath.mpf(p) - 1), np.float64) for p in ps]
+    np.testing.assert_array_equal(got, np.asarray(want))
+    # two calls on one line are two routines, each judged by its mathematics
+    two, _ = _oracle(lambda p: sp.ndtri(p) + sp.ndtri(p * 0.5), ps[1:2], np.float64)
+    q = mpmath.mpf(ps[1])
+    both = mpmath.sqrt(2) * (mpmath.erfinv(2 * q - 1) + mpmath.erfinv(q - 1))
+    assert float(two[0]) == _round(both, np.float64)

@@ -37,6 +37,7 @@ from ._common import OracleError, Undecided, is_complex, is_float
 from ._complex import acb_to_mpc, round_complex, round_mpc_to_dtype
 from ._interpreter import Interpreter, check_supported, to_value
 from ._library import lookup
+from ._library_inline import inline_routines
 from ._rounding import round_to_dtype
 
 __all__ = ["DEFAULT_MAX_PRECISION", "OracleResult", "evaluate"]
@@ -232,6 +233,7 @@ def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
     if int(max_precision) < 16:
         raise ArgumentError(f"max_precision={max_precision!r}: expected at least 16 bits")
     closed, flat_args, out_tree = _prepare(fn_or_jaxpr, args)
+    closed = inline_routines(closed)  # routines JAX inlines on this version (``_library_inline``)
     check_supported(closed)
     in_avals = [_compat.aval(v) for v in _compat.invars(closed)]
     out_avals = [_compat.aval(v) for v in _compat.outvars(closed)]

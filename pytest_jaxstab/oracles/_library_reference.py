@@ -124,7 +124,9 @@ def reference_primal(closed: Any) -> tuple[Any, list[str]]:
     (sorted, once each). ``closed`` itself when it calls no routine with an exact derivative."""
     from ..rewrites._engine import rewrite_jaxpr
     from ..rewrites._rule import Rule
+    from ._library_inline import inline_routines
 
+    closed = inline_routines(closed)
     kept: set[str] = set()
     found = False
     for routine, eqn in _routine_calls(closed):
