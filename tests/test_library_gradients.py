@@ -88,6 +88,12 @@ ONE_ARG = [
 ]
 
 
+if hasattr(sp, "erfcinv"):  # newer than jax 0.10
+    # d/dy erfcinv(y) = -sqrt(pi)/2 exp(erfcinv(y)^2), erfcinv(y) = erfinv(1 - y)
+    ONE_ARG.append((sp.erfcinv, lambda y: -mpmath.sqrt(mpmath.pi) / 2 * mpmath.exp(mpmath.erfinv(1 - y) ** 2),
+                    [1e-300, 1e-5, 0.5, 1.0, 1.7]))
+
+
 @pytest.mark.parametrize(("fn", "ref", "xs"), ONE_ARG,
                          ids=[f"{f.__name__}-{k}" for k, (f, _, _) in enumerate(ONE_ARG)])
 def test_gradient_reference_is_the_exact_derivative(fn, ref, xs):
