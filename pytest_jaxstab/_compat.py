@@ -595,3 +595,42 @@ def hi_primitive_expansion(eqn: Eqn) -> ClosedJaxpr | None:
         return jax.make_jaxpr(lambda *args: to_lojax(*args, _prim=prim))(*specs)
     except NotImplementedError:  # a HiPrim without an `expand`
         return None
+
+
+# ------------------------------------------------------------------------- oracle-only primitives
+def oracle_only_primitive(name: str, abstract_eval: Callable[..., list[Any]],
+                          jvp: Callable[..., list[Any]], why: str) -> Any:
+    """A primitive of several results only the oracle evaluates: ``abstract_eval(**params)`` gives
+    their ``(shape, dtype)``, ``jvp(primals, tangents, **params)`` their tangents (None: a symbolic
+    zero tangent). Running it in floating point raises ``why``."""
+    from jax.interpreters import ad
+
+    prim = jex.Primitive(name)
+    prim.multiple_results = True
+
+    def impl(*_: Any, **__: Any) -> Any:
+        raise RuntimeError(why)
+
+    prim.def_impl(impl)
+    prim.def_abstract_eval(lambda *_, **params: [_core.ShapedArray(s, d) for s, d in abstract_eval(**params)])
+
+    def rule(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+        ts = [None if type(t) is ad.Zero or getattr(t, "dtype", None) == jax.dtypes.float0 else t
+              for t in tangents]
+        return prim.bind(*primals, **params), jvp(primals, ts, **params)
+
+    ad.primitive_jvps[prim] = rule
+    return prim
+
+
+def caller_of(eqn: Eqn, function: str, file_suffix: str) -> tuple[str, str, int] | None:
+    """``(function name, file, line)`` of the Python frame that called ``function`` (defined in a file
+    whose path ends with ``file_suffix``) when ``eqn`` was traced; None when it was not traced under it."""
+    tb = eqn.source_info.traceback
+    frames = [] if tb is None else tb.frames  # innermost first
+    for k in range(len(frames) - 1):
+        f = frames[k]
+        if f.function_name == function and f.file_name.replace("\\", "/").endswith(file_suffix):
+            up = frames[k + 1]
+            return up.function_name, up.file_name.replace("\\", "/"), int(up.line_num)
+    return None

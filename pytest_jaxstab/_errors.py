@@ -92,7 +92,7 @@ class UnsupportedPrimitive(JaxstabError):
         self.name = name
         self.location = location
         self.reason = reason
-        where = f" at {location}" if location else ""
+        where = f" at {_short_location(location)}" if location else ""
         why = f" ({reason})" if reason else ""
         super().__init__(
             f"the exact oracle does not support the primitive {name!r}{where}{why}. Rewrite this part "
@@ -100,6 +100,14 @@ class UnsupportedPrimitive(JaxstabError):
             f"with @pytest.mark.stabilize, or mark the case xfail), or file an issue at pytest-jaxstab "
             f"asking for {name!r}; pytest_jaxstab.oracles.SUPPORTED_PRIMITIVES lists what is supported."
         )
+
+
+def _short_location(location: str) -> str:
+    """``file:line`` with the file relative to the rootdir (or working directory), as messages show it."""
+    from ._files import short_path
+
+    file, sep, line = location.rpartition(":")
+    return f"{short_path(file)}:{line}" if sep and line.isdigit() else short_path(location)
 
 
 class OracleError(JaxstabError, RuntimeError):

@@ -348,27 +348,28 @@ def test_diagnostics_wrap_tracing_errors(diagnostic):
 
 
 def test_a_complex_primitive_without_a_rule_names_itself(pytester, run_jaxstab):
-    # fft and exp of complex values are exact now (tests/test_complex.py); scatter-mul of complex values
-    # has no complex rule: refused by name and line, with the reason, before any input is drawn.
+    # fft and exp of complex values are exact now (tests/test_complex.py), and scatter-mul (the example
+    # here before: tests/test_complex_order.py); complex linear algebra (lu) has no complex rule: refused
+    # by name and line, with the reason, before any input is drawn.
     pytester.makepyfile(test_fft='''
         import jax.numpy as jnp
         import pytest
 
-        @pytest.mark.stabilize(dtype="float32", shapes={"x": (8,)})
+        @pytest.mark.stabilize(dtype="float32", shapes={"x": (4,)})
         def test_spectrum(x):
-            return jnp.abs(jnp.fft.fft(x).at[0].mul(1j))
+            return jnp.abs(jnp.linalg.inv(jnp.fft.fft(x).reshape(2, 2)))
     ''')
     result = run_jaxstab(EXAMPLES)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*UnsupportedPrimitive: the exact oracle does not support the primitive "
-                                 "'scatter-mul' at *test_fft.py:6 "
-                                 "(scatter-mul on complex values has no exact rule*"])
+                                 "'lu' at *test_fft.py:6 "
+                                 "(lu on complex values has no exact rule*"])
     assert "'jit'" not in result.stdout.str()
     with pytest.raises(UnsupportedPrimitive) as info:
         # lax.complex(0, x) is 1j * x without an implicit promotion (the tests run under strict promotion)
-        jst.check(lambda x: jnp.real(jax.lax.complex(jnp.zeros_like(x), x).at[0].mul(1j)), shapes=[(4,)],
-                  dtype="float32", max_examples=2)
-    assert info.value.name == "scatter-mul"
+        jst.check(lambda x: jnp.real(jnp.linalg.inv(jax.lax.complex(jnp.zeros_like(x), x).reshape(2, 2))),
+                  shapes=[(4,)], dtype="float32", max_examples=2)
+    assert info.value.name == "lu"
 
 
 def test_a_domain_predicate_that_rejects_everything_gets_our_advice(pytester, run_jaxstab):

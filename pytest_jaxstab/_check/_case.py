@@ -180,6 +180,10 @@ def judge_case(case: Case, s: Settings, run: RunContext, *, derivative: bool = F
         result.message = failure_message(result, minimal, case.names, programs.applied)
     else:
         result.note = passing_note(result)
+    if programs.note:
+        result.note = f"{result.note} {programs.note}".strip()
+        if result.message:
+            result.message = f"{result.message}\n{programs.note}"
     probe = lambda: uniform_undefined_share(programs.evaluator, case.domains, case.shapes, case.dtype)
     acc.judge_domain(result, case.domain, probe)  # limits, kinks, and a function undefined on its domain
     run.profile["examples"] = float(acc.samples)
@@ -196,6 +200,7 @@ class _Programs:
     applied: list[Any]
     evaluator: Evaluator
     cost: int
+    note: str = ""  # what the oracle's reference says of itself (a gradient's body-derivative routines)
 
 
 def _programs(case: Case, s: Settings, rules: Sequence[Any], derivative: bool, prof: StageTimes) -> _Programs:
@@ -206,10 +211,12 @@ def _programs(case: Case, s: Settings, rules: Sequence[Any], derivative: bool, p
     if s.oracle_budget is not None and cost * s.max_examples > s.oracle_budget:
         raise ArgumentError(_over_budget(case.case_id, cost, s.max_examples, s.oracle_budget, case.shapes))
     rewritten, applied = _rewrite(traced.closed, rules)
+    reference, note = traced.closed, ""
     if derivative:
-        traced, rewritten = derivative_case(traced, rewritten)
+        d = derivative_case(traced, rewritten)
+        traced, rewritten, reference, note = d.case, d.rewritten, d.reference, d.note
     evaluator = Evaluator(traced.closed, rewritten, traced.judged_outputs, s.atol, prof, s.judge,
-                          float(s.tolerance_bits), derivative)
+                          float(s.tolerance_bits), derivative, reference=reference)
     # One run inside the domain, not counted: compiles both variants and surfaces an oracle that cannot
     # evaluate the program (UnsupportedPrimitive) before Hypothesis starts. Not on zeros: a loop may
     # only end for inputs of its domain (while v < 1e6: v *= 2 never ends from 0).
@@ -220,7 +227,7 @@ def _programs(case: Case, s: Settings, rules: Sequence[Any], derivative: bool, p
         for stage in ("run", "oracle", "metrics", "conditioning"):  # counted as setup, below
             prof[stage] = before.get(stage, 0.0)
     prof.add("trace", time.perf_counter() - t0)
-    return _Programs(traced, rewritten, applied, evaluator, cost)
+    return _Programs(traced, rewritten, applied, evaluator, cost, note)
 
 
 def _inputs(case: Case, s: Settings, run: RunContext, programs: _Programs, judged: str,

@@ -131,14 +131,20 @@ class Evaluator:
             error exceeds ``tolerance_bits`` and judges them by the bits beyond it (``_verdict.py``);
             "accuracy" judges the forward error.
         tolerance_bits: the case's tolerance (where the stability lens starts to be computed).
+        derivative: ``closed`` is a derivative program (its ties are resolved by limits).
+        reference: the program the oracle evaluates in place of ``closed`` (same inputs and outputs):
+            a gradient's derivative of the exact functions of the library routines it calls.
     """
 
     def __init__(self, closed: Any, rewritten: Any, judged_outputs: Sequence[int], atol: float | None,
                  profile: StageTimes, judge: str = "accuracy", tolerance_bits: float = 8.0,
-                 derivative: bool = False) -> None:
+                 derivative: bool = False, *, reference: Any = None) -> None:
         self._evaluate = evaluate
         self._error_bits = error_bits
         self.closed = closed
+        # What the oracle evaluates: the program itself, or for a gradient that calls library
+        # routines, the derivative of their exact functions (``_gradient.Derivative.reference``).
+        self.reference = closed if reference is None else reference
         self.judged_outputs = list(judged_outputs)
         self.atol = atol
         self.profile = profile
@@ -155,7 +161,7 @@ class Evaluator:
         # A derivative program with decisions (ties of max/min, abs's sign, where) is also evaluated at
         # its inputs' neighbours: its value at a tie is JAX's rule, not the function's derivative.
         self.derivative = derivative and any(
-            _compat.primitive_name(e) in _TIE_PRIMITIVES for _, e in _compat.walk(closed))
+            _compat.primitive_name(e) in _TIE_PRIMITIVES for _, e in _compat.walk(self.reference))
 
     def __call__(self, args: Sequence[np.ndarray]) -> SampleResult:
         return self.run(*self.prepare(args))
@@ -182,7 +188,7 @@ class Evaluator:
             outputs[variant] = [leaves[i] for i in self.judged_outputs]
         t1 = time.perf_counter()
         self._check_dtypes(outputs)
-        oracle = self._evaluate(self.closed, *args)
+        oracle = self._evaluate(self.reference, *args)
         values = jax.tree_util.tree_leaves(oracle.values)
         certain = jax.tree_util.tree_leaves(oracle.certain)
         t2 = time.perf_counter()
@@ -223,12 +229,12 @@ class Evaluator:
         equals the value at ``args`` (the common case), there is nothing to resolve. That misses only a
         kink whose right-hand derivative is the one JAX's rule picked, which is judged against that
         value (the verdict a kink gets anyway: not failed), not counted as a kink."""
-        plus = evaluate_near(self.closed, list(args), 1)
+        plus = evaluate_near(self.reference, list(args), 1)
         if not any(bool((s & np.isnan(e)).any()) for s, e in zip(sure, exact)) and all(
                 bool((np.asarray(plus.certain[i]) & _same_value(np.asarray(plus.values[i]), e)).all())
                 for i, e in zip(self.judged_outputs, exact)):
             return exact, sure, 0, [np.zeros(e.shape, bool) for e in exact]
-        near = [plus, evaluate_near(self.closed, list(args), -1)]
+        near = [plus, evaluate_near(self.reference, list(args), -1)]
         out_e, out_s, out_k, count = [], [], [], 0
         second: list[Any] | None = None
         for j, i in enumerate(self.judged_outputs):
@@ -237,7 +243,7 @@ class Evaluator:
             r = resolve(exact[j], sure[j], p, pc, m, mc, derivative=self.derivative)
             if r.limits.any():  # a limit is taken only when a second direction of approach agrees
                 if second is None:
-                    second = [evaluate_near(self.closed, list(args), side, staggered=True)
+                    second = [evaluate_near(self.reference, list(args), side, staggered=True)
                               for side in (1, -1)]
                 (p, pc), (m, mc) = ((np.asarray(q.values[i]).astype(exact[j].dtype), np.asarray(q.certain[i]))
                                     for q in second)
@@ -258,7 +264,7 @@ class Evaluator:
         if not over:
             return
         t0 = time.perf_counter()
-        cond = conditioning_ulps(self.closed, args, exact, self.judged_outputs, self.out_dtypes)
+        cond = conditioning_ulps(self.reference, args, exact, self.judged_outputs, self.out_dtypes)
         for v in over:
             o = outcomes[v]
             j = judge_elements(o.values, exact, o.element_bits, cond, self.terms, self.tolerance_bits)

@@ -4,7 +4,10 @@ The derivative of a function is a program too. For the function as written, JAX'
 (``jax.vjp``, cotangent ones: ``jax.grad`` for a scalar output) builds a jaxpr of
 ordinary primitives; the oracle evaluates that jaxpr exactly, and since automatic differentiation
 over the reals gives the real derivative, its exact value is the exact gradient of the function as
-written. The rewritten function's derivative is JAX's derivative of the *rewritten* program (custom
+written. Where the function calls a library routine judged by its mathematics (``log_ndtr``,
+``ndtri``, one declared with ``jst.oracles.define``), the reference is the derivative of that exact
+function instead (``oracles/_library_reference.py``), never the derivative of the routine's body.
+The rewritten function's derivative is JAX's derivative of the *rewritten* program (custom
 derivative rules of the stable forms included), i.e. what ``jax.grad(jst.stabilize(fn))`` runs,
 never a rewrite of the derivative program. Both then go through the same pipeline as values do:
 scored against the oracle, NaN/Inf origins found in the backward pass, figures and witnesses.
@@ -23,7 +26,7 @@ import numpy as np
 from .. import _compat
 from ._trace import TracedCase
 
-__all__ = ["derivative_case", "derivative_program", "with_gradient"]
+__all__ = ["Derivative", "derivative_case", "derivative_program", "with_gradient"]
 
 
 def derivative_program(closed: Any, judged_outputs: list[int]) -> Any:
@@ -47,18 +50,50 @@ def derivative_program(closed: Any, judged_outputs: list[int]) -> Any:
     return jax.make_jaxpr(gradient)(*avals)
 
 
-def derivative_case(traced: TracedCase, rewritten: Any) -> tuple[TracedCase, Any]:
-    """``(the original's derivative as a TracedCase, the rewritten program's derivative)``."""
+@dataclasses.dataclass
+class Derivative:
+    """The derivative programs of a case.
+
+    Attributes:
+      case: the original's derivative (what ``jax.grad`` of the function runs) as a TracedCase.
+      rewritten: the rewritten program's derivative.
+      reference: the program the oracle evaluates exactly: ``case.closed`` itself unless the function
+        calls library routines, which it differentiates by their exact derivatives
+        (``oracles/_library_reference.py``).
+      note: what the reference leaves to a body's derivative (empty when nothing).
+    """
+
+    case: TracedCase
+    rewritten: Any
+    reference: Any
+    note: str = ""
+
+
+#: The note of a gradient whose reference keeps a routine's body derivative: its start and its end
+#: (the routines' names go between); the case's own note repeats it (``with_gradient``).
+_BODY_NOTE = ("The gradient's reference for ",
+              " is the derivative of the routine's body evaluated exactly, not the derivative of the "
+              "function it stands for (no exact derivative is known to the oracle: declare one with "
+              "jst.oracles.define(..., derivative=...)).")
+
+
+def derivative_case(traced: TracedCase, rewritten: Any) -> Derivative:
+    """The derivative programs of ``traced`` and of its ``rewritten`` program, and the reference."""
+    from ..oracles._library_reference import reference_primal
+
     grad_closed = derivative_program(traced.closed, traced.judged_outputs)
     grad_rewritten = (grad_closed if rewritten is traced.closed
                       else derivative_program(rewritten, traced.judged_outputs))
+    primal, kept = reference_primal(traced.closed)
+    reference = grad_closed if primal is traced.closed else derivative_program(primal, traced.judged_outputs)
+    note = "" if not kept else f"{_BODY_NOTE[0]}{', '.join(kept)}{_BODY_NOTE[1]}"
     n = len(_compat.outvars(grad_closed))
     out_dtypes = [np.dtype(_compat.aval(v).dtype) for v in _compat.outvars(grad_closed)]
     grad_case = dataclasses.replace(
         traced, fn=_compat.as_fun(grad_closed), closed=grad_closed,
         out_tree=jax.tree_util.tree_structure(list(range(n))), judged_outputs=list(range(n)),
         out_dtypes=out_dtypes)
-    return grad_case, grad_rewritten
+    return Derivative(grad_case, grad_rewritten, reference, note)
 
 
 def with_gradient(judge_case: Callable[..., Any], case: Any, settings: Any, run: Any) -> Any:
@@ -77,6 +112,10 @@ def with_gradient(judge_case: Callable[..., Any], case: Any, settings: Any, run:
     gradient = judge_case(grad_case, settings, grad_run, derivative=True)
     gradient.nodeid = result.nodeid
     result.gradient = gradient
+    start = gradient.note.find(_BODY_NOTE[0])
+    if start >= 0:  # said on the case too (reports show the case's note): never silently
+        end = gradient.note.find(_BODY_NOTE[1], start) + len(_BODY_NOTE[1])
+        result.note = f"{result.note} {gradient.note[start:end]}".strip()
     if gradient.outcome == "failed":
         result.outcome = "failed"
         note = "The gradient (jax.grad, a VJP with ones for non-scalar outputs) fails:\n"

@@ -73,7 +73,7 @@ from ._evaluate import OracleResult as OracleResult
 from ._evaluate import evaluate as evaluate
 from ._interpreter import MAX_WHILE_ITERATIONS as MAX_WHILE_ITERATIONS
 from ._interpreter import SUPPORTED_PRIMITIVES as SUPPORTED_PRIMITIVES
-from ._library import define as define
+from ._library_define import define as define
 from ._metrics import error_bits as error_bits
 from ._metrics import ordinals as ordinals
 from ._metrics import summarize as summarize

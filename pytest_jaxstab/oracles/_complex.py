@@ -35,6 +35,7 @@ from .. import _compat
 from .._primitives import CALLS, CUSTOM_DERIVATIVES
 from ._balls import ball_to_mpf, round_balls
 from ._common import INDET, Rule, Undecided, is_complex, is_float, obj, out_aval
+from ._complex_order import complex_cumulative, complex_scatter, complex_sort, fold_pick, minmax
 
 __all__ = [
     "PASS_THROUGH",
@@ -481,6 +482,14 @@ RULES: dict[str, Rule] = {
     "cumprod": _cumulative(True),
     "dot_general": _dot_general,
     "fft": _fft,
+    "max": minmax(True),
+    "min": minmax(False),
+    "reduce_max": _reduction(fold_pick(True)),
+    "reduce_min": _reduction(fold_pick(False)),
+    "sort": complex_sort,
+    "cummax": complex_cumulative(True),
+    "cummin": complex_cumulative(False),
+    **{f"scatter{sep}{kind}": complex_scatter(kind) for kind in ("mul", "max", "min") for sep in ("-", "_")},
 }
 RULES.update({name: _unary_rule(name) for name in (
     "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh",
@@ -492,14 +501,37 @@ RULES.update({name: _unary_rule(name) for name in (
 PASS_THROUGH: frozenset[str] = frozenset({
     "broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose", "concatenate", "slice",
     "dynamic_slice", "dynamic_update_slice", "rev", "copy", "copy_p", "scan", "while", "cond", "pad",
-    "gather", "scatter", "tile",
+    "gather", "scatter", "tile", "stop_gradient",
     *CALLS, *CUSTOM_DERIVATIVES,
+    "jaxstab_exact",  # a library routine in a gradient's reference: its Routine says what it takes
 })
 
 
 #: Linear primitives evaluated part by part with their real rules (exact: each part is the real
 #: primitive on that part, ``Re(sum z_i) = sum Re z_i``).
 _BY_PARTS: frozenset[str] = frozenset({"scatter-add", "scatter_add"})
+
+
+#: Bilinear primitives evaluated from four real products of parts, ``(a + ib) * (c + id) = ac - bd +
+#: i(ad + bc)`` (exact: each real product is exact, and so are the sums of their balls).
+_BILINEAR: frozenset[str] = frozenset({"conv_general_dilated"})
+
+
+def _bilinear(real_rule: Rule) -> Rule:
+    from ._arb import ufunc
+
+    def rule(ctx: Any, eqn: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        def parts(x: np.ndarray, imag: bool) -> np.ndarray:
+            if x.dtype != object:
+                x = obj(np.frompyfunc(_to_complex, 1, 1)(np.asarray(x).astype(object)))
+            return obj(np.frompyfunc(lambda v: _part(v, imag), 1, 1)(x)) if x.size else x
+
+        (ar, ai), (br, bi) = ((parts(x, False), parts(x, True)) for x in (a, b))
+        re = ufunc("sub")(obj(real_rule(ctx, eqn, ar, br)), obj(real_rule(ctx, eqn, ai, bi)))
+        im = ufunc("add")(obj(real_rule(ctx, eqn, ar, bi)), obj(real_rule(ctx, eqn, ai, br)))
+        return _make_complex(ctx, eqn, obj(re), obj(im))
+
+    return rule
 
 
 def _by_parts(real_rule: Rule) -> Rule:
@@ -531,6 +563,8 @@ def rule_for(eqn: Any, real_rules: dict[str, Rule]) -> Rule | None:
         return real_rules.get(name)
     if name in _BY_PARTS and name in real_rules:
         return _by_parts(real_rules[name])
+    if name in _BILINEAR and name in real_rules:
+        return _bilinear(real_rules[name])
     return None
 
 

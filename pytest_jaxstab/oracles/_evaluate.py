@@ -36,7 +36,8 @@ from ._balls import ball_to_mpf, round_balls
 from ._common import OracleError, Undecided, is_complex, is_float
 from ._complex import acb_to_mpc, round_complex, round_mpc_to_dtype
 from ._interpreter import Interpreter, check_supported, to_value
-from ._library import lookup
+from ._library import EXACT_PRIMITIVE, lookup
+from ._library_inline import inline_routines
 from ._rounding import round_to_dtype
 
 __all__ = ["DEFAULT_MAX_PRECISION", "OracleResult", "evaluate"]
@@ -128,7 +129,8 @@ def _flat_shape(closed: Any) -> tuple[int, ...] | None:
             if name == "broadcast_in_dim":
                 if tuple(_compat.aval(eqn.invars[0]).shape) != () or len(eqn.invars) != 1:
                     return False
-            elif (name in CALLS or name in CUSTOM_DERIVATIVES) and lookup(eqn) is not None:
+            elif (name in CALLS or name in CUSTOM_DERIVATIVES or name == EXACT_PRIMITIVE) \
+                    and lookup(eqn) is not None:
                 continue  # a library routine: elementwise by contract (``_library``)
             elif name in CALLS or name in CUSTOM_DERIVATIVES:
                 subs = ([_compat.custom_call_parts(eqn)[0]] if name in CUSTOM_DERIVATIVES
@@ -232,6 +234,7 @@ def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
     if int(max_precision) < 16:
         raise ArgumentError(f"max_precision={max_precision!r}: expected at least 16 bits")
     closed, flat_args, out_tree = _prepare(fn_or_jaxpr, args)
+    closed = inline_routines(closed)  # routines JAX inlines on this version (``_library_inline``)
     check_supported(closed)
     in_avals = [_compat.aval(v) for v in _compat.invars(closed)]
     out_avals = [_compat.aval(v) for v in _compat.outvars(closed)]

@@ -128,7 +128,7 @@ _CONTROL.update({"scan": _scan, "while": _while, "cond": _cond})
 _RULES: dict[str, Rule] = {
     **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_eigen.RULES,
     **_qr.RULES, **_special.RULES, **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES,
-    **_topk.RULES, **_tridiagonal.RULES, **_hijax.RULES, **_CONTROL,
+    **_topk.RULES, **_tridiagonal.RULES, **_hijax.RULES, **_library.RULES, **_CONTROL,
 }
 
 #: Names of the primitives the oracle evaluates exactly (anything else raises UnsupportedPrimitive);

@@ -13,8 +13,8 @@ Routines whose bodies are exact formulas (``softplus = logaddexp(x, 0)``, ``log_
 listed too: their exact value is the same either way, but the routine then counts as one operation for
 ``jst.local_error`` and the NaN walk, which blame the routine and the user's line that called it.
 
-Users declare their own routines with :func:`define` (a decorator or a call): the oracle then judges
-the function by the ``exact`` ball function given, wherever a program calls it.
+Users declare their own routines with ``define`` (``_library_define``; a decorator or a call): the
+oracle then judges the function by the ``exact`` ball function given, wherever a program calls it.
 
 Every entry is elementwise: each output element is a function of the input elements at the same index
 (scalars broadcast). Each scalar function takes balls (``flint.arb``) or ``None`` (NaN) and returns a
@@ -26,21 +26,23 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 from collections.abc import Callable
 from typing import Any
 
-import jax
 import numpy as np
 from flint import acb, arb
 from flint import ctx as flint_ctx
 
 from .. import _compat
-from .._errors import ArgumentError, OracleError
 from ._arb import FUNCTIONS as F
-from ._common import INDET, NEG_INF, POS_INF, ZERO, ints_to_arb, is_float, out_aval
+from ._common import INDET, NEG_INF, POS_INF, ZERO, ints_to_arb, is_complex, is_float, out_aval
 
-__all__ = ["BUILTIN", "EXACT_BODIES", "NOT_COVERED", "Routine", "define", "lookup", "routine_name"]
+__all__ = ["BUILTIN", "EXACT_BODIES", "EXACT_PRIMITIVE", "NOT_COVERED", "PIECEWISE", "RULES", "USER",
+           "Routine", "lookup", "routine_name"]
+
+#: The oracle-only primitive that stands for a routine call in a gradient's reference program
+#: (``_library_reference``): its ``routine`` parameter is the :class:`Routine` evaluated.
+EXACT_PRIMITIVE = "jaxstab_exact"
 
 Ball = Any
 
@@ -55,6 +57,13 @@ class Routine:
       nargs: how many inputs it takes.
       origin: where it comes from (``jax.scipy.special``, ``jax.nn``, or ``user``).
       nout: how many results (``exact`` then returns a tuple of balls: ``sici``, ``fresnel``).
+      partials: a user routine's exact partial derivatives, one scalar ball function per argument
+        (``define(..., derivative=...)``), or None; the built-in ones are in ``_library_derivatives``.
+      leading: the routine's arguments are the call's first ``nargs`` operands and the call's other
+        operands are computed from them (``spence`` is a ``jnp.piecewise`` call on ``x`` and conditions
+        on ``x``).
+      complex: its arguments and results are complex: ``exact`` takes and returns ``flint.acb`` balls
+        (None: no value), as ``_complex`` holds them (``wofz``).
     """
 
     name: str
@@ -62,6 +71,9 @@ class Routine:
     nargs: int
     origin: str
     nout: int = 1
+    partials: tuple[Callable[..., Ball], ...] | None = None
+    leading: bool = False
+    complex: bool = False
 
 
 # ------------------------------------------------------------------------------------ ball helpers
@@ -137,6 +149,21 @@ def _log_ndtr(x: arb) -> Ball:
     if t < 0:  # x > 0: log(1 - erfc(x/sqrt 2)/2), the tail is tiny: log1p keeps its relative accuracy
         return (-(-t).erfc() / 2).log1p()
     return INDET  # straddles 0: a higher precision narrows it
+
+
+@_strict
+def _spence(x: arb) -> Ball:
+    """Spence's function as JAX (and SciPy) define it for real ``x``: ``int_1^x log(t)/(1 - t) dt =
+    Li2(1 - x)`` for ``x >= 0``, NaN below 0 (JAX's convention); ``pi^2/6`` at 0, -inf at +inf."""
+    if x < 0:
+        return None
+    if _is_inf(x, 1):
+        return NEG_INF
+    if x.is_exact() and x.is_zero():
+        return arb.pi() ** 2 / 6
+    if not x > 0:
+        return INDET
+    return (1 - x).polylog(2)
 
 
 @_strict
@@ -344,7 +371,15 @@ def _mish(x: Ball) -> Ball:
     return F["mul"](x, F["tanh"](_softplus(x)))
 
 
+def _wofz(z: Ball) -> Ball:
+    """The Faddeeva function ``w(z) = exp(-z^2) erfc(-i z)`` on complex balls (entire: no cut)."""
+    if z is None:
+        return None
+    return (-(z * z)).exp() * (-acb(0, 1) * z).erfc()
+
+
 _SPECIAL = "jax/_src/scipy/special.py"
+_PIECEWISE = ("_piecewise", "jax/_src/numpy/lax_numpy.py")
 _NN = "jax/_src/nn/functions.py"
 _NUMPY = "jax/_src/numpy/lax_numpy.py"  # jnp.i0 and the i1 behind jax.scipy.special.i1
 
@@ -362,7 +397,10 @@ BUILTIN: dict[tuple[str, str], Routine] = {
     ("jax/_src/third_party/scipy/special.py", "fresnel"): Routine("fresnel", _fresnel, 1, "jax.scipy.special",
                                                                   nout=2),
     (_SPECIAL, "_expn"): Routine("expn", _expn, 2, "jax.scipy.special"),
+    # jax 0.10: a custom_jvp call of one operand (n is static) around a jit of `expn` itself on (n, x)
+    (_SPECIAL, "expn"): Routine("expn", _expn, 2, "jax.scipy.special"),
     (_SPECIAL, "hyp1f1"): Routine("hyp1f1", _hyp1f1, 3, "jax.scipy.special"),
+    (_SPECIAL, "_wofz"): Routine("wofz", _wofz, 1, "jax.scipy.special", complex=True),
     (_SPECIAL, "poch"): Routine("poch", _poch, 2, "jax.scipy.special"),
     (_NUMPY, "i0_impl"): Routine("i0", _bessel_i(0), 1, "jax.scipy.special"),
     (_NUMPY, "_i1"): Routine("i1", _bessel_i(1), 1, "jax.scipy.special"),
@@ -371,6 +409,13 @@ BUILTIN: dict[tuple[str, str], Routine] = {
     (_NN, "silu"): Routine("silu", _silu, 1, "jax.nn"),
     (_NN, "mish"): Routine("mish", _mish, 1, "jax.nn"),
     (_NN, "log1mexp"): Routine("log1mexp", _log1mexp, 1, "jax.nn"),
+}
+
+#: Routines that are a ``jnp.piecewise`` call made directly by a function of JAX's (the call is named
+#: only ``_piecewise``; the frame that called ``piecewise`` names the routine):
+#: ``(file suffix, calling function) -> Routine``.
+PIECEWISE: dict[tuple[str, str], Routine] = {
+    (_SPECIAL, "_spence"): Routine("spence", _spence, 1, "jax.scipy.special", leading=True),
 }
 
 #: Calls of JAX's own code that the oracle evaluates through their bodies because the body *is* the
@@ -393,28 +438,35 @@ EXACT_BODIES: dict[str, str] = {
 #: JAX routines whose bodies are approximations the oracle still evaluates exactly (so their own error
 #: is not seen), with the reason. ``name -> why``.
 NOT_COVERED: dict[str, str] = {
-    "_piecewise": "spence: JAX names the call only `_piecewise`, shared with other code, so it cannot "
-                  "be recognised",
-    "_wofz": "wofz: a complex function (the Faddeeva function); the oracle is real-valued",
+    "_piecewise": "jnp.piecewise: a generic helper (spence's own call is recognised by its caller, "
+                  "PIECEWISE)",
     "sincospisquaredhalf": "inside fresnel, which is evaluated by its mathematics and never entered",
 }
 
-#: Routines declared with :func:`define`: ``(function name, file, first line) -> Routine``.
-_USER: dict[tuple[str, str, int], Routine] = {}
+#: Routines declared with ``define``: ``(function name, file, first line) -> Routine``.
+USER: dict[tuple[str, str, int], Routine] = {}
 
 
 # -------------------------------------------------------------------------------------- recognition
 def lookup(eqn: Any) -> Routine | None:
-    """The routine a ``jit``/``custom_jvp``/``custom_vjp`` call stands for, or None."""
+    """The routine a ``jit``/``custom_jvp``/``custom_vjp`` call (or a ``jaxstab_exact`` equation)
+    stands for, or None."""
+    if _compat.primitive_name(eqn) == EXACT_PRIMITIVE:
+        return eqn.params["routine"]
     info = _compat.callee(eqn)
     if info is None:
         return None
     name, file, line = info
-    routine = _USER.get((name, file, line))
+    routine = USER.get((name, file, line))
+    path = file.replace("\\", "/")
     if routine is None:
-        path = file.replace("\\", "/")
         routine = next((r for (suffix, fname), r in BUILTIN.items()
                         if name == fname and path.endswith(suffix)), None)
+    if routine is None and name == _PIECEWISE[0] and path.endswith(_PIECEWISE[1]):
+        caller = _compat.caller_of(eqn, "piecewise", _PIECEWISE[1])
+        routine = None if caller is None else next(
+            (r for (suffix, fname), r in PIECEWISE.items()
+             if caller[0] == fname and caller[1].endswith(suffix)), None)
     if routine is None or not _called_as_itself(routine, eqn):
         return None
     return routine
@@ -425,8 +477,10 @@ def _called_as_itself(routine: Routine, eqn: Any) -> bool:
     transformations keep the name on calls of other signatures (a linearized ``softplus`` returning
     residuals too): those are evaluated through their bodies."""
     n = len(eqn.invars) - _compat.leading_consts(eqn)
-    return (n == routine.nargs and len(eqn.outvars) == routine.nout
-            and all(is_float(out_aval(eqn, i).dtype) for i in range(routine.nout)))
+    arity = n == routine.nargs or (routine.leading and n > routine.nargs)
+    kind = is_complex if routine.complex else is_float
+    return (arity and len(eqn.outvars) == routine.nout
+            and all(kind(out_aval(eqn, i).dtype) for i in range(routine.nout)))
 
 
 def routine_name(eqn: Any) -> str | None:
@@ -442,7 +496,8 @@ def _vectorised(routine: Routine) -> np.ufunc:
 
 def evaluate_call(routine: Routine, eqn: Any, args: tuple[np.ndarray, ...]) -> list[np.ndarray]:
     """The routine's exact values on the call's operands (balls), broadcast as the call's result."""
-    operands = list(args)[_compat.leading_consts(eqn):]  # calls may pass their function's consts first
+    lead = _compat.leading_consts(eqn)  # calls may pass their function's consts first
+    operands = list(args)[lead:lead + routine.nargs]
     balls = [x if x.dtype == object else ints_to_arb(x) for x in operands]
     with np.errstate(all="ignore"):  # Arb's internals may raise the FPU's flags; numpy reports them
         out = _vectorised(routine)(*balls)
@@ -450,77 +505,15 @@ def evaluate_call(routine: Routine, eqn: Any, args: tuple[np.ndarray, ...]) -> l
     return [np.asarray(o, dtype=object) if isinstance(o, np.ndarray) else _scalar(o) for o in outs]
 
 
+def _exact_call(_ctx: Any, eqn: Any, *args: np.ndarray) -> list[np.ndarray]:
+    return evaluate_call(eqn.params["routine"], eqn, args)
+
+
+#: The interpreter's rule for ``jaxstab_exact`` equations.
+RULES: dict[str, Callable[..., list[np.ndarray]]] = {EXACT_PRIMITIVE: _exact_call}
+
+
 def _scalar(v: Any) -> np.ndarray:
     a = np.empty((), dtype=object)
     a[()] = v
     return a
-
-
-# ------------------------------------------------------------------------------------------ public
-def define(fn: Callable[..., Any] | None = None, *, exact: Callable[..., Any],
-           name: str | None = None) -> Any:
-    """Declares what a routine of yours computes, so the oracle judges it by that and not its code.
-
-    Use it on an approximation (a truncated series, a rational fit, a piecewise formula): the exact
-    oracle then evaluates ``exact`` wherever a program calls the routine, so the approximation's own
-    error is measured instead of being reproduced exactly. ``local_error`` and ``find_nan_origin``
-    treat each call as one operation named after the routine, at the line that called it.
-
-    Args:
-      fn: the routine: a Python function of arrays, elementwise (each output element depends on the
-        input elements at the same index; scalar arguments broadcast), returning one float array.
-      exact: its mathematical definition on Arb balls: called with one ``flint.arb`` per argument (an
-        exact ball for a float or integer input), it returns an ``arb`` ball that encloses the true
-        value for every point of the argument balls (python-flint's functions do this), or ``None``
-        where the value does not exist (NaN). Never a float: the oracle's results are proven.
-      name: the name shown in reports (default: ``fn.__name__``).
-
-    Returns:
-      ``fn`` compiled with ``jax.jit`` (which marks its calls in the program); usable as a decorator,
-      ``@define(exact=...)``.
-
-    Raises:
-      ArgumentError: ``fn`` or ``exact`` is not a Python function.
-
-    Example:
-      >>> import jax, jax.numpy as jnp, numpy as np
-      >>> from pytest_jaxstab import oracles
-      >>> @oracles.define(exact=lambda x: x.exp().log1p())
-      ... def my_softplus(x):  # cheap: drops exp(-x) above 20
-      ...     return jnp.where(x > 20.0, x, jnp.log1p(jnp.exp(x)))
-      >>> with jax.enable_x64(True):
-      ...     r = oracles.evaluate(my_softplus, np.float64(30.0))
-      >>> float(r.values) > 30.0  # the function, 30 + 9.4e-14, not the approximation's 30
-      True
-    """
-    if fn is None:
-        return lambda f: define(f, exact=exact, name=name)
-    if not callable(exact):
-        raise ArgumentError(f"define: exact must be a function of flint.arb balls, got "
-                            f"{type(exact).__name__}")
-    target = inspect.unwrap(fn)
-    while isinstance(target, functools.partial):
-        target = inspect.unwrap(target.func)
-    code = getattr(target, "__code__", None)
-    if code is None or not callable(fn):
-        raise ArgumentError(f"define: fn must be a Python function (def or lambda), got {type(fn).__name__}")
-    try:
-        nargs = len(inspect.signature(fn).parameters)
-    except (TypeError, ValueError) as exc:
-        raise ArgumentError(f"define: cannot read the arguments of {fn!r}: {exc}") from exc
-    shown = name or getattr(target, "__name__", "routine")
-    key = (target.__name__, code.co_filename, code.co_firstlineno)
-    _USER[key] = Routine(shown, _user_exact(exact, shown), nargs, "user")
-    return jax.jit(fn)
-
-
-def _user_exact(exact: Callable[..., Any], name: str) -> Callable[..., Ball]:
-    @_strict
-    def f(*xs: arb) -> Ball:
-        r = exact(*xs)
-        if r is None or isinstance(r, arb):
-            return r
-        raise OracleError(f"the exact function declared for {name!r} returned {type(r).__name__}, not a "
-                          f"flint.arb ball (or None for no real value): return a ball, e.g. x.exp()")
-
-    return f

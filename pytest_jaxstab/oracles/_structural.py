@@ -16,7 +16,7 @@ from ._balls import to_arb_array
 from ._common import INDET, Rule, full, ints_to_arb, is_complex, is_float, out_aval
 from ._complex import to_acb_array
 
-__all__ = ["RULES"]
+__all__ = ["RULES", "scatter"]
 
 
 def _identity(ctx: Any, eqn: Any, *xs: np.ndarray) -> Any:
@@ -165,7 +165,15 @@ _COMBINE = {"scatter-add": "add", "scatter_add": "add", "scatter-mul": "mul", "s
             "scatter-sub": "sub", "scatter_sub": "sub"}
 
 
-def _scatter(ctx: Any, eqn: Any, operand: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray:
+def scatter(ctx: Any, eqn: Any, operand: np.ndarray, indices: np.ndarray, updates: np.ndarray,
+            combine: Any = None) -> np.ndarray:
+    """The scatter family; ``combine`` (an object ufunc of (value there, update)) replaces the real
+    combiner the primitive names (``_complex`` passes its complex ones)."""
+    return _scatter(ctx, eqn, operand, indices, updates, combine)
+
+
+def _scatter(ctx: Any, eqn: Any, operand: np.ndarray, indices: np.ndarray, updates: np.ndarray,
+             combine_fn: Any = None) -> np.ndarray:
     p = eqn.params
     dn = p["dimension_numbers"]
     window_dims = tuple(int(d) for d in dn.update_window_dims)
@@ -186,6 +194,8 @@ def _scatter(ctx: Any, eqn: Any, operand: np.ndarray, indices: np.ndarray, updat
     out = np.array(operand, copy=True)
     if combine is None:
         fn = None
+    elif combine_fn is not None:
+        fn = combine_fn
     elif out.dtype == object:
         fn = ufunc(combine)
     else:
