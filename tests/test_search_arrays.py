@@ -175,10 +175,8 @@ def _pasted(source: str) -> Callable[..., Any]:
 #: so that the bench and a later search can try them; not run here.
 NOT_YET = {
     "log-prod-ratio": "log of a quotient of products: found only past the time limit",
-    "geometric-mean": "the accurate prod(x**(1/n)) is not extracted; exp(mean(log(x))) loses ~5 bits",
     "kl-log-scales": "each term's fix is found, but the sum cancels where KL is near 0 (re-check rejects)",
     "rms": "the scaled norm needs two rewrites before it pays: the beam sees no progress",
-    "norm-rows": "as rms",
     "complex-division-im": "Smith's division is worse than the original beyond rounding at some samples",
 }
 
