@@ -41,6 +41,7 @@ from ._result import Candidate, Improvement
 from ._rules import RULES, rules_for
 from ._series import series_candidates
 from ._source import expression, function_source
+from ._stable import Conditioning
 
 __all__ = ["run"]
 
@@ -103,6 +104,19 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
         return result(f"not searched: {exc}")
     original = focus.region
     times["localize"] = time.perf_counter() - t0
+    # At inputs where the problem is ill-conditioned, a candidate is judged by the stability lens.
+    cond = (Conditioning(case.closed, case.judged_outputs[0], dt, deadline + 0.25 * time_limit)
+            if original == whole and case.judged_outputs else None)
+
+    def judged_safe(errs: np.ndarray, ref: np.ndarray, smp: Samples) -> tuple[bool, np.ndarray, np.ndarray]:
+        """Whether ``errs`` is safe against ``ref`` on ``smp``, the errors as judged (an element excused
+        by the conditioning counts as the original's there) and where it was excused."""
+        none = np.zeros(np.shape(errs), bool)
+        if _safe(errs, ref) or cond is None:
+            return _safe(errs, ref), errs, none
+        excused = cond.excused(smp, errs, ref, _WORSE_BITS)
+        adjusted = np.where(excused, np.minimum(np.nan_to_num(errs, nan=64.0), ref), errs)
+        return _safe(adjusted, ref), adjusted, excused
 
     t = time.perf_counter()
     try:
@@ -235,8 +249,8 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
                                      if "series" in used else "regimes"))
     times["regimes"] = time.perf_counter() - t
 
-    safe = [c for c, errs in measured if c.term != original and _safe(errs, orig_errs)]
-    if cat_callable is not None and _safe(cat_callable[1], orig_errs):
+    safe = [c for c, errs in measured if c.term != original and judged_safe(errs, orig_errs, samples)[0]]
+    if cat_callable is not None and judged_safe(cat_callable[1], orig_errs, samples)[0]:
         safe.append(cat_callable[0])
     frontier = _pareto([orig, *[c for c in safe if c.term is not None]])
     why = f" ({stats_text}" + ("; time limit hit" if hit_limit else "") + focus.describe() + ")"
@@ -258,8 +272,11 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
             b = fresh.jit_errors(_lifted(cat_callable[2], array))
         else:
             b = fresh.jit_errors(fresh.function(cand.term))
-        if _safe(b, o) and _max(b) <= cand.max_bits + _CONTRADICTS_BITS:
+        ok, b, excused = judged_safe(b, o, fresh)
+        if ok and _max(b) <= cand.max_bits + _CONTRADICTS_BITS:
             best, recheck = cand, (_mean(o), _max(o), _mean(b), _max(b))
+            if cond is not None:
+                cond.count(excused)
             break
     times["recheck"] = time.perf_counter() - t
     if best is None:
@@ -267,6 +284,9 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
                       original=orig, best=orig, frontier=frontier, samples=samples.count)
     status = (f"improved: mean {orig.mean_bits:.2f} -> {best.mean_bits:.2f} bits, max "
               f"{orig.max_bits:.2f} -> {best.max_bits:.2f} bits" + why)
+    if cond is not None and cond.excused_points:
+        status += (f"; judged by the stability lens at {cond.excused_points} ill-conditioned sample(s), "
+                   "where its error is within the problem's conditioning (the original's luck there)")
     if best.term is None:
         assert cat_callable is not None
         source = f"{fname} = jst.stabilize({getattr(fn, '__name__', 'fn')})\n"
@@ -319,7 +339,7 @@ def _catalogue(fn: Callable[..., Any], names: list[str], by_keyword: bool, dt: n
 
 #: Sub-terms judged on their own by :func:`_locally_improved`, and exact evaluations it may spend.
 _LOCAL_TERMS = 16
-_LOCAL_ORACLE_CALLS = 32
+_LOCAL_ORACLE_CALLS = 96
 
 
 def _locally_improved(ex: Extractor, start: Term, sub: Term, samples: Samples, deadline: float,
@@ -379,7 +399,7 @@ def _locally_improved(ex: Extractor, start: Term, sub: Term, samples: Samples, d
             continue
         current = _rebuild(t, improved)
         options = [current]
-        for kind, payload in ex.data.classes.get(cls, [])[:40]:
+        for kind, payload in ex.nodes(cls, 40):
             if kind in ("var", "const") or time.perf_counter() > deadline:
                 continue
             options.append((kind, *(child(str(c)) for c in payload)))

@@ -279,6 +279,15 @@ _REDUCTION_SOURCE: list[tuple[str, str, str, bool]] = [
     ("log-prod-guarded", "(log (prod_R a))",
      "(where (lt 2.2250738585072014e-308 (prod_R a)) (where (lt (prod_R a) 1.7976931348623157e308) "
      "(log (prod_R a)) (sum_R (log a))) (sum_R (log a)))", False),
+    # A quotient of products: as written where both products and the quotient are normal floats (exact
+    # there up to rounding, while the difference of two sums of logs cancels when the quotient is near
+    # 1); the sums of logs where any of them over- or underflows.
+    ("log-prod-ratio-guarded", "(log (div (prod_R a) (prod_R b)))",
+     "(where (lt 2.2250738585072014e-308 (prod_R a)) (where (lt 2.2250738585072014e-308 (prod_R b)) "
+     "(where (lt 2.2250738585072014e-308 (div (prod_R a) (prod_R b))) "
+     "(where (lt (div (prod_R a) (prod_R b)) 1.7976931348623157e308) (log (div (prod_R a) (prod_R b))) "
+     "(sub (sum_R (log a)) (sum_R (log b)))) (sub (sum_R (log a)) (sum_R (log b)))) "
+     "(sub (sum_R (log a)) (sum_R (log b)))) (sub (sum_R (log a)) (sum_R (log b))))", False),
     ("log-sum-exp", "(log (sum_R (exp a)))", "(lse_R a)", False),
     ("pow-of-prod", "(pow (prod_R a) b)", "(prod_R (pow a b))", False),
     ("softmax", "(div (exp a) (sum_R (exp a)))", "(exp (sub a (lse_R a)))", False),
