@@ -105,8 +105,8 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     original = focus.region
     times["localize"] = time.perf_counter() - t0
     # At inputs where the problem is ill-conditioned, a candidate is judged by the stability lens.
-    cond = (Conditioning(case.closed, case.judged_outputs[0], dt, deadline + 0.25 * time_limit)
-            if original == whole and case.judged_outputs else None)
+    cond = _conditioning(fn, names, by_keyword, dt, shapes, case, array, deadline + 0.25 * time_limit
+                         ) if original == whole else None
 
     def judged_safe(errs: np.ndarray, ref: np.ndarray, smp: Samples) -> tuple[bool, np.ndarray, np.ndarray]:
         """Whether ``errs`` is safe against ``ref`` on ``smp``, the errors as judged (an element excused
@@ -298,6 +298,19 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
                        function_source(program, params, fname, out_shape if array else None),
                        True, status, original=orig, best=best, frontier=frontier, recheck=recheck,
                        samples=samples.count, times=times, families=chosen)
+
+
+def _conditioning(fn: Callable[..., Any], names: list[str], by_keyword: bool, dt: np.dtype[Any],
+                  shapes: list[tuple[int, ...]], case: Any, array: bool, deadline: float,
+                  ) -> Conditioning | None:
+    """The conditioning at one sample: the program traced at one example's shapes (scalars for an
+    elementwise program judged per point, whatever shapes it was called with); None when it cannot be."""
+    try:
+        if not array and any(s != () for s in shapes):
+            case = trace_case(positional(fn, names, by_keyword), dt, [()] * len(shapes))
+    except Exception:  # the conditioning is a bonus: without it, nothing is excused
+        return None
+    return Conditioning(case.closed, case.judged_outputs[0], dt, deadline) if case.judged_outputs else None
 
 
 def _focus(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]], whole: Term, sites: Any,

@@ -309,6 +309,14 @@ _COUNT_SOURCE: list[tuple[str, str, str]] = [
     ("log-mean-exp", "(log (div (sum_R (exp a)) N))",
      "(add (max_R a) (log1p (div (sum_R (expm1 (sub a (max_R a)))) N)))"),
     ("sum-exp-expm1", "(sum_R (exp a))", "(add (sum_R (expm1 a)) N)"),
+    # A root mean square scaled by the largest magnitude before squaring (no square overflows or
+    # underflows unless the result does); written with a product or a power.
+    ("rms-scaled", "(sqrt (div (sum_R (mul a a)) N))",
+     "(where (lt 0 (max_R (abs a))) (mul (max_R (abs a)) (sqrt (div (sum_R (mul (div a (max_R (abs a))) "
+     "(div a (max_R (abs a))))) N))) 0)"),
+    ("rms-scaled-pow", "(sqrt (div (sum_R (pow a 2)) N))",
+     "(where (lt 0 (max_R (abs a))) (mul (max_R (abs a)) (sqrt (div (sum_R (mul (div a (max_R (abs a))) "
+     "(div a (max_R (abs a))))) N))) 0)"),
     ("geometric-mean", "(pow (prod_R a) INV)",
      "(where (lt 2.2250738585072014e-308 (prod_R a)) (where (lt (prod_R a) 1.7976931348623157e308) "
      "(pow (prod_R a) INV) (exp (div (sum_R (log a)) N))) (exp (div (sum_R (log a)) N)))"),

@@ -83,7 +83,7 @@ class Conditioning:
         rows = np.flatnonzero(worse.reshape(worse.shape[0], -1).any(axis=1)) if worse.ndim else []
         for i in rows:
             b = self.bits(samples, int(i))
-            if b is None:
+            if b is None or np.size(b) not in (1, np.size(cand[i])):
                 continue
             c = np.nan_to_num(cand[i], nan=64.0)
             # A conditioning of 2^(p-1) ulps or more: a rounding of the inputs moves the exact result by
