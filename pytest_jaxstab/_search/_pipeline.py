@@ -273,6 +273,12 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
         else:
             b = fresh.jit_errors(fresh.function(cand.term))
         ok, b, excused = judged_safe(b, o, fresh)
+        if ok and cond is not None and _max(b) > cand.max_bits + _CONTRADICTS_BITS:
+            # Above its claim only where the problem is that ill-conditioned: not a contradiction.
+            claim = np.full(np.shape(b), cand.max_bits + _CONTRADICTS_BITS - _WORSE_BITS)
+            high = cond.excused(fresh, b, claim, _WORSE_BITS)
+            b = np.where(high, np.minimum(np.nan_to_num(b, nan=64.0), cand.max_bits), b)
+            excused = excused | high
         if ok and _max(b) <= cand.max_bits + _CONTRADICTS_BITS:
             best, recheck = cand, (_mean(o), _max(o), _mean(b), _max(b))
             if cond is not None:
