@@ -266,6 +266,8 @@ _SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
         ("lgamma-diff", "(sub (lgamma (add a b)) (lgamma a))", "(lgammadiff a b)", False),
         ("lgamma-diff-sub", "(sub (lgamma (sub a b)) (lgamma a))", "(lgammadiff a (neg b))", False),
         ("lgamma-rec", "(lgamma (add a 1))", "(add (lgamma a) (log a))", False),
+        ("digamma-rec", "(digamma (add a 1))", "(add (digamma a) (div 1 a))", False),
+        ("digamma-diff", "(sub (digamma (add a 1)) (digamma a))", "(div 1 a)", False),
     ],
 }
 
