@@ -11,7 +11,8 @@ several are variations (3-argument quadratic forms, tan/sin/cos differences in t
 
 A second table: array programs (reductions, per-axis too) and special functions, our own forms of the
 families of issue 26 (log of products, log-mean-exp, softmax, logistic/softplus, log-scales, norms,
-log-gamma differences, exp differences, scaled complex division), with the time split per stage.
+log-gamma differences, exp differences, scaled complex division, quotients of products, root mean
+squares), with the time split per stage.
 
     PYTHONPATH=. python benchmarks/bench_improve.py [--quick] [--hamming | --arrays] [NAME ...]
 """
@@ -90,6 +91,10 @@ ARRAY_CASES: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], Any]] = 
     "lgdiff": (lambda x: gammaln(x + 1.5) - gammaln(x), [()], (1.0, 1e15)),
     "logerfc": (lambda x: jnp.log(erfc(x)), [()], (0.0, 1e3)),
     "sinhx": (lambda x: 0.5 * (jnp.exp(x) - 1 / jnp.exp(x)), [()], (-700.0, 700.0)),
+    "logprodq": (lambda x, y: jnp.log(jnp.prod(x) / jnp.prod(y)), [(8,), (8,)], (1e-150, 1e150)),
+    "rms": (lambda x: jnp.sqrt(jnp.mean(x ** 2)), [(8,)], (-1e300, 1e300)),
+    "gnll-sd": (lambda x, mu, s: jnp.mean(jnp.log(jnp.exp(s)) + 0.5 * ((x - mu) / jnp.exp(s)) ** 2),
+                [(8,)] * 3, [(-10.0, 10.0), (-10.0, 10.0), (-800.0, 800.0)]),
     "cdiv-im": (lambda xr, xi, yr, yi: (xi * yr - xr * yi) / (yr * yr + yi * yi), [()] * 4, None),
 }
 STAGES = ("localize", "judge", "catalogue", "saturate", "extract", "series", "regimes", "recheck")

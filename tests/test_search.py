@@ -196,3 +196,17 @@ def test_check_and_improve_run_warning_free_on_unconstrained_float64(case):
     assert result is not None
     if imp.improved:
         assert imp.recheck is not None and imp.recheck[2] <= imp.recheck[0], imp.report()
+
+
+def test_improve_on_a_four_argument_division_runs_warning_free_on_unconstrained_float64():
+    # Issue 26 item 5: the real part of a complex division written out, four unconstrained float64
+    # arguments: the strategies' ordinal shift overflowed int64 there and numpy warned ("overflow
+    # encountered in scalar add"), which fails every suite running with filterwarnings=error.
+    fn = lambda xr, xi, yr, yi: (xr * yr + xi * yi) / (yr * yr + yi * yi)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        imp = jst.improve(fn, shapes=[()] * 4, dtype="float64", **LIMITS)
+        result = jst.check(fn, shapes=[()] * 4, dtype="float64", max_examples=100, seed=3)
+    assert result is not None and imp.original is not None, imp.report()
+    if imp.improved:  # whatever it offers, its own re-check on fresh samples must not contradict it
+        assert imp.recheck is not None and imp.recheck[2] <= imp.recheck[0], imp.report()

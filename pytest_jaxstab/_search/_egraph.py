@@ -20,7 +20,8 @@ import egglog
 from ._expr import OPS, Term, subterms
 from ._rules import RULES, Rule, rules_for
 
-__all__ = ["EGraphData", "SaturationError", "SaturationStats", "saturate"]
+__all__ = ["BASE_FAMILIES", "KIND_FAMILIES", "EGraphData", "SaturationError", "SaturationStats",
+           "families_by_kind", "families_for", "saturate"]
 
 
 class SaturationError(Exception):
@@ -87,6 +88,48 @@ def families_for(term: Term) -> frozenset[str]:
     if {"exp", "log"} <= ops or {"exp", "log1p"} <= ops:
         chosen.add("logistic-softplus")
     return frozenset(chosen)
+
+
+#: The rule families that address each kind of loss ``jst.local_error`` reports (``_local_error.KINDS``),
+#: the most direct first. A cancellation is removed by an identity that does the subtraction exactly or
+#: not at all (``expm1``/``log1p``, difference of squares, conjugates, half-angle and sum-to-product
+#: forms, ``softplus(a) - softplus(-a) = a``, ``erfc`` for ``1 - erf``); an absorption by the same forms
+#: that keep a small term apart; an overflow or underflow by scaling (``x / exp(a) = x exp(-a)``,
+#: ``exp(a)**2 = exp(2a)``, Smith's division), log space (``log(ab) = log a + log b``, ``log1pexp``,
+#: ``log_ndtr``) and ``hypot``; a function near its pole or zero by moving the subtraction out of its
+#: argument (``log(1 + a) = log1p(a)``, ``1 - cos``, ``tan`` of half angles); a routine that misses its
+#: mathematics by the special-function identities. The reduction identities (log-sum-exp, scaled norms,
+#: log of products) are always on: they are few, and chosen by the reductions present.
+KIND_FAMILIES: dict[str, tuple[str, ...]] = {
+    "cancellation": ("exp-log", "squares-cubes", "sqrt-cbrt", "fractions", "trigonometric", "hyperbolic",
+                     "logistic-softplus", "special"),
+    "absorption": ("exp-log", "logistic-softplus", "fractions", "squares-cubes", "sqrt-cbrt"),
+    "overflow": ("exp-scaling", "exp-log", "logistic-softplus", "sqrt-cbrt", "pow", "special"),
+    "underflow": ("exp-scaling", "exp-log", "logistic-softplus", "pow", "special"),
+    "near pole/zero": ("exp-log", "fractions", "trigonometric", "hyperbolic", "sqrt-cbrt", "special"),
+    "approximation": ("special", "exp-log"),
+}
+#: Families every phase keeps: the algebra that lets the others' left sides match a written form.
+BASE_FAMILIES = frozenset({"commutativity", "associativity", "distributivity", "identities"})
+
+
+def families_by_kind(term: Term, kinds: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """Per kind of loss in ``kinds`` (the local error's, worst first), the families of
+    :data:`KIND_FAMILIES` worth saturating ``term`` with: those its operators can use
+    (:func:`families_for`), in the kind's order. Kinds with no family of their own (``rounding``) and
+    kinds whose families the operators rule out are left out.
+
+    >>> from pytest_jaxstab._search._rules import parse
+    >>> families_by_kind(parse("(sub (exp (mul 2 a)) (exp b))"), ("overflow",))["overflow"][:2]
+    ('exp-scaling', 'exp-log')
+    """
+    usable = families_for(term)
+    out: dict[str, tuple[str, ...]] = {}
+    for kind in dict.fromkeys(kinds):
+        chosen = tuple(f for f in KIND_FAMILIES.get(kind, ()) if f in usable)
+        if chosen:
+            out[kind] = chosen
+    return out
 
 
 def _to_egg(term: Term, pvars: dict[str, Any] | None = None) -> Any:

@@ -72,17 +72,22 @@ class Extractor:
             return (op, *payload)
         return (op, *(self.term(str(c)) for c in payload))
 
-    def alternatives(self, cls: str, limit: int) -> list[Term]:
-        """Up to ``limit`` terms of class ``cls``, one per node (operands cheapest)."""
+    def nodes(self, cls: str, limit: int) -> list[tuple[str, tuple[object, ...]]]:
+        """Up to ``limit`` nodes of class ``cls`` (those with a finite cost), the cheapest of each operator
+        first, then by cost: a class holds many near-copies of one shape (commuted, reassociated) that
+        would crowd out the one that changes the numerics (a root class of ``log(prod(x) / prod(y))``
+        holds 200 nodes, its ``sub`` of two logs past the first 40 in the e-graph's order)."""
         nodes = [n for n in self.data.classes.get(cls, []) if math.isfinite(self._node_cost(*n))]
         nodes.sort(key=lambda n: self._node_cost(*n))
-        # The cheapest node of each operator first: a class holds many near-copies of one shape
-        # (commuted, reassociated) that would crowd out the one that changes the numerics.
         firsts, rest, ops = [], [], set()
         for n in nodes:
             (rest if n[0] in ops else firsts).append(n)
             ops.add(n[0])
-        return [self._build(*n) for n in (firsts + rest)[:limit]]
+        return (firsts + rest)[:limit]
+
+    def alternatives(self, cls: str, limit: int) -> list[Term]:
+        """Up to ``limit`` terms of class ``cls``, one per node (operands cheapest; :meth:`nodes`)."""
+        return [self._build(*n) for n in self.nodes(cls, limit)]
 
     def fold(self, term: Term) -> Term:
         """``term`` with every operator sub-term that the e-graph proves equal to a constant or an input

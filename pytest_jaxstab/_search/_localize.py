@@ -45,12 +45,15 @@ _PRIMITIVE = {"sum": "reduce_sum", "prod": "reduce_prod", "max": "reduce_max", "
 class Focus:
     """What to search: ``region`` (judged per element) and ``sub`` inside it (saturated).
 
-    ``line`` is the local error's line that chose ``sub`` (None when the whole region is searched).
+    ``line`` is the local error's line that chose ``sub`` (None when the whole region is searched);
+    ``kinds`` the kinds of loss (cancellation, overflow, ...) of the serious lines inside ``sub``, worst
+    first: they choose the rule families searched first (``_egraph.families_by_kind``).
     """
 
     region: Term
     sub: Term
     line: LineError | None
+    kinds: tuple[str, ...] = ()
 
     def describe(self) -> str:
         if self.line is None:
@@ -98,7 +101,7 @@ def localize(whole: Term, sites: Sites, closed: Any, batches: Sequence[Sequence[
             # ``sqrt(x * x + 1) - x`` (the square overflows, the difference cancels): the fix needs both.
             found = [t for other in serious for t in _matches(sites, other, inside)]
             common = [t for t in inside if all(f in subterms(t) for f in found)]
-            return Focus(region, min(common, key=size), line)
+            return Focus(region, min(common, key=size), line, _kinds(sites, serious, inside))
     return default
 
 
@@ -121,7 +124,12 @@ def localize_whole(whole: Term, sites: Sites, closed: Any, batches: Sequence[Seq
         return default
     common = [t for t in inside if all(f in subterms(t) for f in found)]
     line = next(x for x in serious if _matches(sites, x, inside))
-    return Focus(whole, min(common, key=size), line)
+    return Focus(whole, min(common, key=size), line, _kinds(sites, serious, inside))
+
+
+def _kinds(sites: Sites, serious: list[LineError], inside: list[Term]) -> tuple[str, ...]:
+    """The kinds of loss of the ``serious`` lines (worst first) that map into ``inside``, once each."""
+    return tuple(dict.fromkeys(x.kind for x in serious if _matches(sites, x, inside)))
 
 
 def _base(kind: str) -> str:

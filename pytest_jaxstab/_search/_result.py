@@ -53,6 +53,9 @@ class Improvement:
         frontier: the candidates no other beats on both mean error and cost, most accurate first.
         recheck: ``(original_mean, original_max, best_mean, best_max)`` bits on fresh samples.
         samples: points judged in the search; ``times``: seconds per stage.
+        families: per kind of loss local error reported in the searched sub-expression (cancellation,
+            overflow, ...), the rule families it chose for the first saturation phase, in its order
+            (empty when no line lost enough bits to localize, or the search did not run).
     """
 
     fn: Callable[..., Any]
@@ -65,10 +68,14 @@ class Improvement:
     recheck: tuple[float, float, float, float] | None = None
     samples: int = 0
     times: dict[str, float] = dataclasses.field(default_factory=dict)
+    families: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def report(self) -> str:
         """A short text: the status, original vs best, the frontier and the best program's source."""
         lines = [f"jst.improve: {self.status}"]
+        if self.families:
+            lines.append("  rule families by kind of loss: " + "; ".join(
+                f"{kind} -> {', '.join(fams)}" for kind, fams in self.families.items()))
         if self.original is not None:
             o = self.original
             lines.append(f"  original: mean {o.mean_bits:.2f} bits, max {o.max_bits:.2f}"

@@ -266,6 +266,8 @@ _SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
         ("lgamma-diff", "(sub (lgamma (add a b)) (lgamma a))", "(lgammadiff a b)", False),
         ("lgamma-diff-sub", "(sub (lgamma (sub a b)) (lgamma a))", "(lgammadiff a (neg b))", False),
         ("lgamma-rec", "(lgamma (add a 1))", "(add (lgamma a) (log a))", False),
+        ("digamma-rec", "(digamma (add a 1))", "(add (digamma a) (div 1 a))", False),
+        ("digamma-diff", "(sub (digamma (add a 1)) (digamma a))", "(div 1 a)", False),
     ],
 }
 
@@ -279,6 +281,15 @@ _REDUCTION_SOURCE: list[tuple[str, str, str, bool]] = [
     ("log-prod-guarded", "(log (prod_R a))",
      "(where (lt 2.2250738585072014e-308 (prod_R a)) (where (lt (prod_R a) 1.7976931348623157e308) "
      "(log (prod_R a)) (sum_R (log a))) (sum_R (log a)))", False),
+    # A quotient of products: as written where both products and the quotient are normal floats (exact
+    # there up to rounding, while the difference of two sums of logs cancels when the quotient is near
+    # 1); the sums of logs where any of them over- or underflows.
+    ("log-prod-ratio-guarded", "(log (div (prod_R a) (prod_R b)))",
+     "(where (lt 2.2250738585072014e-308 (prod_R a)) (where (lt 2.2250738585072014e-308 (prod_R b)) "
+     "(where (lt 2.2250738585072014e-308 (div (prod_R a) (prod_R b))) "
+     "(where (lt (div (prod_R a) (prod_R b)) 1.7976931348623157e308) (log (div (prod_R a) (prod_R b))) "
+     "(sub (sum_R (log a)) (sum_R (log b)))) (sub (sum_R (log a)) (sum_R (log b)))) "
+     "(sub (sum_R (log a)) (sum_R (log b)))) (sub (sum_R (log a)) (sum_R (log b))))", False),
     ("log-sum-exp", "(log (sum_R (exp a)))", "(lse_R a)", False),
     ("pow-of-prod", "(pow (prod_R a) b)", "(prod_R (pow a b))", False),
     ("softmax", "(div (exp a) (sum_R (exp a)))", "(exp (sub a (lse_R a)))", False),
@@ -300,6 +311,14 @@ _COUNT_SOURCE: list[tuple[str, str, str]] = [
     ("log-mean-exp", "(log (div (sum_R (exp a)) N))",
      "(add (max_R a) (log1p (div (sum_R (expm1 (sub a (max_R a)))) N)))"),
     ("sum-exp-expm1", "(sum_R (exp a))", "(add (sum_R (expm1 a)) N)"),
+    # A root mean square scaled by the largest magnitude before squaring (no square overflows or
+    # underflows unless the result does); written with a product or a power.
+    ("rms-scaled", "(sqrt (div (sum_R (mul a a)) N))",
+     "(where (lt 0 (max_R (abs a))) (mul (max_R (abs a)) (sqrt (div (sum_R (mul (div a (max_R (abs a))) "
+     "(div a (max_R (abs a))))) N))) 0)"),
+    ("rms-scaled-pow", "(sqrt (div (sum_R (pow a 2)) N))",
+     "(where (lt 0 (max_R (abs a))) (mul (max_R (abs a)) (sqrt (div (sum_R (mul (div a (max_R (abs a))) "
+     "(div a (max_R (abs a))))) N))) 0)"),
     ("geometric-mean", "(pow (prod_R a) INV)",
      "(where (lt 2.2250738585072014e-308 (prod_R a)) (where (lt (prod_R a) 1.7976931348623157e308) "
      "(pow (prod_R a) INV) (exp (div (sum_R (log a)) N))) (exp (div (sum_R (log a)) N)))"),
