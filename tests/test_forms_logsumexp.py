@@ -210,3 +210,26 @@ def test_under_vmap_every_branch_is_a_select_and_still_exact():
     got = np.asarray(jax.vmap(lambda v: forms.logsumexp(v, -1))(jnp.asarray(x)))
     want = _rounded([_lse_exact(r) for r in x.reshape(-1, 12)], np.dtype(np.float32)).reshape(3, 8)
     assert error_bits(got, want).max() <= 3.0  # as for the rows above
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("off", [-2, -1, 1, 2])
+def test_a_maximal_term_a_few_ulps_off_one_is_still_the_maximum(dtype, off):
+    # Under jit, XLA may compute the exp pass's ``x - m`` from an ``x`` it recomputes with other
+    # roundings than the max pass's (an FMA-contracted ``3.0 * v - m``), so the maximal term is
+    # exp(+-a few ulps), not exactly 1. The masked re-sum must still drop it: a mask at exactly 1
+    # counted it and returned log(2) too much (found by the search's re-check on
+    # ``log(sum(exp(3.0 * x)))``). Emulated exactly: the shift moved ``off`` ulps off the max.
+    from pytest_jaxstab.rewrites._forms import _rest
+
+    row = np.array([1.0, -30.0, -41.5, -25.0, -60.0], dtype)
+    shift = np.asarray(row[:1], dtype)
+    for _ in range(abs(off)):
+        shift = np.nextafter(shift, np.array(np.inf if off > 0 else -np.inf, dtype))
+    with _x64(dtype):
+        got = np.asarray(_rest(jnp.asarray(row[None]), jnp.asarray(shift[None]), (1,)))[0, 0]
+    sh = MP.mpf(float(shift[0]))
+    exact = MP.fsum(MP.exp(MP.mpf(float(v)) - sh) for v in row[1:])  # the terms below the maximum
+    # the re-sum is 4 positive terms, each exp rounded by XLA (about an ulp), then summed: within 3 ulps
+    # (2 bits); the mask at exactly 1 gave r = 1 (over 30 bits), a negative r_f was never re-summed
+    assert error_bits(np.array([got]), _rounded([exact], np.dtype(dtype))) <= 2.0, (got, exact)

@@ -234,20 +234,10 @@ NOT_YET = {
 OLD_JAX_NOT_YET = {"log-mean-exp-rows", "gaussian-nll-log-scale", "gaussian-nll-mean-sigma"}
 OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
 
-#: Forms whose fix the search finds but its re-check rightly rejects, for a cause outside the search: the
-#: catalogue's accurate ``forms.logsumexp`` of ``3.0 * x`` under ``jit(vmap(...))`` (how the search judges
-#: array programs) returns the log-sum-exp plus log(2) on a row where one term dominates (the dominant
-#: term counted twice: XLA:CPU, jax 0.12; un-jitted, un-vmapped or with ``3.0 * x`` computed outside,
-#: it is exact). It passed before only because a rounding-different spelling of the argument was offered.
-CATALOGUE_BUG = {"log-sum-exp-scaled": "forms.logsumexp(3.0 * x) under jit(vmap) counts the dominant term "
-                                       "twice on some rows (catalogue, rewrites/forms)"}
-
 
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=pytest.mark.xfail(reason="jax 0.10: see OLD_JAX_NOT_YET"))
-    if OLD_JAX and n in OLD_JAX_NOT_YET else
-    pytest.param(n, marks=pytest.mark.xfail(reason=CATALOGUE_BUG[n], strict=False))
-    if n in CATALOGUE_BUG else n
+    if OLD_JAX and n in OLD_JAX_NOT_YET else n
     for n in FORMS if n not in NOT_YET])
 def test_improve_brings_the_form_under_two_bits(name):
     form = FORMS[name]
