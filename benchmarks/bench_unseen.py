@@ -8,11 +8,12 @@ and ``jst.stabilize``'s rewrite of it against the exact (Arb) oracle on the same
 overflows where that is finite, and is not worse than the original (half a bit of slack: one rounding
 placed differently).
 
-    PYTHONPATH=. python benchmarks/bench_unseen.py [--f64] [--stability] [--examples N] [NAME ...]
+    PYTHONPATH=. python benchmarks/bench_unseen.py [--f64] [--stability] [--mean] [--examples N] [NAME ...]
 
 ``--f64`` adds the float64 column for the subset marked below; ``--stability`` also prints the
 rewritten program's bits beyond what the problem's conditioning explains (``judge="stability"``), so
-a miss that is the problem's own ill-conditioning reads as such.
+a miss that is the problem's own ill-conditioning reads as such; ``--mean`` adds the opt-in ``mean``
+rule to the catalogue.
 """
 
 from __future__ import annotations
@@ -288,17 +289,17 @@ class Row:
         return m <= 2.0 and x <= 8.0 and o == 0
 
 
-def measure(name: str, case: Case, dtype: str, examples: int, stability: bool) -> Row:
+def measure(name: str, case: Case, dtype: str, examples: int, stability: bool, rules: Any = None) -> Row:
     t0 = time.perf_counter()
     r = jst.check(case.fn, shapes=case.shapes, dtype=dtype, domain=case.domain, seed=0,
-                  judge="accuracy", max_examples=examples, name=name)
+                  judge="accuracy", max_examples=examples, name=name, rules=rules)
     o, w = r.original, r.rewritten
     row = Row(name, dtype, (o.mean_error_bits, o.max_error_bits, o.overflows),
               (w.mean_error_bits, w.max_error_bits, w.overflows),
               sorted({x.rule for x in r.rewrites}), time.perf_counter() - t0)
     if stability and not row.fixed:
         s = jst.check(case.fn, shapes=case.shapes, dtype=dtype, domain=case.domain, seed=0,
-                      judge="stability", max_examples=examples, name=name)
+                      judge="stability", max_examples=examples, name=name, rules=rules)
         row.beyond = s.rewritten.beyond_bits
     return row
 
@@ -311,6 +312,7 @@ def _fmt(v: tuple[float, float, int]) -> str:
 def main(argv: list[str]) -> None:
     f64 = "--f64" in argv
     stability = "--stability" in argv
+    rules = [*jst.rewrites.STABILITY, "mean"] if "--mean" in argv else None
     examples = 100
     if "--examples" in argv:
         examples = int(argv[argv.index("--examples") + 1])
@@ -324,7 +326,7 @@ def main(argv: list[str]) -> None:
     rows = []
     for name, dtype in jobs:
         try:
-            row = measure(name, CASES[name], dtype, examples, stability)
+            row = measure(name, CASES[name], dtype, examples, stability, rules)
         except Exception as e:  # a benchmark row: reported, never hidden
             print(f"{name:40s} {dtype:7s} ERROR {type(e).__name__}: {e}")
             continue
