@@ -163,6 +163,17 @@ IDENTITIES = [
              lambda z: (lambda p: -((1.0 - p) ** 2) * jnp.log(p))(1 / (1 + jnp.exp(-z))),
              (f32(-100.0, 15.0, 20.0, -3.0),),
              lambda z: [(1 / (1 + MP.exp(v))) ** 2 * MP.log1p(MP.exp(-v)) for v in _mp(z)]),
+    # a mixture's log-likelihood: weights (one of them 0) times exp of log-likelihoods that overflow
+    Identity("weighted_lse[mixture]", "weighted_lse",
+             lambda w, x: jnp.log(jnp.sum(w * jnp.exp(x), axis=-1)),
+             (np.array([[0.5, 0.0, 0.25, 0.25], [0.1, 0.2, 0.3, 0.4]], F32),
+              np.array([[100.0, 3.0, 99.0, -200.0], [-120.0, -130.0, -125.0, -140.0]], F32)),
+             lambda w, x: [MP.log(MP.fsum(u * MP.exp(v) for u, v in zip(rw, rx)))
+                           for rw, rx in zip(_rows(w), _rows(x))]),
+    # a negative weight (a difference of two densities): the signed form, where the sum is positive
+    Identity("weighted_lse[signed]", "weighted_lse", lambda w, x: jnp.log(jnp.sum(w * jnp.exp(x))),
+             (f32(2.0, -1.0, 0.5, 3.0), f32(100.0, 99.0, 30.0, -150.0)),
+             lambda w, x: MP.log(MP.fsum(u * MP.exp(v) for u, v in zip(_mp(w), _mp(x))))),
     # two normalised vectors and a sum of four products: each rounds, 3 ulps
     Identity("cosine[linalg.norm]", "cosine",
              lambda a, b: jnp.dot(a, b) / (jnp.linalg.norm(a) * jnp.linalg.norm(b)),
@@ -296,6 +307,8 @@ def _xent_grad(x: np.ndarray) -> list[Any]:
     return [p - (1 if j == 6 else 0) for row in _softmax_rows(x) for j, p in enumerate(row)]
 
 
+_LL = f32(90.0, 3.0, 89.0, 88.6)  # log-likelihoods whose exp overflows float32 (above 88.7)
+
 GRADIENTS = [
     # softmax(x)_j = exp(x_j - lse) with x_j - lse down to -40 here, rounded: exp turns that into
     # 40·2^-24 relative, 5.3 bits. (Where the picked entry dominates its row, p - 1 cancels in every
@@ -305,6 +318,11 @@ GRADIENTS = [
      lambda x: [-1 / (1 + MP.exp(v)) for v in _mp(x)], 1.0),
     ("written_sigmoid", lambda x: jnp.exp(x) / (1 + jnp.exp(x)), (f32(60.0, -80.0, 3.0),),
      lambda x: [MP.exp(-v) / (1 + MP.exp(-v)) ** 2 for v in _mp(x)], 2.0),
+    # d/dw_i log(sum(w·exp(x))) = exp(x_i - r): finite at w_i = 0, where log|w| is not. r ≈ 89.6 is
+    # rounded to half an ulp (2^-18): exp(x_i - r) carries that as relative error, 2^6 ulps at most
+    ("weighted_lse", lambda w: jnp.log(jnp.sum(w * jnp.exp(_LL))), (f32(0.5, 0.0, 0.25, 0.25),),
+     lambda w: [MP.exp(v) / MP.fsum(u * MP.exp(t) for u, t in zip(_mp(w), _mp(_LL))) for v in _mp(_LL)],
+     6.0),
     # d rms / dv = v / (n rms): the root and the quotient round: 3 ulps
     ("rms", lambda v: jnp.sqrt(jnp.mean(v**2)), (f32(3e38, -2e38, 1e38, 3.3e38),),
      lambda v: [u / (4 * MP.sqrt(MP.fsum(w * w for w in _mp(v)) / 4)) for u in _mp(v)], 2.0),
@@ -339,6 +357,9 @@ FAMILIES: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], Any, bool]]
     "optax xent[lse - take_along_axis(x, labels)[..., 0]]": (
         lambda x: jax.nn.logsumexp(x, axis=-1)
         - jnp.take_along_axis(x, _LAB4[:, None], axis=-1)[..., 0], [(4, 8)], None, True),
+    "mixture log-likelihood[log(sum(pi * exp(ll), -1))]": (
+        lambda pi, ll: jnp.log(jnp.sum(pi * jnp.exp(ll), axis=-1)), [(4, 8), (4, 8)],
+        [(0.0, 1.0), (-1e4, 1e4)], True),
     "logaddexp(x, 0) - x": (lambda x: jnp.logaddexp(x, 0.0) - x, [(8,)], None, True),
     "exp(z) / (exp(z) + 1.0)": (lambda z: jnp.exp(z) / (jnp.exp(z) + 1.0), [(8,)], None, True),
     "(1 - exp(-2x)) / (1 + exp(-2x))": (
@@ -354,6 +375,7 @@ FAMILIES: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], Any, bool]]
 }
 FLOAT64 = ["nll[softmax(axis=1)[arange, labels].sum()]", "logaddexp(x, 0) - x",
            "optax xent[lse - take_along_axis(x, labels)[..., 0]]",
+           "mixture log-likelihood[log(sum(pi * exp(ll), -1))]",
            "exp(z) / (exp(z) + 1.0)", "sqrt(mean(square(v), -1))", "log(exp(a) - exp(b)), a > b"]
 CASES = [(n, "float32") for n in FAMILIES] + [(n, "float64") for n in FLOAT64]
 

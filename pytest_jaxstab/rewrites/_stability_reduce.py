@@ -8,9 +8,11 @@ over the reals on the whole domain.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -184,8 +186,48 @@ EXP_MEAN_LOG = Rule(
     **_example(lambda x: jnp.exp(jnp.mean(jnp.log(x))), domain=(0.0, 1e30)),
 )
 
+# -------------------------------------------------------------------------------- weighted_lse
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _weighted_lse_form(w: Any, x: Any, ax: tuple[int, ...]) -> Any:
+    t = x + jnp.log(jnp.abs(w))  # log|w| = -inf for w = 0: its term is exp(-inf) = 0
+    m = lax.stop_gradient(jnp.max(t, axis=ax, keepdims=True))
+    m = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
+    signed = jnp.log(jnp.sum(jnp.sign(w) * jnp.exp(t - m), axis=ax, keepdims=True)) + m
+    nonneg = jnp.all(w >= 0, axis=ax, keepdims=True)
+    # where no weight is negative: the accurate logsumexp of t (m + log1p of the others)
+    safe_t = jnp.where(nonneg, t, jnp.zeros_like(t))
+    accurate = jnp.expand_dims(_forms.logsumexp(safe_t, ax), ax)
+    return jnp.squeeze(jnp.where(nonneg, accurate, signed), axis=ax)
+
+
+@_weighted_lse_form.defjvp
+def _weighted_lse_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
+    (w, x), (tw, tx) = primals, tangents
+    out = _weighted_lse_form(w, x, ax)
+    # d/dw_i = exp(x_i - r), d/dx_i = w_i exp(x_i - r), r the result (finite where w_i = 0, where
+    # the form's log|w| has an infinite derivative)
+    e = jnp.exp(x - jnp.expand_dims(out, ax))
+    return out, jnp.sum(e * (tw + w * tx), axis=ax)
+
+
+def _weighted_lse(w: Any, x: Any, axes: tuple[int, ...]) -> Any:
+    """log(sum(w·exp(x))) = logsumexp(x + log w) where every w >= 0 (w = 0 adds nothing);
+    m + log(sum(sign(w)·exp(x + log|w| - m))), m = max(x + log|w|), elsewhere (exp overflows for
+    x > 88 in float32 and underflows below -103, where the weighted sum is still a normal number)."""
+    return _weighted_lse_form(w, x, tuple(int(i) for i in axes))
+
+
+WEIGHTED_LSE = Rule(
+    "weighted_lse",
+    op("log", op("reduce_sum", op("mul", var("w"), op("exp", x, recompute=True)), axes=AXES)),
+    _weighted_lse,
+    where=lambda m: (tuple(m.aval("w").shape) == tuple(m.aval("x").shape) and _real(m)
+                     and _real(m, "w")),
+    **_example(lambda w, x: jnp.log(jnp.sum(w * jnp.exp(x))), ((8,), (8,)), domain=(0.0, 1e4)),
+)
+
 #: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``).
-REDUCE_RULES: tuple[Rule, ...] = (COSINE, RMS, VAR, EXP_MEAN_LOG)
+REDUCE_RULES: tuple[Rule, ...] = (COSINE, RMS, VAR, EXP_MEAN_LOG, WEIGHTED_LSE)
 #: Opt-in (``rules=[*STABILITY, "mean"]``), not in ``STABILITY``: it would add a second reduction
 #: to every mean of every program, where the sum overflows only for terms near the float max, and
 #: the variance rule's contract is that the program's own mean is computed once and reused.
