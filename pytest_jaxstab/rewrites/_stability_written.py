@@ -49,6 +49,8 @@ def _softplus_call(v: Any) -> Any:
 
 
 _EXP = op("exp", x, recompute=True)
+# the gate: most subtractions are refused on their first operand's producer before any match
+_SOFTPLUS_HEADS = frozenset({*_CALLS, "log", "log1p", "custom_jvp_call"})
 SOFTPLUS_MINUS = Rule(
     "softplus_minus",
     any_of(op("sub", _softplus_call(x), x),
@@ -56,7 +58,7 @@ SOFTPLUS_MINUS = Rule(
            op("sub", op("log1p", _EXP), x),
            op("sub", op("custom_jvp_call", x, const(0.0), call_jaxpr=_named("logaddexp"),
                         recompute=True), x)),
-    _softplus_minus,
+    _softplus_minus, gate=lambda g, i: g.head(g.eqns[i].invars[0])[0] in _SOFTPLUS_HEADS,
     **_example(lambda x: jnp.log(1 + jnp.exp(x)) - x),
 )
 
