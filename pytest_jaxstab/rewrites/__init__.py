@@ -4,6 +4,8 @@
 - ``PERFORMANCE``: opt-in rules that change the program's shape for speed (e.g. moving a reduction
   into the ``scan`` that produces its input); they may reorder float sums.
 - ``RESULT_CHANGING``: rules that change results on purpose (``inv_jitter``); applied only when named.
+- ``"mean"`` (registered, opt-in: ``rules=[*STABILITY, "mean"]``): ``sum(x) / n`` re-summed scaled by
+  a power of two where the sum overflows (a second reduction on every mean).
 - ``STABILITY_FAST``: the default catalogue with ``logsumexp_fast``/``log_softmax_fast`` (the
   library's formulas: no overflow, ``jax.nn`` speed) in place of the accurate ``logsumexp`` and
   ``log_softmax`` (about 1.8x slower on CPU, but they keep the small terms): ``rules=STABILITY_FAST``.
@@ -26,10 +28,11 @@ from ._rule import registered as registered
 from ._stability import RESULT_CHANGING as RESULT_CHANGING
 from ._stability import STABILITY as STABILITY
 from ._stability import STABILITY_FAST as STABILITY_FAST
+from ._stability_reduce import MEAN as _MEAN
 
-for _rule in (*STABILITY, *PERFORMANCE, *RESULT_CHANGING, *STABILITY_FAST):
+for _rule in (*STABILITY, *PERFORMANCE, *RESULT_CHANGING, *STABILITY_FAST, _MEAN):
     register(_rule)
-del _rule
+del _rule, _MEAN
 
 __all__ = [
     "RESULT_CHANGING",

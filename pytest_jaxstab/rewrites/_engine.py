@@ -246,10 +246,13 @@ def _retrace(g: Graph, plan: dict[int, tuple[Rule, Match]], sub_new: dict[int, d
             if m.at is not None and m.at != i:
                 early.setdefault(m.at, []).append(i)
         deferred = {root for roots in early.values() for root in roots}
+        # only what a match swallowed is skipped: ``g.claimed`` also holds the equations of earlier
+        # replacements (final scopes), which are kept and must be bound
+        swallowed = {j for _, m in plan.values() for j in m.swallowed}
         for i, eqn in enumerate(g.eqns):
             if i in plan and i not in deferred:
                 apply(i)
-            elif i in g.claimed:
+            elif i in swallowed:
                 pass
             else:
                 bind_plain(eqn, _compat.replace_subjaxprs(eqn, sub_new[i]) if i in sub_new else None)

@@ -281,7 +281,9 @@ def _shifted_variance(x: Any, mu: Any, ax: tuple[int, ...]) -> Any:
     multiply the cotangent by s² before dividing it by s² (inf for x = [4e19, 0, ...]).
     """
     scale, inv = _pow2_scale(lax.stop_gradient(jnp.max(jnp.abs(x), axis=ax, keepdims=True)))
-    xs, ms = x * inv, mu * inv
+    xs = x * inv
+    # the program's mean overflows in its sum for terms near the float max: the mean of x / s then
+    ms = jnp.where(jnp.isfinite(mu), mu * inv, jnp.mean(xs, axis=ax, keepdims=True))
     m2 = jnp.mean(xs * xs, axis=ax, keepdims=True)
     one_pass = m2 - ms * ms
     d = xs - ms

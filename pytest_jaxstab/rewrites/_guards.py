@@ -66,8 +66,12 @@ def _constant(g: Graph, atom: Any) -> float | None:
 
 def _where_operands(g: Graph, i: int) -> tuple[Any, Any, Any] | None:
     """``(pred, on_true, on_false)`` of a ``jnp.where`` at equation ``i`` (a ``jit`` named
-    ``_where`` around ``select_n``, or a bare two-way ``select_n``)."""
+    ``_where`` around ``select_n``, or a bare two-way ``select_n``). None for an integer or boolean
+    ``where`` (index arithmetic, as ``take_along_axis`` wraps negative indices): it has no derivative
+    to guard."""
     eqn = g.eqns[i]
+    if len(eqn.outvars) != 1 or not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.inexact):
+        return None
     name = _compat.primitive_name(eqn)
     if name == "select_n" and len(eqn.invars) == 3:
         p, f, t = eqn.invars

@@ -36,6 +36,9 @@ class Rule:
         shapes and domain: used by the catalogue soundness test and the docs.
       complex_ok: the identity (and the replacement) hold for complex arguments; without it a match
         that reads or makes a complex value is refused (``_complex_guard``).
+      gate: optional cheap test ``(graph, eqn_index) -> bool`` run before the pattern is matched at
+        an equation, for patterns the built-in first look cannot refuse (an argument seen through
+        glue, many alternatives): e.g. "the operand is produced by a selection". False refuses.
       composable: the replacement's equations may be matched by rules again (by default a
         replacement is final). For small identities whose result another rule continues:
         ``exp(a)**2 -> exp(2a)``, then ``x / exp(2a) -> x * exp(-2a)``. The replacement must not
@@ -59,6 +62,7 @@ class Rule:
     example_domain: Any = None
     complex_ok: bool = False
     composable: bool = False
+    gate: Callable[[Graph, int], bool] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -90,6 +94,8 @@ class Rule:
             ok = m is not None and (self.where is None or self.where(m)) and self._domain_ok(graph, m)
             return m if ok else None
         assert self.pattern is not None
+        if self.gate is not None and not self.gate(graph, i):
+            return None
         for m in match_root(graph, self.pattern, i, self._roots):  # type: ignore[attr-defined]
             if (self.where is None or self.where(m)) and self._domain_ok(graph, m):
                 return m

@@ -34,6 +34,9 @@ from ._stability_ml import (
     STD,
     SUM_P_LOG_P,
 )
+from ._stability_reduce import REDUCE_RULES
+from ._stability_select import SELECT_RULES
+from ._stability_written import WRITTEN_RULES
 
 x, y, a, b, A = var("x"), var("y"), var("a"), var("b"), var("A")
 ONE = const(1.0)
@@ -293,6 +296,8 @@ INV_JITTER = Rule("inv_jitter", op("jit", A, params={"name": "inv"}), _inv_jitte
 
 #: The default catalogue, in the order rules are tried at one root.
 STABILITY: tuple[Rule, ...] = (
+    *SELECT_RULES,
+    *WRITTEN_RULES,
     SUM_P_LOG_P,
     P_LOG_P,
     LOGIT,
@@ -321,6 +326,7 @@ STABILITY: tuple[Rule, ...] = (
     ONE_PLUS_TANH,
     SQDIST,
     STD,
+    *REDUCE_RULES,  # after std: sqrt(mean((x - mean)²)) is a standard deviation first
     HYPOT,
     NORM,
     VARIANCE,

@@ -90,5 +90,10 @@ def _one_minus_sigmoid(y: Any) -> Any:
     return _forms.sigmoid(-y)
 
 
-ONE_MINUS_SIGMOID = Rule("one_minus_sigmoid", op("sub", ONE, op("logistic", y)), _one_minus_sigmoid,
+# the written sigmoid 1/(1 + exp(-y)) is recomputed where the program shares it (a focal loss also
+# takes its log): 1 - p is then sigmoid(-y) and log(p) is -softplus(-y)
+_WRITTEN = op("div", ONE, op("add", ONE, op("exp", op("neg", y))), recompute=True)
+ONE_MINUS_SIGMOID = Rule("one_minus_sigmoid", any_of(op("sub", ONE, op("logistic", y)),
+                                                     op("sub", ONE, _WRITTEN)),
+                         _one_minus_sigmoid,
                          **_example(lambda y: 1 - jax.nn.sigmoid(y), domain=(-1e4, 1e4)))
