@@ -111,7 +111,6 @@ SPECIAL_ARGS = {
 }
 # Refused on purpose, with the reason.
 SPECIAL_REFUSED = {
-    "wofz": "complex-valued (Faddeeva function)",
     "sph_harm_y": "complex-valued (spherical harmonics)",
     "sph_harm": "complex-valued (spherical harmonics)",
     "scaled_matmul": "block-scaled fp8/mx formats",
