@@ -381,7 +381,9 @@ def test_a_domain_predicate_that_rejects_everything_gets_our_advice(pytester, ru
         def test_rare(x):
             return jnp.log(x)
     ''')
-    result = run_jaxstab(EXAMPLES)
+    # a fixed seed: unseeded, the draws now and then land in (1e38, 2e38) often enough to pass the
+    # filter (seen once in a loaded -n 2 run)
+    result = run_jaxstab(EXAMPLES, "--jaxstab-seed=0")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*the domain's predicate rejects (nearly) every drawn value*"
                                  "domain=jst.strategies.Domain(lo, hi, where=pred)*"])

@@ -315,7 +315,7 @@ def test_the_table_covers_every_rule_of_the_catalogue():
     # the spellings of benchmarks/bench_unseen.py (issue 26) have theirs in tests/test_rewrites_unseen.py
     covered |= {"log_select_softmax", "softplus_minus", "written_sigmoid", "written_tanh", "sech2",
                 "logdiffexp", "one_minus_cos_over_sq", "cosine", "rms", "var", "exp_mean_log",
-                "lse_minus_selected", "weighted_lse"}
+                "lse_minus_selected", "weighted_lse", "log_sigmoid_ratio", "scaled_sigmoid"}
     assert covered == {r.name for r in STABILITY}
 
 

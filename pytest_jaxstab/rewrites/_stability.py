@@ -19,7 +19,14 @@ from ._guards import GUARDED_WHERE, MASKED_WHERE
 from ._match import Match
 from ._pattern import any_of, const, op, param, square_of, var
 from ._rule import Rule
-from ._stability_logs import INV_SOFTPLUS, LOG1MEXP, LOG_COSH, LOG_SIGMOID_PLUS, ONE_MINUS_SIGMOID
+from ._stability_logs import (
+    INV_SOFTPLUS,
+    LOG1MEXP,
+    LOG_COSH,
+    LOG_SIGMOID_PLUS,
+    LOG_SIGMOID_RATIO,
+    ONE_MINUS_SIGMOID,
+)
 from ._stability_ml import (
     DIV_EXP,
     EXP_POWER,
@@ -36,7 +43,7 @@ from ._stability_ml import (
 )
 from ._stability_reduce import REDUCE_RULES
 from ._stability_select import SELECT_RULES
-from ._stability_written import WRITTEN_RULES
+from ._stability_written import SCALED_SIGMOID, WRITTEN_RULES
 
 x, y, a, b, A = var("x"), var("y"), var("a"), var("b"), var("A")
 ONE = const(1.0)
@@ -301,6 +308,7 @@ STABILITY: tuple[Rule, ...] = (
     SUM_P_LOG_P,
     P_LOG_P,
     LOGIT,
+    LOG_SIGMOID_RATIO,  # after logit: log(s(x) / (1 - s(x))) is x exactly
     LOG_SOFTMAX,
     LOG_MEAN_EXP,
     LOGSUMEXP,
@@ -315,6 +323,7 @@ STABILITY: tuple[Rule, ...] = (
     LOG_COSH,
     LOG1P,
     SIGMOID,
+    SCALED_SIGMOID,  # after sigmoid: 1 / (1 + exp(-x)) is logistic(x) itself
     ONE_MINUS_SIGMOID,
     EXPM1,
     LOG_EXP,

@@ -93,7 +93,38 @@ def _one_minus_sigmoid(y: Any) -> Any:
 # the written sigmoid 1/(1 + exp(-y)) is recomputed where the program shares it (a focal loss also
 # takes its log): 1 - p is then sigmoid(-y) and log(p) is -softplus(-y)
 _WRITTEN = op("div", ONE, op("add", ONE, op("exp", op("neg", y))), recompute=True)
-ONE_MINUS_SIGMOID = Rule("one_minus_sigmoid", any_of(op("sub", ONE, op("logistic", y)),
+ONE_MINUS_SIGMOID = Rule("one_minus_sigmoid", any_of(op("sub", ONE, op("logistic", y, recompute=True)),
                                                      op("sub", ONE, _WRITTEN)),
                          _one_minus_sigmoid,
                          **_example(lambda y: 1 - jax.nn.sigmoid(y), domain=(-1e4, 1e4)))
+
+
+# ---------------------------------------------------------------------------- log_sigmoid_ratio
+def _sigmoid_or_complement(v: Any, w: Any) -> Any:
+    """sigmoid(v) (jax.nn or written), or 1 - sigmoid(w); each recomputed where the program shares it
+    (a Bernoulli KL divergence multiplies by the same sigmoid it divides)."""
+    def sig(t: Any) -> Any:
+        return any_of(op("logistic", t, recompute=True),
+                      op("div", ONE, op("add", ONE, op("exp", op("neg", t))), recompute=True))
+
+    return any_of(sig(v), op("sub", ONE, sig(w), recompute=True))
+
+
+def _log_sigmoid_ratio(p: Any = None, pc: Any = None, q: Any = None, qc: Any = None) -> Any:
+    """log(s(p) / s(q)) = log s(p) - log s(q) with log sigmoid(v) = -softplus(-v) and
+    log(1 - sigmoid(v)) = -softplus(v) (the ratio of two sigmoids that underflow, or of two
+    complements that round to 0, is 0/0; each log alone is finite)."""
+    def log_s(v: Any, complement: Any) -> Any:
+        return -_forms.softplus(-v) if v is not None else -_forms.softplus(complement)
+
+    return log_s(p, pc) - log_s(q, qc)
+
+
+LOG_SIGMOID_RATIO = Rule(
+    "log_sigmoid_ratio",
+    op("log", op("div", _sigmoid_or_complement(var("p"), var("pc")),
+                 _sigmoid_or_complement(var("q"), var("qc")))),
+    _log_sigmoid_ratio,
+    **_example(lambda p, q: jnp.log(jax.nn.sigmoid(p) / jax.nn.sigmoid(q)), shapes=((8,), (8,)),
+               domain=(-1e3, 1e3)),
+)

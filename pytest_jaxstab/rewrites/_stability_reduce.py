@@ -79,12 +79,14 @@ RMS = Rule("rms", op("sqrt", op("div", op("reduce_sum", square_of(x), axes=AXES)
 
 # ---------------------------------------------------------------------------------------- cosine
 def _norm_of(v: Any, tag: str) -> Any:
-    return any_of(op("sqrt", op("reduce_sum", square_of(v), axes=param(tag))),
+    return any_of(op("sqrt", _sumsq(v, tag)),
                   op(_CALLS, v, params={"name": "norm", "jaxpr": param(tag + "_body")}))
 
 
 def _sumsq(v: Any, tag: str) -> Any:
-    return op("reduce_sum", square_of(v), axes=param(tag))
+    """sum(v²) over an axis, or ``jnp.dot(v, v)`` / ``v @ v`` (a dot_general of v with itself)."""
+    return any_of(op("reduce_sum", square_of(v), axes=param(tag)),
+                  op("dot_general", v, v, dimension_numbers=param(tag + "_dn")))
 
 
 _DOT = any_of(op("dot_general", a, b, dimension_numbers=param("dn")),
@@ -115,11 +117,13 @@ def _cosine_where(m: Match) -> bool:
     for key in ("axes_a_body", "axes_b_body"):
         if key in m.captures and not _two_norm_body(m.captures[key], last):
             return False
-    if "dn" in m.captures:
-        (lc, rc), (lb, rb) = m.captures["dn"]
-        batch = tuple(range(rank - 1))
-        return (tuple(lc) == (last,) and tuple(rc) == (last,) and tuple(lb) == batch
-                and tuple(rb) == batch)
+    batch = tuple(range(rank - 1))
+    for key in ("dn", "axes_a_dn", "axes_b_dn"):  # dot products over the last axis, batched on the rest
+        if key in m.captures:
+            (lc, rc), (lb, rb) = m.captures[key]
+            if not (tuple(lc) == (last,) and tuple(rc) == (last,) and tuple(lb) == batch
+                    and tuple(rb) == batch):
+                return False
     return True
 
 

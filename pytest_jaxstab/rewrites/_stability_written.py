@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from . import _forms
@@ -140,6 +141,40 @@ ONE_MINUS_COS_OVER_SQ = Rule(
     op("div", op("sub", ONE, op("cos", x)), square_of(x)),
     _one_minus_cos_over_sq,
     **_example(lambda x: (1 - jnp.cos(x)) / x**2, domain=(-1e4, 1e4)),
+)
+
+
+# ------------------------------------------------------------------ y / (1 + exp(-x)), swish
+@jax.custom_jvp
+def _scaled_sigmoid(y: Any, x: Any) -> Any:
+    """y / (1 + exp(-x)) as written (accurate in value: exp(-x) = inf gives the ±0 of the underflow
+    zone), with the derivative written out: d/dy = sigmoid(x), d/dx = y·sigmoid(x)·sigmoid(-x)."""
+    return y / (1 + jnp.exp(-x))
+
+
+@_scaled_sigmoid.defjvp
+def _scaled_sigmoid_jvp(primals: Any, tangents: Any) -> Any:
+    (y, x), (ty, tx) = primals, tangents
+    s = jax.nn.sigmoid(x)
+    return _scaled_sigmoid(y, x), ty * s + tx * (y * s * jax.nn.sigmoid(-x))
+
+
+def _over_one_plus_exp(y: Any, x: Any = None, z: Any = None) -> Any:
+    """y / (1 + exp(-x)) = y · logistic(x);  y / (1 + exp(z)) = y · logistic(-z), with the derivative
+    y·sigmoid(x)·sigmoid(-x) in x. The written swish / SiLU ``x / (1 + exp(-x))`` is accurate in
+    value, but AD's derivative of it is y·inf / inf = NaN once exp(-x) overflows (x < -88.7 in
+    float32). The value is kept as written: ``y · logistic(x)`` would be worse, logistic(x) being
+    subnormal for x < -87.3 in float32 and flushed to zero on XLA:CPU where the quotient is still a
+    normal number."""
+    return _scaled_sigmoid(y, x if x is not None else -z)
+
+
+SCALED_SIGMOID = Rule(
+    "scaled_sigmoid",
+    any_of(op("div", var("y"), op("add", ONE, op("exp", op("neg", x)))),
+           op("div", var("y"), op("add", ONE, op("exp", var("z"))))),
+    _over_one_plus_exp,
+    **_example(lambda x: x / (1 + jnp.exp(-x)), domain=(-1e3, 1e3)),
 )
 
 
