@@ -74,9 +74,9 @@ def _rest(x: Any, shift: Any, ax: tuple[int, ...]) -> Any:
        rounded sum >= 2, rounding being monotone), and so does every row with an infinity or NaN.
     2. Rows with -1/2 < r_f < 1/2 have exactly one term equal to 1 (the maximum: exp(0) = 1) and
        every other below 1/2 + r_f's error (a second term near 1 would make r_f >= 1/2), so
-       ``sum(e - e·floor(e + 1/4))`` is the sum of the other terms alone, with no cancellation:
+       ``sum(e·floor(7/4 - e))`` is the sum of the other terms alone, with no cancellation:
        exact to the summation's own error, the reason for the accurate form (x = [0, -40 x 15]
-       gives 6.4e-17, which ``fl(1 + 6.4e-17) - 1`` = 0 loses). The mask drops the terms >= 3/4,
+       gives 6.4e-17, which ``fl(1 + 6.4e-17) - 1`` = 0 loses). The mask drops the terms > 3/4,
        the maximal one even where XLA computed it as 1 ± a few ulps (an ``exp(x - m)`` whose ``x``
        XLA recomputes, FMA-contracted, is not exp(0) at the maximum; a mask at exactly 1 counted
        it, giving log(2) too much, and r_f < 0 there). These rows are summed again,
@@ -103,11 +103,12 @@ def _rest(x: Any, shift: Any, ax: tuple[int, ...]) -> Any:
         return xt.reshape(rows, n)
 
     def masked_sum(xr: Any, sr: Any) -> Any:
-        # e · (1 - floor(e + 1/4)) drops the terms >= 3/4: in a row with r_f < 1/2 that is the maximal
-        # term alone, whether it came out as exactly 1 or, where XLA recomputes x with other roundings
-        # in this pass than in the max's (an FMA-contracted `3.0 * v - m`), as 1 ± a few ulps.
+        # e · floor(7/4 - e) drops the terms > 3/4 (floor 0) and keeps the others (floor 1): in a row
+        # with |r_f| < 1/2 that is the maximal term alone, whether it came out as exactly 1 or, where
+        # XLA recomputes x with other roundings in this pass than in the max's (an FMA-contracted
+        # `3.0 * v - m`), as 1 ± a few ulps. Three fusible operations (no compare or select).
         er = jnp.exp(xr - sr[:, None])
-        return jnp.sum(er - er * jnp.floor(er + 0.25), axis=-1)
+        return jnp.sum(er * jnp.floor(1.75 - er), axis=-1)
 
     def gathered(r: Any) -> Any:
         # the re-summed rows' indices, padded with one past the end (what jnp.nonzero(size=...) gives;
