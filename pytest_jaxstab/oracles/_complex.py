@@ -35,7 +35,7 @@ from .. import _compat
 from .._primitives import CALLS, CUSTOM_DERIVATIVES
 from ._balls import ball_to_mpf, round_balls
 from ._common import INDET, Rule, Undecided, is_complex, is_float, obj, out_aval
-from ._complex_order import complex_cumulative, complex_scatter, complex_sort, fold_pick, minmax
+from ._complex_order import complex_cumulative, complex_scatter, complex_sort, fold_pick, minmax, prefix_scan
 
 __all__ = [
     "PASS_THROUGH",
@@ -308,18 +308,16 @@ def _reduction(fold: Callable[[Sequence[CBall]], CBall]) -> Rule:
 
 
 def _cumulative(product: bool) -> Rule:
+    def totals(values: Sequence[CBall]) -> list[CBall]:
+        out: list[CBall] = []
+        acc: CBall = acb(1) if product else _ZERO_C
+        for v in values:
+            acc = None if acc is None or v is None else (acc * v if product else acc + v)
+            out.append(acc)
+        return out
+
     def rule(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
-        axis = int(eqn.params["axis"]) % max(x.ndim, 1)
-        reverse = bool(eqn.params.get("reverse", False))
-        moved = np.moveaxis(np.flip(x, axis) if reverse else x, axis, -1)
-        out = np.empty(moved.shape, dtype=object)
-        for idx in np.ndindex(moved.shape[:-1]):
-            acc: CBall = acb(1) if product else _ZERO_C
-            for j, v in enumerate(moved[idx]):
-                acc = None if acc is None or v is None else (acc * v if product else acc + v)
-                out[(*idx, j)] = acc
-        out = np.moveaxis(out, -1, axis)
-        return np.flip(out, axis) if reverse else out
+        return prefix_scan(eqn, x, totals)
 
     return rule
 

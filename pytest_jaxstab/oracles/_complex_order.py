@@ -107,23 +107,35 @@ def complex_sort(ctx: Any, eqn: Any, *operands: np.ndarray) -> list[np.ndarray]:
     return list(REAL["sort"](ctx, shim, *keys, *operands))[len(keys):]
 
 
+def prefix_scan(eqn: Any, x: np.ndarray, row: Callable[[Sequence[CBall]], list[CBall]]) -> np.ndarray:
+    """A cumulative primitive's result: ``row`` maps each row of ``x`` along ``eqn``'s ``axis`` (read
+    from the end with ``reverse``) to the values of its prefixes, in the same order."""
+    axis = int(eqn.params["axis"]) % max(x.ndim, 1)
+    reverse = bool(eqn.params.get("reverse", False))
+    moved = np.moveaxis(np.flip(x, axis) if reverse else x, axis, -1)
+    out = np.empty(moved.shape, dtype=object)
+    for idx in np.ndindex(moved.shape[:-1]):
+        for j, value in enumerate(row(list(moved[idx]))):
+            out[(*idx, j)] = value
+    out = np.moveaxis(out, -1, axis)
+    return np.flip(out, axis) if reverse else out
+
+
 def complex_cumulative(greater: bool) -> Rule:
     """``cummax``/``cummin`` on complex values: the lexicographic extreme of each prefix (indeterminate
     from a value without one on, as for the reductions: XLA's scan order decides there)."""
 
+    def extremes(values: Sequence[CBall]) -> list[CBall]:
+        out: list[CBall] = []
+        acc: CBall = None
+        lost = False
+        for j, v in enumerate(values):
+            lost = lost or v is None
+            acc = _INDET_C if lost else (v if j == 0 else _lex_pick(acc, v, greater))
+            out.append(acc)
+        return out
+
     def rule(ctx: Any, eqn: Any, x: np.ndarray) -> np.ndarray:
-        axis = int(eqn.params["axis"]) % max(x.ndim, 1)
-        reverse = bool(eqn.params.get("reverse", False))
-        moved = np.moveaxis(np.flip(x, axis) if reverse else x, axis, -1)
-        out = np.empty(moved.shape, dtype=object)
-        for idx in np.ndindex(moved.shape[:-1]):
-            acc: CBall = None
-            lost = False
-            for j, v in enumerate(moved[idx]):
-                lost = lost or v is None
-                acc = _INDET_C if lost else (v if j == 0 else _lex_pick(acc, v, greater))
-                out[(*idx, j)] = acc
-        out = np.moveaxis(out, -1, axis)
-        return np.flip(out, axis) if reverse else out
+        return prefix_scan(eqn, x, extremes)
 
     return rule
