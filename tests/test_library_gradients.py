@@ -23,6 +23,7 @@ from pytest_jaxstab import _compat, oracles
 from pytest_jaxstab._check._gradient import derivative_program
 from pytest_jaxstab._errors import ArgumentError, OracleError
 from pytest_jaxstab.oracles._library_reference import reference_primal
+from tests.test_oracle_library import _round
 
 _MPC: Any = mpmath.mpc  # its stubs take ints only
 
@@ -31,15 +32,6 @@ _MPC: Any = mpmath.mpc  # its stubs take ints only
 def _high_precision():
     with mpmath.workprec(2000):
         yield
-
-
-def _round(v: Any, dtype: type = np.float64) -> float:
-    bits = 53 if dtype is np.float64 else 24
-    if mpmath.isinf(v):
-        return float(v)
-    with mpmath.workprec(bits):
-        r = +v
-    return float(dtype(float(r)))
 
 
 def _reference_gradient(fn, args, dtype=np.float64):

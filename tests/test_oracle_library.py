@@ -36,7 +36,7 @@ def _high_precision():
         yield
 
 
-def _round(v: Any, dtype: type) -> float:
+def _round(v: Any, dtype: type = np.float64) -> float:
     """``v`` correctly rounded to ``dtype`` (one rounding, at the dtype's significand)."""
     bits = 53 if dtype is np.float64 else 24
     if mpmath.isinf(v):

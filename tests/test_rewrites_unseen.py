@@ -20,28 +20,12 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import mpmath
 import numpy as np
 import pytest
 from jax import lax
 
 import pytest_jaxstab as jst
-from pytest_jaxstab.oracles import error_bits
-from pytest_jaxstab.oracles._rounding import round_to_dtype
-
-MP: Any = mpmath.mp.clone()
-MP.prec = 256  # far beyond the 53 bits any result is rounded to
-F32, F64 = np.float32, np.float64
-
-
-def _mp(a: Any) -> list[Any]:
-    return [MP.mpf(float(v)) for v in np.asarray(a, np.float64).ravel()]
-
-
-def _bits(got: Any, exact: list[Any] | Any, dtype: Any) -> float:
-    exact = exact if isinstance(exact, list) else [exact]
-    want = round_to_dtype(np.array(exact, dtype=object).reshape(np.shape(got)), dtype)
-    return float(np.max(error_bits(np.asarray(got), want)))
+from tests.test_rewrites_generalise import F32, MP, _bits, _mp
 
 
 def f32(*v: float) -> np.ndarray:
