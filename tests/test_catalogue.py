@@ -34,6 +34,7 @@ import pytest_jaxstab as jst
 from pytest_jaxstab.oracles import error_bits
 from pytest_jaxstab.oracles._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import RESULT_CHANGING, STABILITY
+from pytest_jaxstab.rewrites._stability_compose import COMPOSE_RULES
 
 MP: Any = mpmath.mp.clone()  # mpmath adds its functions at run time: no static types
 MP.prec = 256  # 256-bit reference: far beyond the 53 bits any result is rounded to
@@ -316,6 +317,8 @@ def test_the_table_covers_every_rule_of_the_catalogue():
     covered |= {"log_select_softmax", "softplus_minus", "written_sigmoid", "written_tanh", "sech2",
                 "logdiffexp", "one_minus_cos_over_sq", "cosine", "rms", "var", "exp_mean_log",
                 "lse_minus_selected", "weighted_lse", "log_sigmoid_ratio", "scaled_sigmoid"}
+    # the composable identities (issue 26 item 3) have theirs in tests/test_rewrites_compose.py
+    covered |= {r.name for r in COMPOSE_RULES}
     assert covered == {r.name for r in STABILITY}
 
 

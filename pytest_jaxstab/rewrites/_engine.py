@@ -191,6 +191,8 @@ def _plan(g: Graph, rules: Sequence[Rule]) -> dict[int, tuple[Rule, Match]]:
             if m is not None:
                 g.claimed |= m.swallowed
                 g.claimed.add(i)
+                g.taken |= m.swallowed
+                g.taken.add(i)
                 plan[i] = (rule, m)
                 break
     return plan

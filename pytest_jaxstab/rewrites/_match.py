@@ -68,6 +68,12 @@ class Graph:
         self.claimed: set[int] = set(claimed) if claimed is not None else {
             i for i, eqn in enumerate(self.eqns) if _final(eqn)}
         self._heads: dict[int, tuple[str | None, bool]] = {}
+        #: The final equations (earlier replacements) as the pass found them, and the equations
+        #: this pass's matches took so far: a ``recompute`` sub-term may read a final result
+        #: (``log(1 - p)`` after ``1 - p`` became a stable sigmoid) but never what another match of
+        #: the same pass replaces.
+        self.final: frozenset[int] = frozenset(self.claimed)
+        self.taken: set[int] = set()
 
     def producer_eqn(self, atom: Any) -> tuple[int, Any] | None:
         if _compat.is_literal(atom):
@@ -305,7 +311,7 @@ def _match_op(g: Graph, pat: Op, atom: Any, state: _State, into_reduction: bool)
         if prod is None:
             return
         i, eqn = prod
-        if i in g.claimed or i in st.swallowed:
+        if i in st.swallowed or (i in g.claimed and not _readable_final(g, pat, i)):
             return
         if key not in st.shared and _compat.primitive_name(eqn) in pat.prim:
             break
@@ -324,6 +330,16 @@ def _match_op(g: Graph, pat: Op, atom: Any, state: _State, into_reduction: bool)
         if pat.name is not None:
             st2.atoms.setdefault(pat.name, cur)
         yield st2
+
+
+def _readable_final(g: Graph, pat: Op, i: int) -> bool:
+    """Whether a ``recompute`` sub-term may see equation ``i`` although it is claimed: it is a
+    final rule's result (not one another match of this pass takes). Rules compose this way: a rule
+    reads the stable form an earlier one produced (``1 - sigmoid(z)`` became ``sigmoid(-z)``, then
+    its log is ``-softplus(z)``); the final equations stay for their other uses, or are replaced
+    where this match was their only use. A final result is never a match's root, so no replacement
+    is matched again at its root and the passes still end."""
+    return pat.recompute and i in g.final and i not in g.taken
 
 
 def _equivalent(g: Graph, a1: Any, a2: Any, depth: int, dups: list[int]) -> bool:

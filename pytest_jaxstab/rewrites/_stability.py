@@ -19,6 +19,7 @@ from ._guards import GUARDED_WHERE, MASKED_WHERE
 from ._match import Match
 from ._pattern import any_of, const, op, param, square_of, var
 from ._rule import Rule
+from ._stability_compose import COMPOSE_RULES
 from ._stability_logs import (
     INV_SOFTPLUS,
     LOG1MEXP,
@@ -318,6 +319,7 @@ STABILITY: tuple[Rule, ...] = (
     LOG_SIGMOID,
     LOG_SIGMOID_PLUS,
     LOGADDEXP,
+    *COMPOSE_RULES,  # after the whole forms' log rules; before log1p (log(1 - stable sigmoid))
     INV_SOFTPLUS,
     LOG1MEXP,
     LOG_COSH,
