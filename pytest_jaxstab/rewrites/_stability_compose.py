@@ -20,6 +20,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from .. import _compat
 from . import _forms
@@ -334,6 +335,9 @@ def _log_softmax_entry(v: Any, axes: tuple[int, ...], a: Any = None, **sel: Any)
     """log(exp(a) / sum(exp(v))) = a - logsumexp(v);  log(sel(exp(v)) / sum(exp(v))) =
     sel(v) - logsumexp(v) (InfoNCE-style losses: the positive logit's exp over the sum of all),
     as (a - m) - log1p(rest) (exp(a) and the sum overflow, the quotient underflows)."""
+    # one rounding of v for the max and the entry: XLA may otherwise recompute v in each fusion
+    # with other roundings (v / 0.1 as v * 10), and a - m is then not 0 for the dominant entry
+    v = lax.optimization_barrier(v)
     if a is None:
         a = _reselect(v, sel)
     return _entry_minus_lse(a, v, axes)
@@ -373,9 +377,17 @@ def _log_quotient_gate(g: Graph, i: int) -> bool:
     if any(g.head(t)[1] for t in eqn.invars):  # c·exp(a): log_scaled_exp forms log(c) exactly
         return False
     heads = [g.head(t)[0] for t in eqn.invars]
+    if "exp" not in heads:
+        return False
     # exp(a) / (1 + exp(a)) and exp(a) / (exp(a) + exp(b)) are sigmoids (written_sigmoid,
     # sigmoid_ratio): a - log(1 + exp(a)) would cancel where a is large
-    return "exp" in heads and not (_compat.primitive_name(eqn) == "div" and heads == ["exp", "add"])
+    num, den = _producer(g, eqn.invars[0]), _producer(g, eqn.invars[1])
+    if _compat.primitive_name(eqn) != "div" or heads[0] != "exp" or num is None or den is None \
+            or _compat.primitive_name(den) != "add":
+        return True
+    exps = [_producer(g, t) for t in den.invars]
+    return not any(e is not None and _compat.primitive_name(e) == "exp" and e.invars[0] is num.invars[0]
+                   for e in exps)
 
 
 _EA = op("exp", a, recompute=True)
