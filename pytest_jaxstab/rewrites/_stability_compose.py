@@ -3,12 +3,13 @@
 A loss rarely hands the catalogue a whole form: a focal loss selects ``pt = where(y == 1, p, 1 - p)``
 before ``log(pt)`` and ``(1 - pt) ** gamma``; a contrastive loss divides the positive pair's
 ``exp`` by a sum of ``exp``; ``log(0.5 * (1 + tanh(x / 2)))`` is a log-sigmoid once a constant
-is folded. The rules here move an operation to where another rule fixes it (``log`` and ``1 - ·``
-distributed over the branches of a ``where``; ``log(exp(a) / s) = a - log(s)``; constants folded)
-and recognise the catalogue's own stable sigmoid as a sigmoid, so the next rule meets its pattern.
-The distributing rules are ``composable`` (their result is matched again) and fire only where a
-branch has something to fix, so a ``where`` of plain values is left as written. The expanded
-covariance ``mean(x·y) - mean(x)·mean(y)`` becomes the shifted two-pass form, as ``variance``.
+is folded (``0.5 + 0.5·tanh(x / 2)`` is one written out). The rules here move an operation to
+where another rule fixes it (``log`` and ``1 - ·`` distributed over the branches of a ``where``;
+``log(exp(a) / s) = a - log(s)``; constants folded) and recognise the catalogue's own stable
+sigmoid as a sigmoid, so the next rule meets its pattern. The distributing rules are
+``composable`` (their result is matched again) and fire only where a branch has something to fix,
+so a ``where`` of plain values is left as written. The expanded covariance
+``mean(x·y) - mean(x)·mean(y)`` becomes the shifted two-pass form, as ``variance``.
 Each rule's docstring states the identity; each holds over the reals on the whole domain.
 """
 
@@ -215,7 +216,7 @@ LOG_WHERE = Rule(
 
 def _one_minus_where_gate(g: Graph, i: int) -> bool:
     eqn = g.eqns[i]
-    if not _is_one(g, eqn.invars[0]):
+    if not g.head(eqn.invars[0])[1] or not _is_one(g, eqn.invars[0]):
         return False
     branches = _where_of(g, i)
     return branches is not None and any(_fixable_complement(g, t) for t in branches)
@@ -315,6 +316,45 @@ FOLD_SCALE = Rule(
 )
 
 
+# ------------------------------------------------------------------------- c + c·tanh(u)
+def _half_tanh(u: Any = None, w: Any = None, c: float = 0.5, c2: float = 0.5) -> Any:
+    """c + c·tanh(u) = 2c·sigmoid(2u);  c - c·tanh(w) = 2c·sigmoid(-2w) (the logistic written through
+    tanh: c(1 ± tanh) cancels to 0 where tanh rounds to ∓1; its log is then a log-sigmoid)."""
+    s = _forms.sigmoid(2 * u) if u is not None else _forms.sigmoid(-2 * w)
+    return s if 2 * c == 1.0 else s * jnp.asarray(2 * c, jnp.result_type(s))
+
+
+_C = const(lambda q: q > 0 and math.isfinite(q), name="c")
+_C2 = const(lambda q: q > 0 and math.isfinite(q), name="c2")
+
+
+def _half_tanh_gate(g: Graph, i: int) -> bool:
+    eqn = g.eqns[i]
+    if len(eqn.invars) != 2:
+        return False
+    first_const = g.head(eqn.invars[0])[1]
+    if _compat.primitive_name(eqn) == "sub":
+        if not first_const:
+            return False
+        scaled = eqn.invars[1]
+    elif first_const or g.head(eqn.invars[1])[1]:
+        scaled = eqn.invars[1] if first_const else eqn.invars[0]
+    else:
+        return False
+    mul = _producer(g, scaled)
+    return (mul is not None and _compat.primitive_name(mul) == "mul"
+            and any(g.head(t)[0] == "tanh" for t in mul.invars))
+
+
+HALF_TANH = Rule(
+    "half_tanh",
+    any_of(op("add", _C, op("mul", _C2, op("tanh", var("u"), recompute=True))),
+           op("sub", _C, op("mul", _C2, op("tanh", var("w"), recompute=True)))),
+    _half_tanh, gate=_half_tanh_gate, where=lambda m: m.captures["c"] == m.captures["c2"],
+    **_example(lambda x: 0.5 + 0.5 * jnp.tanh(x / 2), domain=(-1e3, 1e3)),
+)
+
+
 # --------------------------------------------------------------------------- log of a quotient
 _EXPS = op("exp", v, name="ev", recompute=True)
 _SUM_EXPS = op("reduce_sum", _EXPS, axes=AXES, recompute=True)
@@ -341,6 +381,16 @@ def _log_softmax_entry(v: Any, axes: tuple[int, ...], a: Any = None, **sel: Any)
     if a is None:
         a = _reselect(v, sel)
     return _entry_minus_lse(a, v, axes)
+
+
+def _log_sigmoid_of_gap(a: Any, v: Any, axes: tuple[int, ...], **_: Any) -> Any:
+    """log(exp(a) / (exp(a) + sum(exp(v)))) = -softplus(logsumexp(v) - a) (the positive's exp
+    added to the negatives'; exp(a) overflows, the quotient rounds to 1 or underflows)."""
+    ax = tuple(int(i) for i in axes)
+    lse = _forms.logsumexp(lax.optimization_barrier(v), ax)
+    if jnp.ndim(a) == jnp.ndim(v):
+        lse = jnp.expand_dims(lse, ax)
+    return -_forms.softplus(lse - a)
 
 
 def _entry_where(m: Match) -> bool:
@@ -486,9 +536,21 @@ COVARIANCE = Rule(
 )
 
 
+
+# ------------------------------------------------- the positive over itself plus the negatives
+_EAN = op("exp", a, name="ean", recompute=True)
+LOG_POSITIVE_OVER_ALL = Rule(
+    "log_positive_over_all",
+    op("log", op("div", _EAN, op("add", _EAN, _SUM_EXPS))),
+    _log_sigmoid_of_gap, gate=lambda g, i: g.head(g.eqns[i].invars[0])[0] == "div",
+    **_example(lambda a, v: jnp.log(jnp.exp(a[0]) / (jnp.exp(a[0]) + jnp.sum(jnp.exp(v)))),
+               ((8,), (8,)), domain=(-1e3, 1e3)),
+)
+
 #: The rules of this module in the order the catalogue tries them (``_stability.STABILITY``, after
 #: the whole forms' log rules, so a whole form is matched whole first): the log of a softmax entry
 #: before the general log of a quotient.
-COMPOSE_RULES: tuple[Rule, ...] = (LOG_SOFTMAX_ENTRY, LOG_FORM_SIGMOID, ONE_MINUS_FORM_SIGMOID,
-                                   FOLD_SCALE, LOG_WHERE, ONE_MINUS_WHERE, ONE_MINUS_ONE_MINUS,
-                                   LOG_QUOTIENT_EXP, COVARIANCE)
+COMPOSE_RULES: tuple[Rule, ...] = (
+    LOG_SOFTMAX_ENTRY, LOG_POSITIVE_OVER_ALL, HALF_TANH, LOG_FORM_SIGMOID, ONE_MINUS_FORM_SIGMOID,
+    FOLD_SCALE, LOG_WHERE, ONE_MINUS_WHERE, ONE_MINUS_ONE_MINUS, LOG_QUOTIENT_EXP, COVARIANCE,
+)
