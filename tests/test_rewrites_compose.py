@@ -47,8 +47,13 @@ def _sp(v: Any) -> Any:  # softplus
     return MP.log1p(MP.exp(v))
 
 
-def _lse(r: list[Any]) -> Any:
-    return MP.log(MP.fsum(MP.exp(u) for u in r))
+def _lse_minus(r: list[Any], a: Any) -> Any:
+    """logsumexp(r) - a without cancellation at 256 bits (where a is r's dominant entry the result
+    is e^-250 or smaller, below the working precision of lse(r) - a): the terms equal to a count
+    exactly, the others enter a log1p."""
+    ties = sum(1 for u in r if u == a)
+    rest = MP.fsum(MP.exp(u - a) for u in r if u != a)
+    return MP.log(rest) if ties == 0 else MP.log(ties) + MP.log1p(rest / ties)
 
 
 def _err(got: Any, exact: np.ndarray, dtype: Any) -> np.ndarray:
@@ -201,21 +206,21 @@ def _rows_exact(pick: Callable[[list[Any]], Any], scale: float = 1.0) -> Callabl
     def exact(*args: np.ndarray) -> np.ndarray:
         v = args[-1]
         rows = [[MP.mpf(float(u)) * scale for u in r] for r in v]
-        return np.array([_lse(r) - pick(r) for r in rows], dtype=object)
+        return np.array([_lse_minus(r, pick(r)) for r in rows], dtype=object)
 
     return exact
 
 
 def _sep_exact(a: np.ndarray, v: np.ndarray) -> np.ndarray:
     rows = [[MP.mpf(float(u)) for u in r] for r in v]
-    return np.array([_lse(r) - MP.mpf(float(x)) for x, r in zip(a, rows)], dtype=object)
+    return np.array([_lse_minus(r, MP.mpf(float(x))) for x, r in zip(a, rows)], dtype=object)
 
 
 def _infonce_selected_exact(v: np.ndarray) -> np.ndarray:
     # the program divides by the float 0.1 (0.1 rounded to the dtype), so the reference does too
     t = MP.mpf(float(np.asarray(0.1, v.dtype)))
     rows = [[MP.mpf(float(u)) / t for u in r] for r in v]
-    return np.array([_lse(r) - r[0] for r in rows], dtype=object)
+    return np.array([_lse_minus(r, r[0]) for r in rows], dtype=object)
 
 
 def _infonce_split(a: Any, v: Any) -> Any:  # the positive added to the negatives' sum
@@ -225,7 +230,7 @@ def _infonce_split(a: Any, v: Any) -> Any:  # the positive added to the negative
 
 def _split_exact(a: np.ndarray, v: np.ndarray) -> np.ndarray:
     rows = [[MP.mpf(float(u)) for u in r] for r in v]
-    return np.array([_sp(_lse(r) - MP.mpf(float(x))) for x, r in zip(a, rows)], dtype=object)
+    return np.array([_sp(_lse_minus(r, MP.mpf(float(x)))) for x, r in zip(a, rows)], dtype=object)
 
 
 def _draw_split(rng: np.random.Generator, dtype: Any) -> tuple[np.ndarray, ...]:
@@ -237,7 +242,26 @@ def _draw_split(rng: np.random.Generator, dtype: Any) -> tuple[np.ndarray, ...]:
     return a.astype(dtype), v.astype(dtype)
 
 
+def _clip_diagonal(logits: Any) -> Any:  # CLIP-style: the positives on a similarity matrix's diagonal
+    e = jnp.exp(logits / 0.5)  # a temperature that is a power of two: the reference needs no rounding
+    return -jnp.log(jnp.diagonal(e) / jnp.sum(e, axis=1))
+
+
+def _draw_square(rng: np.random.Generator, dtype: Any) -> tuple[np.ndarray, ...]:
+    scale = 20.0 if dtype == F32 else 150.0
+    v = rng.normal(0, 1, (6, 6)) * scale
+    v[2, 2] = v[2].max() + 30.0  # a dominant positive
+    return (v.astype(dtype),)
+
+
+def _clip_exact(v: np.ndarray) -> np.ndarray:
+    rows = [[MP.mpf(float(u)) * 2 for u in r] for r in v]
+    return np.array([_lse_minus(r, r[k]) for k, r in enumerate(rows)], dtype=object)
+
+
 QUOTIENT = [
+    Family("clip[diagonal(exp(logits / t)) / sum(axis=1)]", _clip_diagonal, _draw_square, _clip_exact,
+           ("log_softmax_entry",)),
     Family("infonce[exp(a) / (exp(a) + sum(exp(neg)))]", _infonce_split, _draw_split, _split_exact,
            ("log_positive_over_all",)),
     Family("infonce[exp(a) / sum(exp(v))]", _infonce_separate, _draw_pos_and_rows, _sep_exact,

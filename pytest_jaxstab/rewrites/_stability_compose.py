@@ -371,14 +371,22 @@ def _entry_minus_lse(a: Any, v: Any, axes: tuple[int, ...]) -> Any:
     return (a - shift) - l1p
 
 
+# jnp.diagonal: a call of one operand (its body a gather, or a masked sum on some platforms): a
+# selection of the matrix, re-applied to the logits by evaluating the body
+_DIAGONAL = op(_CALLS, _EXPS, params={"name": "diagonal", "jaxpr": param("diag_body")})
+
+
 def _log_softmax_entry(v: Any, axes: tuple[int, ...], a: Any = None, **sel: Any) -> Any:
     """log(exp(a) / sum(exp(v))) = a - logsumexp(v);  log(sel(exp(v)) / sum(exp(v))) =
-    sel(v) - logsumexp(v) (InfoNCE-style losses: the positive logit's exp over the sum of all),
+    sel(v) - logsumexp(v) (InfoNCE-style losses: the positive logit's exp over the sum of all, the
+    positives on ``jnp.diagonal`` of a similarity matrix too),
     as (a - m) - log1p(rest) (exp(a) and the sum overflow, the quotient underflows)."""
     # one rounding of v for the max and the entry: XLA may otherwise recompute v in each fusion
     # with other roundings (v / 0.1 as v * 10), and a - m is then not 0 for the dominant entry
     v = lax.optimization_barrier(v)
-    if a is None:
+    if a is None and "diag_body" in sel:
+        a = _compat.eval_jaxpr(_compat.as_closed(sel["diag_body"]), v)[0]
+    elif a is None:
         a = _reselect(v, sel)
     return _entry_minus_lse(a, v, axes)
 
@@ -401,7 +409,7 @@ def _entry_where(m: Match) -> bool:
 
 LOG_SOFTMAX_ENTRY = Rule(
     "log_softmax_entry",
-    op("log", op("div", any_of(op("exp", a, recompute=True), *_selections(_EXPS)), _SUM_EXPS)),
+    op("log", op("div", any_of(op("exp", a, recompute=True), *_selections(_EXPS), _DIAGONAL), _SUM_EXPS)),
     _log_softmax_entry, where=_entry_where,
     gate=lambda g, i: g.head(g.eqns[i].invars[0])[0] == "div",
     **_example(lambda a, v: jnp.log(jnp.exp(a[0]) / jnp.sum(jnp.exp(v))), ((8,), (8,)),
