@@ -381,14 +381,6 @@ COVARIANCE = [
 
 FAMILIES = WHERE + QUOTIENT + FOLDED + COVARIANCE
 CASES: list[Any] = [(f, d) for f in FAMILIES for d in (F32, F64)]
-OLD_JAX = tuple(int(p) for p in jax.__version__.split(".")[:2]) < (0, 11)
-# On jax 0.10, under jit only (eager gives -0), the dominant entry minus its row's max comes out as
-# -1.1e-13 (an ulp of 1902) instead of 0 for exp(v / 0.1) in float64, although the replacement
-# reads v once through an optimization barrier: XLA of that release still computes the entry and
-# the max with different roundings. The exact loss there is 0 (e^-1500).
-OLD_JAX_MISSES = {("infonce[exp(v / t)[:, 0] / sum]", F64)}
-CASES = [pytest.param(f, d, marks=pytest.mark.xfail(reason="jax 0.10 XLA rounding, see OLD_JAX_MISSES"))
-         if OLD_JAX and (f.id, d) in OLD_JAX_MISSES else (f, d) for f, d in CASES]
 
 
 def _first(out: Any) -> Any:
@@ -435,6 +427,30 @@ def test_infonce_with_the_positive_added_overflows_as_written_and_not_stabilized
     # the loss softplus(lse(v) - a) has relative condition number |a|·sigmoid(d)/softplus(d) with
     # respect to a, d = lse(v) - a: about 100 here (6.6 bits); 8 bits is that and one rounding
     assert _err(fixed, _split_exact(a.astype(np.float64), v.astype(np.float64)), F32).max() <= 8.0
+
+
+def _positive_apart(s: Any) -> Any:
+    """The positive's logit computed apart from the row's: XLA rounds ``s[1] / 0.1`` in its own
+    fusion, not as the entry of ``s / 0.1`` the max reads."""
+    return -jnp.log(jnp.exp(s[1] / 0.1) / jnp.sum(jnp.exp(s / 0.1)))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_a_positive_computed_apart_from_its_row_is_the_rows_maximum_under_jit(dtype: Any):
+    # Where the positive dominates, the loss is log1p(rest), far below ulp(max); a positive XLA
+    # rounded 1 ulp away from the max's copy (before the snap: 14 bits in float64) would be the
+    # whole result. 8 bits: the inputs' rounding through s / 0.1 (|v| <= 10, condition <= 10,
+    # 3.3 bits) and a few roundings.
+    rng = np.random.default_rng(11)
+    with _x64(dtype):
+        rows = rng.uniform(-1, 1, (60, 5)).astype(dtype)
+        rows[:, 1] = np.abs(rows).max(axis=1) + rng.uniform(0, 0.3, 60).astype(dtype)
+        fixed = jax.jit(jst.stabilize(_positive_apart))
+        got = np.array([fixed(r) for r in rows])
+    t = MP.mpf(float(dtype(0.1)))
+    exact = np.array([_lse_minus([MP.mpf(float(u)) / t for u in r], MP.mpf(float(r[1])) / t)
+                      for r in rows], dtype=object)
+    assert _err(got, exact, dtype).max() <= 8.0
 
 
 @pytest.mark.parametrize("family", FAILING_AS_WRITTEN, ids=str)

@@ -368,7 +368,16 @@ def _entry_minus_lse(a: Any, v: Any, axes: tuple[int, ...]) -> Any:
     shift, l1p = _forms._log1p_rest(v, ax)
     if jnp.ndim(a) != jnp.ndim(v):
         shift, l1p = jnp.squeeze(shift, axis=ax), jnp.squeeze(l1p, axis=ax)
-    return (a - shift) - l1p
+    # a - m within 2 ulps of m is taken as 0: XLA may compute the dominant entry and the max with
+    # different roundings (``exp(s[0] / t)`` in one fusion, ``s / t`` in another, the division done
+    # as a multiplication by the reciprocal; jax 0.10 even through the barrier), and the 1-2 ulp
+    # difference would stand for the whole result (log1p(rest) can be far below ulp(m)). For an
+    # ``a`` that truly differs from m by so little this is a backward error of at most 2 ulps in
+    # ``a``. Value 0, derivative still 1 (d - stop_gradient(d)).
+    d = a - shift
+    tie = jnp.abs(d) <= 2 * jnp.abs(jnp.spacing(shift))
+    d = jnp.where(tie, d - lax.stop_gradient(d), d)
+    return d - l1p
 
 
 # jnp.diagonal: a call of one operand (its body a gather, or a masked sum on some platforms): a
