@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import ndtri
 
+from .. import _compat
 from . import _forms_special
 from ._match import Graph
 from ._pattern import any_of, const, op, square_of, var
@@ -81,16 +82,19 @@ def _scale_error(caps: dict[str, Any], tag: str) -> float:
 
 
 # ------------------------------------------------------------------------------------- the gate
-_SPECIAL = frozenset({"erf", "erfc", "erf_inv", "custom_jvp_call"})
+_SPECIAL = frozenset({"erf", "erfc", "erf_inv"})
 _ARITH = frozenset({"add", "sub", "mul", "div", "neg", "select_n"})
-_HAS_SPECIAL: weakref.WeakKeyDictionary[Graph, bool] = weakref.WeakKeyDictionary()
+_LAST: list[Any] = [None, False]  # (weak reference to the last program looked at, its answer)
 
 
 def _graph_has_special(g: Graph) -> bool:
-    got = _HAS_SPECIAL.get(g)
-    if got is None:
-        got = _HAS_SPECIAL[g] = any(e.primitive.name in _SPECIAL for e in g.eqns)
-    return got
+    """Whether the program has an erf/erfc/erfinv at all; the pass asks once per equation, about
+    one program at a time, so the last answer is kept."""
+    last = _LAST[0]() if _LAST[0] is not None else None
+    if last is not g:
+        _LAST[0] = weakref.ref(g)
+        _LAST[1] = any(_compat.primitive_name(e) in _SPECIAL for e in g.eqns)
+    return bool(_LAST[1])
 
 
 def _producer(g: Graph, atom: Any) -> Any:
@@ -118,13 +122,13 @@ def _reads_special(g: Graph, eqn: Any, depth: int) -> bool:
 
 
 def _special_gate(g: Graph, i: int) -> bool:
-    """A cheap refusal: the program has an erf/erfc/erfinv (or a custom rule: ndtri, log_ndtr) at
-    all, and this equation is one or reads one within five arithmetic steps (``log(1 - ndtr(x))``: log, sub,
+    """A cheap refusal: the program has an erf/erfc/erfinv at all (one look per program and pass),
+    and this equation is one or reads one within five arithmetic steps (``log(1 - ndtr(x))``: log, sub,
     mul, select_n, select_n, erfc)."""
     if not _graph_has_special(g):
         return False
     eqn = g.eqns[i]
-    return eqn.primitive.name in _SPECIAL or _reads_special(g, eqn, 5)
+    return _compat.primitive_name(eqn) in _SPECIAL or _reads_special(g, eqn, 5)
 
 
 # --------------------------------------------------------------------- the argument x / √2
@@ -222,7 +226,7 @@ LOG_NORMAL_CDF = Rule(
            op("log1p", op("neg", _phi_forms("q", "p"))),
            _LOG_NDTR_CALL),
     _log_normal_cdf,
-    gate=lambda g, i: g.eqns[i].primitive.name == "custom_jvp_call" or _special_gate(g, i),
+    gate=lambda g, i: _compat.primitive_name(g.eqns[i]) == "custom_jvp_call" or _special_gate(g, i),
     **_example(lambda x: jnp.log(0.5 * jax.scipy.special.erfc(-x / jnp.sqrt(2.0))),
                domain=(-1e4, 1e4)),
 )
@@ -380,10 +384,28 @@ def _atanh(x: Any) -> Any:
 _RATIO_LOG = any_of(op("log", op("div", op("add", ONE, x), op("sub", ONE, x))),
                     op("sub", op("log1p", x), op("log1p", op("neg", x))),
                     op("sub", op("log", op("add", ONE, x)), op("log", op("sub", ONE, x))))
-_ATANH_HEADS = frozenset({"log", "sub"})
+_LOGS = frozenset({"log", "log1p"})
+
+
+def _atanh_gate(g: Graph, i: int) -> bool:
+    """The operand is the log of a quotient, or a difference of two logs (two levels: a network's
+    ``0.3 * (a - b)`` is refused before any match)."""
+    for a in g.eqns[i].invars:
+        head = g.head(a)[0]
+        if head not in ("log", "sub"):
+            continue
+        inner = _producer(g, a)
+        if inner is None:
+            continue
+        heads = [g.head(b)[0] for b in inner.invars]
+        if (head == "log" and heads == ["div"]) or (head == "sub" and all(h in _LOGS for h in heads)):
+            return True
+    return False
+
+
 ATANH = Rule(
     "atanh", any_of(op("mul", HALF, _RATIO_LOG), op("div", _RATIO_LOG, TWO)), _atanh,
-    gate=lambda g, i: any(g.head(a)[0] in _ATANH_HEADS for a in g.eqns[i].invars),
+    gate=_atanh_gate,
     **_example(lambda x: 0.5 * jnp.log((1 + x) / (1 - x)), domain=(-1.0, 1.0)),
 )
 
