@@ -15,7 +15,8 @@ significant digits) is accepted, so ``x * 0.7071`` or ``erf(x / 3)`` are not Φ.
 the program's value over the reals: a constant that is √2 rounded (to float32, to 7 digits) means
 Φ(x·(1 + rel)) with ``rel`` its exact relative distance (computed from the constant, below 2^-20),
 and the forms evaluate exactly that (in the far tail Φ's relative condition number is x², so even a
-rounded float32 1/√2 moves the result by tens of ulps). JAX's own ``ndtr`` means Φ(x).
+rounded float32 1/√2 moves the result by tens of ulps). JAX's own ``ndtr``, inlined into the
+program, is matched by its formula, and its rounded 1/√2 is kept the same way.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ def _value(caps: dict[str, Any], tag: str) -> Any:
 def _library_ndtr(tag: str) -> Any:
     """``jax.scipy.special.ndtr(x)`` / ``norm.cdf`` as JAX inlines it: 0.5 * select(|w| < 1/√2,
     1 + erf(w), select(w > 0, 2 - erfc(|w|), erfc(|w|))), w = x/√2."""
-    w = op("mul", var(f"{tag}x"), _C_INV, name=f"{tag}w")
+    w = op("mul", var(f"{tag}x"), _constant(1 / _SQRT2, f"{tag}m"), name=f"{tag}w")
     z = op("abs", w, name=f"{tag}z")
     tail = op("select_n", op("gt", w, const(0.0)), op("erfc", z), op("sub", TWO, op("erfc", z)))
     return op("mul", HALF, op("select_n", op("lt", z, _C_INV), tail, op("add", ONE, op("erf", w))))
@@ -184,11 +185,12 @@ def _phi_forms(pos: str, neg: str) -> Any:
 
 def _signed(caps: dict[str, Any]) -> tuple[Any, float]:
     """``(x, rel)`` with the matched expression = Φ(x·(1 + rel)): tag ``p`` reads Φ(u), tag ``q``
-    Φ(-u); JAX's inlined ``ndtr`` means Φ(x) (its rounded 1/√2 is the library's, not the user's)."""
+    Φ(-u). JAX's ``ndtr``, inlined into the program (0.11+), keeps its own rounded 1/√2 too: the
+    program's value is that of the formula it inlined."""
     u = _value(caps, "p")
     if u is not None:
-        return u, (0.0 if "pw" in caps else _scale_error(caps, "p"))
-    return -_value(caps, "q"), (0.0 if "qw" in caps else _scale_error(caps, "q"))
+        return u, _scale_error(caps, "p")
+    return -_value(caps, "q"), _scale_error(caps, "q")
 
 
 # Φ(u) and its complement 1 - Φ(u) = Φ(-u) (the complement's forms have their tags swapped)
