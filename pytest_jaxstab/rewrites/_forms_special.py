@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import erfcx
 
-__all__ = ["log_erfc", "log_ndtr", "ndtr"]
+__all__ = ["log_erfc", "log_ndtr", "ndtr", "scaled_ndtr"]
 
 _INV_SQRT2 = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
@@ -80,6 +80,23 @@ def _exp_neg_half_square(t: Any, t_lo: Any = None) -> Any:
     return jnp.exp(-0.5 * (hi * hi)) * (1 + jnp.expm1(-0.5 * rest))
 
 
+def _times_exp_neg_half_square(v: Any, t: Any, t_lo: Any = None) -> Any:
+    """v·exp(-(t + t_lo)²/2) without a subnormal intermediate where the product is normal (x·φ(x) at
+    -13.25 in float32 is -3.7e-38, φ itself 2.8e-39): for large t the exponential is taken times
+    e^C (C = 44 / 100, and -hi²/2 + C is exact: 22 / 51 significant bits), the product with v formed,
+    then e^-C applied."""
+    wide = t.dtype == jnp.float64
+    big, c = (30.0, 100.0) if wide else (12.0, 44.0)
+    cap, scale = (40.0, 2.0**20) if wide else (16.0, 2.0**7)
+    tc = jnp.minimum(t, cap)
+    hi = jnp.round(tc * scale) / scale
+    lo = tc - hi
+    rest = lo * (tc + hi) if t_lo is None else lo * (tc + hi) + t_lo * (2 * tc + t_lo)
+    shift = jnp.where(t > big, c, 0.0)
+    e = jnp.exp(-0.5 * (hi * hi) + shift) * (1 + jnp.expm1(-0.5 * rest))
+    return jnp.where(t > big, (v * e) * math.exp(-c), v * e)
+
+
 def _parts(x: Any, rel: float) -> tuple[Any, Any, Any, Any]:
     """``(w, t, t_lo, dtype)``: x widened, t = |x|, and ``t·rel`` (None for rel = 0): the argument is
     ``t·(1 + rel)``, a scale the program wrote as a constant within 2^-20 of 1/√2 times √2."""
@@ -111,6 +128,38 @@ def _ndtr_jvp(rel: float, primals: Any, tangents: Any) -> Any:
     _, t, t_lo, dtype = _parts(x, rel)
     density = ((1 + rel) * _INV_SQRT_2PI * _exp_neg_half_square(t, t_lo)).astype(dtype)
     return ndtr(x, rel), density * tx
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def scaled_ndtr(y: Any, x: Any, rel: float = 0.0) -> Any:
+    """y·Φ(x·(1 + rel)) (the exact GELU: y = x), the product taken before Φ's tail gets below the
+    smallest normal: y·exp(-t²/2) first, then erfcx(t/√2)/2 (x·Φ(x) at -12.97 in float32 is
+    -1.1e-37, Φ itself subnormal there and flushed to zero on XLA:CPU)."""
+    w, t, t_lo, dtype = _parts(x, rel)
+    v = jnp.asarray(y).astype(w.dtype)
+    u = t if t_lo is None else t + t_lo
+    tail = _times_exp_neg_half_square(v, t, t_lo) * (0.5 * _erfcx(u * _INV_SQRT2))
+    return jnp.where(w < 0, tail, v - tail).astype(dtype)
+
+
+@scaled_ndtr.defjvp
+def _scaled_ndtr_jvp(rel: float, primals: Any, tangents: Any) -> Any:
+    # d/dy = Φ(x'), d/dx = y·φ(x')·(1 + rel). For x < 0 both are φ(x') times something, Φ(x') =
+    # φ(x')·√(π/2)·erfcx(t'/√2): the tangent is φ(x')·(√(π/2)·erfcx·ty + (1 + rel)·y·tx), the
+    # bracket formed first (GELU's derivative at -13.25 in float32 is -4.0e-38; its Φ(x) part alone
+    # is subnormal, flushed to zero on XLA:CPU). That holds for jvp; grad transposes the two terms
+    # apart again (y = x: ct·Φ + ct·y·φ), so for -13.4 < x < -12.95 (float32) / -38.4 < x < -37.5
+    # (float64) GELU's gradient lacks the flushed Φ(x) part, 1/x² = 0.6% of it
+    (y, x), (ty, tx) = primals, tangents
+    w, t, t_lo, dtype = _parts(x, rel)
+    v = jnp.asarray(y).astype(w.dtype)
+    dy, dx = jnp.asarray(ty).astype(w.dtype), jnp.asarray(tx).astype(w.dtype)
+    u = t if t_lo is None else t + t_lo
+    bracket = (math.sqrt(math.pi / 2) * _erfcx(u * _INV_SQRT2)) * dy + (1 + rel) * v * dx
+    low = _INV_SQRT_2PI * _times_exp_neg_half_square(bracket, t, t_lo)
+    slope = ((1 + rel) * _INV_SQRT_2PI) * _times_exp_neg_half_square(v, t, t_lo)
+    high = ndtr(w, rel) * dy + slope * dx
+    return scaled_ndtr(y, x, rel), jnp.where(w < 0, low, high).astype(dtype)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))

@@ -211,6 +211,28 @@ NORMAL_CDF = Rule(
 )
 
 
+# ------------------------------------------------------------------------------- scaled_normal_cdf
+def _scaled_normal_cdf(y: Any, **caps: Any) -> Any:
+    """y·(1 + erf(x/√2))/2 = y·Φ(x) and y·erfc(x/√2)/2 = y·Φ(-x), the factor 1/2 written with y: the
+    exact GELU ``0.5 * x * (1 + erf(x / sqrt(2)))`` and ``jax.nn.gelu(approximate=False)`` (y = x;
+    Φ's tail as above: the written forms lose the x²-conditioned rounding of x/√2, 9 bits at
+    x = -37 in float64, or cancel to 0)."""
+    return _forms_special.scaled_ndtr(y, *_signed(caps))
+
+
+_Y = var("y")
+_ONE_PLUS_ERF = op("add", ONE, op("erf", _arg("p")))
+_ERFC_Q = op("erfc", _arg("q"))
+SCALED_NORMAL_CDF = Rule(
+    "scaled_normal_cdf",
+    any_of(op("mul", op("mul", HALF, _Y), _ONE_PLUS_ERF), op("mul", op("mul", HALF, _Y), _ERFC_Q),
+           op("mul", HALF, op("mul", _Y, _ONE_PLUS_ERF)), op("mul", HALF, op("mul", _Y, _ERFC_Q)),
+           op("div", op("mul", _Y, _ONE_PLUS_ERF), TWO), op("div", op("mul", _Y, _ERFC_Q), TWO)),
+    _scaled_normal_cdf, gate=_special_gate,
+    **_example(lambda x: 0.5 * x * (1 + jax.scipy.special.erf(x / jnp.sqrt(2.0))), domain=(-1e4, 1e4)),
+)
+
+
 # ----------------------------------------------------------------------------------- log_normal_cdf
 def _log_normal_cdf(**caps: Any) -> Any:
     """log Φ(x) = log_ndtr(x) for every spelling of Φ above; log(1 - Φ(x)) = log1p(-Φ(x)) =
@@ -413,5 +435,5 @@ ATANH = Rule(
 
 #: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``):
 #: the logs before ``erfc_identities`` (a log of ``1 + erf`` is a log_erfc, not a log of erfc(-z)).
-SPECIAL_RULES: tuple[Rule, ...] = (LOG_NORMAL_CDF, LOG_ERFC, NORMAL_CDF, NORMAL_QUANTILE,
+SPECIAL_RULES: tuple[Rule, ...] = (LOG_NORMAL_CDF, LOG_ERFC, NORMAL_CDF, SCALED_NORMAL_CDF, NORMAL_QUANTILE,
                                    NDTRI_COMPLEMENT, ERFC_IDENTITIES, ASINH, ACOSH, ATANH)
