@@ -44,6 +44,7 @@ from ._stability_ml import (
 )
 from ._stability_reduce import REDUCE_RULES
 from ._stability_select import SELECT_RULES
+from ._stability_special import SPECIAL_RULES
 from ._stability_written import SCALED_SIGMOID, WRITTEN_RULES
 
 x, y, a, b, A = var("x"), var("y"), var("a"), var("b"), var("A")
@@ -306,6 +307,7 @@ INV_JITTER = Rule("inv_jitter", op("jit", A, params={"name": "inv"}), _inv_jitte
 STABILITY: tuple[Rule, ...] = (
     *SELECT_RULES,
     *WRITTEN_RULES,
+    *SPECIAL_RULES,  # before log1p: log(1 + erf(z)) is a log_erfc, not log1p(erf(z))
     SUM_P_LOG_P,
     P_LOG_P,
     LOGIT,
