@@ -19,6 +19,7 @@ from ._guards import GUARDED_WHERE, MASKED_WHERE
 from ._match import Match
 from ._pattern import any_of, const, op, param, square_of, var
 from ._rule import Rule
+from ._stability_divergence import BREGMAN, DIVERGENCE_RULES
 from ._stability_logs import (
     INV_SOFTPLUS,
     LOG1MEXP,
@@ -305,6 +306,7 @@ INV_JITTER = Rule("inv_jitter", op("jit", A, params={"name": "inv"}), _inv_jitte
 STABILITY: tuple[Rule, ...] = (
     *SELECT_RULES,
     *WRITTEN_RULES,
+    *DIVERGENCE_RULES,  # before log_sigmoid_ratio: the Bernoulli KL's whole sum, not its two logs
     SUM_P_LOG_P,
     P_LOG_P,
     LOGIT,
@@ -344,6 +346,7 @@ STABILITY: tuple[Rule, ...] = (
     INV_MATMUL,
     GUARDED_WHERE,  # structural: runs after the pattern rules (a guarded branch they fixed is left)
     MASKED_WHERE,  # where guarded_where finds no guard of the form x OP c: any mask, constant too
+    BREGMAN,  # structural: reads sums the pattern rules left (and their expm1, exp(-b) results)
 )
 
 # 19 ------------------------------------------------------------------ fast logsumexp / log_softmax

@@ -1,0 +1,494 @@
+"""Stability rules for divergences whose terms cancel to second order (Bregman divergences).
+
+``exp(d) - 1 - d``, ``d - log1p(d)``, ``r - 1 - log(r)`` (Itakura-Saito; the Gaussian KL in its
+variance ratio) and the Bernoulli KL ``p log(p/q) + (1-p) log((1-p)/(1-q))`` are each a small
+quantity (``d²/2`` near ``d = 0``) written as a sum of large terms that agree to second order.
+
+Users spread these terms over a longer sum: the KL between diagonal Gaussians
+``0.5*(exp(lv1 - lv2) + (mu1 - mu2)**2/exp(lv2) - 1 + lv2 - lv1)``, the VAE's
+``-0.5*sum(1 + lv - mu**2 - exp(lv))``, ``log(s2/s1) + (s1**2 + d**2)/(2*s2**2) - 0.5``. A pattern
+cannot say "somewhere in this sum", so ``bregman`` is a structural rule: it reads a sum (``add``,
+``sub``, ``neg``, constant factors and divisors, quotients distributed over their numerator's terms)
+as a linear combination of leaves, and looks for a leaf ``c·r`` whose logarithm ``log r`` (a linear
+form: ``log(a/b) = log a - log b``, ``log(exp(u)) = u``, ``log(x**2) = 2 log x``) appears in the sum
+as ``-c·log r`` together with the constant ``-c``. Those three parts become ``c·(r - 1 - log r)``
+computed without cancellation (``expm1mx(log r)`` where ``r = exp(u)``, ``-log1pmx(r - 1)`` with
+``r - 1 = (a - b)/b`` where ``r = a/b``); the other leaves are summed as they were. The identity
+holds term by term over the reals, so the value is unchanged; only the rounding improves. Forms
+that only look alike (``exp(d) - 1 + d``, ``r - 1 - log(s)``, a missing constant) keep their terms.
+
+It runs in the structural phase (after the pattern rules), so it also reads their results:
+``expm1(d) - d``, ``x * exp(-b)`` for ``x / exp(b)``, ``exp(2a)`` for ``exp(a)**2``.
+
+``bernoulli_kl`` is a pattern rule (the sum has exactly two products).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _compat
+from . import _forms_divergence as _fd
+from ._match import Graph, Match
+from ._pattern import any_of, const, op, var
+from ._rule import Rule
+
+__all__ = ["BERNOULLI_KL", "BREGMAN", "DIVERGENCE_RULES"]
+
+_MAX_TERMS = 16
+_MAX_DEPTH = 12
+_LINEAR = frozenset({"add", "sub", "neg", "mul", "div"})
+_SPECIAL = frozenset({"exp", "expm1", "log", "log1p"})
+
+
+# ------------------------------------------------------------------------------ reading a sum
+def _constant(g: Graph, atom: Any) -> float | None:
+    """The scalar every element of ``atom`` equals (through broadcasts and conversions), or None."""
+    for _ in range(6):
+        if _compat.is_literal(atom):
+            v = _compat.literal_value(atom)
+        elif atom in g.const_values:
+            v = g.const_values[atom]
+        else:
+            prod = g.producer_eqn(atom)
+            if prod is None:
+                return None
+            e = prod[1]
+            if _compat.primitive_name(e) not in ("broadcast_in_dim", "convert_element_type", "reshape",
+                                                 "copy", "squeeze", "expand_dims"):
+                return None
+            atom = e.invars[0]
+            continue
+        if _compat.is_tracer(v):
+            return None
+        try:
+            arr = np.asarray(v)
+        except (TypeError, ValueError):
+            return None
+        if arr.dtype.kind not in "fiu" or arr.size == 0:
+            return None
+        first = float(arr.reshape(-1)[0])
+        return first if bool(np.all(arr == first)) and math.isfinite(first) else None
+    return None
+
+
+def _through(g: Graph, atom: Any) -> tuple[Any, int | None, Any]:
+    """``(atom, index, eqn)`` of the first non-glue producer of ``atom`` (glue that keeps the shape
+    and dtype is seen through); index None for an input."""
+    for _ in range(8):
+        prod = g.producer_eqn(atom)
+        if prod is None:
+            return atom, None, None
+        i, e = prod
+        same = (g.is_glue(e) and _compat.primitive_name(e) in ("copy", "copy_p", "convert_element_type",
+                                                                  "reshape", "broadcast_in_dim")
+                and tuple(_compat.aval(e.invars[0]).shape) == tuple(_compat.aval(atom).shape))
+        if not same:
+            return atom, i, e
+        atom = e.invars[0]
+    return atom, None, None
+
+
+class _Reader:
+    """Reads atoms of one graph as linear forms ``({term: coefficient}, constant)``.
+
+    A term is ``("v", atom)`` (a leaf) or ``("q", term | None, atom)`` (a leaf, or 1, over a
+    denominator atom: quotients are distributed over their numerator's terms). ``visited`` collects
+    the equations a read walked through (candidates to swallow)."""
+
+    def __init__(self, g: Graph) -> None:
+        self.g = g
+        self.visited: set[int] = set()
+
+    def lin(self, atom: Any, depth: int = 0) -> tuple[dict[Any, float], float] | None:
+        c = _constant(self.g, atom)
+        if c is not None:
+            return {}, c
+        base, i, e = _through(self.g, atom)
+        if e is None:
+            return ({("v", base): 1.0}, 0.0)
+        if depth > _MAX_DEPTH:
+            return None
+        name = _compat.primitive_name(e)
+        if name not in _LINEAR or len(e.outvars) != 1:
+            return ({("v", base): 1.0}, 0.0)
+        args = e.invars
+        if name == "neg":
+            got = self.lin(args[0], depth + 1)
+            return None if got is None else self._mark(i, _scale(got, -1.0))
+        if name in ("add", "sub"):
+            x, y = self.lin(args[0], depth + 1), self.lin(args[1], depth + 1)
+            if x is None or y is None:
+                return None
+            out = _add(x, y, -1.0 if name == "sub" else 1.0)
+            return None if len(out[0]) > _MAX_TERMS else self._mark(i, out)
+        if name == "mul":
+            for k, other in ((0, 1), (1, 0)):
+                ck = _constant(self.g, args[k])
+                if ck is not None:
+                    got = self.lin(args[other], depth + 1)
+                    return None if got is None else self._mark(i, _scale(got, ck))
+            return ({("v", base): 1.0}, 0.0)
+        # div
+        cd = _constant(self.g, args[1])
+        if cd is not None and cd != 0:
+            got = self.lin(args[0], depth + 1)
+            return None if got is None else self._mark(i, _scale(got, 1.0 / cd))
+        k, den = self.strip(args[1])
+        num = self.lin(args[0], depth + 1)
+        if num is None or len(num[0]) > _MAX_TERMS:
+            return None
+        terms: dict[Any, float] = {}
+        for t, v in num[0].items():
+            if t[0] != "v":
+                return ({("v", base): 1.0}, 0.0)
+            terms[("q", t, den)] = v / k
+        if num[1]:
+            terms[("q", None, den)] = num[1] / k
+        return self._mark(i, (terms, 0.0))
+
+    def strip(self, atom: Any) -> tuple[float, Any]:
+        """``(k, a)`` with ``atom = k·a``, k a constant factor (1 if none)."""
+        base, _, e = _through(self.g, atom)
+        if e is not None and _compat.primitive_name(e) == "mul":
+            for k, other in ((0, 1), (1, 0)):
+                ck = _constant(self.g, e.invars[k])
+                if ck is not None and ck != 0:
+                    return ck, _through(self.g, e.invars[other])[0]
+        return 1.0, base
+
+    def _mark(self, i: int | None, form: Any) -> Any:
+        if i is not None and i not in self.g.claimed:
+            self.visited.add(i)
+        return form
+
+    def head(self, atom: Any) -> tuple[str | None, Any]:
+        e = _through(self.g, atom)[2]
+        return (None, None) if e is None else (_compat.primitive_name(e), e)
+
+    def log_form(self, term: Any) -> tuple[dict[Any, float], float] | None:
+        """``log`` of a term as a linear form over keys ``("log", atom)`` and the terms of exponents."""
+        if term[0] == "q":
+            num = ({}, 0.0) if term[1] is None else self.log_form(term[1])
+            den = self.log_atom(term[2])
+            return None if num is None or den is None else _add(num, den, -1.0)
+        return self.log_atom(term[1])
+
+    def log_atom(self, atom: Any, depth: int = 0) -> tuple[dict[Any, float], float] | None:
+        c = _constant(self.g, atom)
+        if c is not None:
+            return ({}, math.log(c)) if c > 0 else None
+        base, _, e = _through(self.g, atom)
+        opaque = ({("log", base): 1.0}, 0.0)
+        if e is None or depth > 6:
+            return opaque
+        name = _compat.primitive_name(e)
+        a = e.invars
+        if name == "exp":
+            return self.lin(a[0])
+        if name in ("mul", "div"):
+            x, y = self.log_atom(a[0], depth + 1), self.log_atom(a[1], depth + 1)
+            if x is None or y is None:
+                return None
+            return _add(x, y, -1.0 if name == "div" else 1.0)
+        power = {"square": 2.0, "sqrt": 0.5}.get(name)
+        if name == "integer_pow":
+            power = float(e.params["y"])
+        if name == "pow":
+            power = _constant(self.g, a[1])
+        if power is not None:
+            inner = self.log_atom(a[0], depth + 1)
+            return None if inner is None else _scale(inner, power)
+        return opaque
+
+
+def _scale(form: Any, k: float) -> tuple[dict[Any, float], float]:
+    return {t: v * k for t, v in form[0].items()}, form[1] * k
+
+
+def _add(x: Any, y: Any, sign: float) -> tuple[dict[Any, float], float]:
+    out = dict(x[0])
+    for t, v in y[0].items():
+        out[t] = out.get(t, 0.0) + sign * v
+    return {t: v for t, v in out.items() if v != 0.0}, x[1] + sign * y[1]
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+
+
+# ------------------------------------------------------------------------------ finding the parts
+def _find(rd: _Reader, terms: dict[Any, float], const: float) -> Any:
+    """The first Bregman triple in a sum: ``(kind, c, r, consumed_terms, needed_const)`` or None."""
+    logs: list[tuple[Any, float, Any]] = []  # (term, coefficient, log form of its argument)
+    for t, v in terms.items():
+        if t[0] == "v":
+            name, e = rd.head(t[1])
+            if name == "log":
+                form = rd.log_atom(e.invars[0])
+                if form is not None:
+                    logs.append((t, v, form))
+    for t, c in terms.items():
+        name, e = rd.head(t[1]) if t[0] == "v" else (None, None)
+        if name == "log":
+            continue  # the -c·log r side
+        if name in ("expm1", "log1p") and e is not None:  # c·expm1(u) - c·u, c·log1p(u) - c·u
+            kind = "expm1mx" if name == "expm1" else "log1pmx"
+            arg = rd.lin(e.invars[0])
+            need = None if arg is None else _scale(arg, -c)
+            used = None if need is None else _supply(terms, logs, need, allow_logs=False)
+            if used is None or need is None or not _enough(need[1], const, c):
+                continue
+            return (kind, c, arg, {t, *used[0]}, need[1])
+        lr = rd.log_form(t)  # c·r with -c·log r and -c elsewhere in the sum
+        if lr is None or not lr[0]:
+            continue
+        need = _scale(lr, -c)
+        used = _supply({k: v for k, v in terms.items() if k != t}, logs, need, allow_logs=True)
+        if used is None:
+            continue
+        need_const = -c + (need[1] - used[1])
+        if not _enough(need_const, const, c):
+            continue
+        kind = "expm1mx" if all(k[0] != "log" for k in lr[0]) else "ratio"
+        return (kind, c, lr if kind == "expm1mx" else t, {t, *used[0]}, need_const)
+    return None
+
+
+def _enough(need: float, const: float, c: float) -> bool:
+    """The sum's constant holds the needed one (all of it, or more of the same sign)."""
+    if abs(need) <= 1e-12 * abs(c):
+        return True
+    return _close(need, const) or (need * const > 0 and abs(const) >= abs(need))
+
+
+def _supply(terms: dict[Any, float], logs: list[Any], need: Any, allow_logs: bool) -> Any:
+    """The terms of the sum that make up ``need`` exactly: plain terms with the needed coefficient,
+    and (``allow_logs``) log leaves whose expansion lies in ``need``'s keys. ``(used, const)``:
+    the terms consumed and the constant their log expansions contribute; None if not exact."""
+    want = dict(need[0])
+    used: set[Any] = set()
+    got_const = 0.0
+    if allow_logs:
+        for t, v, form in logs:
+            if t in terms and form[0] and all(k in want for k in form[0]):
+                for k, w in form[0].items():
+                    want[k] = want[k] - v * w
+                got_const += v * form[1]
+                used.add(t)
+    for k, w in list(want.items()):
+        if abs(w) <= 1e-12 * max(1.0, abs(need[0].get(k, 0.0))):
+            continue
+        if k[0] == "log" or k not in terms or not _close(terms[k], w) or k in used:
+            return None
+        used.add(k)
+    if not used:
+        return None
+    return used, got_const
+
+
+# ------------------------------------------------------------------------------ the match
+def _private(g: Graph, cand: set[int], root: int) -> set[int]:
+    """The largest subset of ``cand`` whose outputs are used only inside it or by the root."""
+    cand = set(cand) - {root}
+    while True:
+        inside: dict[Any, int] = {}
+        for j in cand | {root}:
+            for a in g.eqns[j].invars:
+                if not _compat.is_literal(a):
+                    inside[a] = inside.get(a, 0) + 1
+        drop = {j for j in cand if any(g.uses[v] != inside.get(v, 0) for v in g.eqns[j].outvars)}
+        if not drop:
+            return cand
+        cand -= drop
+
+
+def _match(g: Graph, i: int) -> Match | None:
+    eqn = g.eqns[i]
+    name = _compat.primitive_name(eqn)
+    if name not in ("add", "sub", "mul", "neg") or len(eqn.outvars) != 1:
+        return None
+    if not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.floating):
+        return None
+    heads = {g.head(a)[0] for a in eqn.invars}
+    if name == "mul" and not heads & {"add", "sub", "neg"}:
+        return None
+    if not heads & (_SPECIAL | _LINEAR):
+        return None
+    rd = _Reader(g)
+    form = rd.lin(eqn.outvars[0])
+    if form is None or len(form[0]) < 2:
+        return None
+    if not any(t[0] == "q" or rd.head(t[1])[0] in _SPECIAL for t in form[0]):
+        return None
+    found = _find(rd, *form)
+    if found is None:
+        return None
+    kind, c, r, consumed, need_const = found
+    rest = {t: v for t, v in form[0].items() if t not in consumed}
+    atoms: dict[str, Any] = {}
+    index: dict[Any, str] = {}
+
+    def ref(atom: Any) -> str:
+        if atom not in index:
+            index[atom] = f"v{len(index)}"
+            atoms[index[atom]] = atom
+        return index[atom]
+
+    def enc_term(t: Any) -> Any:
+        if t is None:
+            return None
+        if t[0] == "v":
+            return ("v", ref(t[1]))
+        if t[0] == "q":
+            return ("q", enc_term(t[1]), ref(t[2]))
+        return ("log", ref(t[1]))
+
+    def enc_lin(f: Any) -> Any:
+        return (tuple((v, enc_term(t)) for t, v in f[0].items()), f[1])
+
+    if kind == "ratio":
+        special = ("ratio", c, _ratio_plan(rd, r, ref))
+    else:
+        special = (kind, c, enc_lin(r))
+    plan = (special, enc_lin((rest, form[1] - need_const)))
+    rd.visited.add(i)
+    for t in consumed:
+        if t[0] == "v":
+            _, j, _ = _through(g, t[1])
+            if j is not None and j not in g.claimed:
+                rd.visited.add(j)
+    swallowed = _private(g, rd.visited, i)
+    captures: dict[str, Any] = dict(atoms)
+    for k in [k for k, a in atoms.items() if _compat.is_literal(a)]:
+        captures[k] = _compat.literal_value(atoms.pop(k))
+    captures["plan"] = plan
+    return Match(i, captures, atoms, swallowed)
+
+
+def _ratio_plan(rd: _Reader, t: Any, ref: Any) -> Any:
+    """How to form ``r - 1`` for the leaf ``t``: ``("q", num, den)`` with num, den each ``("sq", x)``
+    (a square: the difference factors) or ``("v", x)``; ``("v", r)`` for a leaf that is no quotient."""
+    def side(atom: Any) -> Any:
+        name, e = rd.head(atom)
+        if (name == "integer_pow" and e.params.get("y") == 2) or name == "square":
+            return ("sq", ref(e.invars[0]))
+        if name == "mul" and e.invars[0] is e.invars[1]:
+            return ("sq", ref(e.invars[0]))
+        return ("v", ref(atom))
+
+    if t[0] == "q" and t[1] is not None and t[1][0] == "v":
+        return ("q", side(t[1][1]), side(t[2]))
+    if t[0] == "v":
+        name, e = rd.head(t[1])
+        if name == "div":
+            return ("q", side(e.invars[0]), side(e.invars[1]))
+        return ("v", ref(t[1]))
+    raise ValueError("unreachable: a ratio leaf is a quotient or a leaf")
+
+
+def _value(kw: dict[str, Any], t: Any) -> Any:
+    if t[0] == "v":
+        return kw[t[1]]
+    if t[0] == "q":
+        return (1.0 if t[1] is None else _value(kw, t[1])) / kw[t[2]]
+    if t[0] == "sq":
+        return jnp.square(kw[t[1]])
+    return jnp.log(kw[t[1]])
+
+
+def _linear_value(kw: dict[str, Any], f: Any) -> Any:
+    out: Any = None
+    for v, t in f[0]:
+        x = _value(kw, t)
+        x = x if v == 1.0 else (-x if v == -1.0 else v * x)
+        out = x if out is None else out + x
+    if f[1] != 0.0 or out is None:
+        out = f[1] if out is None else out + f[1]
+    return out
+
+
+def _r_minus_one(kw: dict[str, Any], plan: Any) -> Any:
+    if plan[0] == "v":
+        return kw[plan[1]] - 1
+    _, num, den = plan
+    d = _value(kw, den)
+    if num[0] == "sq" and den[0] == "sq":
+        x, y = kw[num[1]], kw[den[1]]
+        return (x - y) * (x + y) / d
+    return (_value(kw, num) - d) / d
+
+
+def _bregman(plan: Any, **kw: Any) -> Any:
+    """c·exp(u) - c - c·u = c·expm1mx(u);  c·expm1(u) - c·u = c·expm1mx(u);
+    c·log1p(t) - c·t = c·log1pmx(t);  c·r - c - c·log r = -c·log1pmx(r - 1), r - 1 = (a - b)/b
+    for r = a/b (= (x - y)(x + y)/y² for r = x²/y²): the second-order remainder of a Bregman
+    divergence computed directly; the sum's other terms are added as they were."""
+    (kind, c, arg), rest = plan
+    if kind == "expm1mx":
+        part = _fd.expm1mx(_linear_value(kw, arg))
+    elif kind == "log1pmx":
+        part = _fd.log1pmx(_linear_value(kw, arg))
+    else:
+        part = -_fd.log1pmx(_r_minus_one(kw, arg))
+    part = part if c == 1.0 else c * part
+    if not rest[0] and rest[1] == 0.0:
+        return part
+    return part + _linear_value(kw, rest)
+
+
+BREGMAN = Rule("bregman", None, _bregman, matcher=_match,
+               example=lambda a, b: 0.5 * (jnp.exp(a - b) - 1 - a + b), example_shapes=((8,), (8,)))
+
+
+# ---------------------------------------------------------------------------------- Bernoulli KL
+ONE = const(1.0)
+
+
+def _sig(v: Any) -> Any:
+    return any_of(op("logistic", v, recompute=True),
+                  op("div", ONE, op("add", ONE, op("exp", op("neg", v))), recompute=True))
+
+
+def _term(P: Any, Q: Any) -> Any:
+    """p·log(p/q), p·(log p - log q), xlogy(p, p/q): one side of the Bernoulli KL."""
+    return any_of(op("mul", P, op("log", op("div", P, Q))),
+                  op("mul", P, op("sub", op("log", P), op("log", Q))))
+
+
+def _comp(P: Any) -> Any:
+    return op("sub", ONE, P, recompute=True)
+
+
+_SA, _SB = _sig(var("a")), _sig(var("b"))
+_PV, _QV = var("p"), var("q")
+
+
+def _bernoulli_kl(a: Any = None, b: Any = None, p: Any = None, q: Any = None) -> Any:
+    """p·log(p/q) + (1-p)·log((1-p)/(1-q)) = softplus(b) - softplus(a) - sigmoid(a)(b - a) for
+    p = sigmoid(a), q = sigmoid(b) (the terms cancel to second order in b - a; the second-order
+    remainder computed directly); for probabilities p, q, the same with the first-order parts of
+    the two logs summed exactly (``forms_divergence.bernoulli_kl_probs``)."""
+    if a is not None:
+        return _fd.bernoulli_kl_logits(a, b)
+    return _fd.bernoulli_kl_probs(p, q)
+
+
+BERNOULLI_KL = Rule(
+    "bernoulli_kl",
+    any_of(op("add", _term(_SA, _SB), _term(_comp(_SA), _comp(_SB))),
+           op("add", _term(_PV, _QV), _term(_comp(_PV), _comp(_QV)))),
+    _bernoulli_kl,
+    example=lambda a, b: (jax.nn.sigmoid(a) * jnp.log(jax.nn.sigmoid(a) / jax.nn.sigmoid(b))
+                          + (1 - jax.nn.sigmoid(a))
+                          * jnp.log((1 - jax.nn.sigmoid(a)) / (1 - jax.nn.sigmoid(b)))),
+    example_shapes=((8,), (8,)), example_domain=(-30.0, 30.0),
+)
+
+#: The pattern rules of this module, in the order the catalogue tries them.
+DIVERGENCE_RULES: tuple[Rule, ...] = (BERNOULLI_KL,)
