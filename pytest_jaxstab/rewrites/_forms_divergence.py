@@ -41,7 +41,7 @@ def expm1mx(x: Any) -> Any:
     cancels to second order: ``exp(1e-5) - 1 - 1e-5`` is 0 in float32, truly 5e-11), ``expm1(x) - x``
     beyond (no more than one bit lost). The derivative is ``expm1(x)``.
 
-    Example: ``forms.expm1mx(jnp.float32(1e-5))`` is 5.0000166e-11.
+    Example: ``expm1mx(jnp.float32(1e-5))`` is 5.0000166e-11.
     """
     small = jnp.abs(x) <= 1
     xs = jnp.where(small, x, jnp.zeros_like(x))
@@ -62,7 +62,7 @@ def log1pmx(t: Any) -> Any:
     written. ``t - log1p(t)`` is the Itakura-Saito divergence ``r - 1 - log r`` at ``r = 1 + t``.
     The derivative is ``-t / (1 + t)``.
 
-    Example: ``forms.log1pmx(jnp.float32(1e-4))`` is -4.9996667e-09 (as written: -5.0e-09 ± 4e-12).
+    Example: ``log1pmx(jnp.float32(1e-4))`` is -4.9996667e-09 (as written: -5.0e-09 ± 4e-12).
     """
     near = (t >= -0.6) & (t <= 1.5)
     ts = jnp.where(near, t, jnp.zeros_like(t))
@@ -88,7 +88,7 @@ def bernoulli_kl_logits(a: Any, b: Any) -> Any:
     the softplus difference beyond, where the terms no longer agree. The derivatives are
     ``-p(1-p)·d`` in a and ``p·(1 - sigmoid(b))·expm1(d) = sigmoid(b) - sigmoid(a)`` in b.
 
-    Example: ``forms.bernoulli_kl_logits(0.0, 1e-4)`` is 1.25e-09 (as written in float32: 0).
+    Example: ``bernoulli_kl_logits(0.0, 1e-4)`` is 1.25e-09 (as written in float32: 0).
     """
     flip = a > 0
     a2 = jnp.where(flip, -a, a)
@@ -124,7 +124,7 @@ def bernoulli_kl_probs(p: Any, q: Any) -> Any:
     they are. ``0·log 0 = 0`` (p = 0 or 1). The derivatives are ``log1p(r) - log1p(s)`` in p and
     ``(q - p) / (q(1 - q))`` in q.
 
-    Example: ``forms.bernoulli_kl_probs(0.3, 0.3001)`` is 2.38e-08 (as written in float32: 0 ± 6e-8).
+    Example: ``bernoulli_kl_probs(0.3, 0.3001)`` is 2.38e-08 (as written in float32: 0 ± 6e-8).
     """
     dq = p - q
     one_q = 1 - q

@@ -26,6 +26,7 @@ It runs in the structural phase (after the pattern rules), so it also reads thei
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 import jax
@@ -33,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _compat
+from .._primitives import GLUE
 from . import _forms_divergence as _fd
 from ._match import Graph, Match
 from ._pattern import any_of, const, op, var
@@ -293,9 +295,10 @@ def _supply(terms: dict[Any, float], logs: list[Any], need: Any, allow_logs: boo
 
 
 # ------------------------------------------------------------------------------ the match
-def _private(g: Graph, cand: set[int], root: int) -> set[int]:
-    """The largest subset of ``cand`` whose outputs are used only inside it or by the root."""
-    cand = set(cand) - {root}
+def _private(g: Graph, cand: set[int], root: int, operands: Any) -> set[int]:
+    """The largest subset of ``cand`` whose outputs are used only inside it or by the root, and are
+    none of the replacement's ``operands`` (those stay computed)."""
+    cand = {j for j in cand if j != root and not any(v in operands for v in g.eqns[j].outvars)}
     while True:
         inside: dict[Any, int] = {}
         for j in cand | {root}:
@@ -308,17 +311,46 @@ def _private(g: Graph, cand: set[int], root: int) -> set[int]:
         cand -= drop
 
 
+_REACH: weakref.WeakKeyDictionary[Graph, dict[Any, bool]] = weakref.WeakKeyDictionary()
+
+
+def _reaches(g: Graph, atom: Any) -> bool:
+    """Whether a sum read from ``atom`` can hold an exp, expm1, log, log1p or quotient leaf (the
+    gate: a deep chain of sums of other leaves is refused once, memoised per graph, not re-read at
+    every equation of the chain)."""
+    memo = _REACH.get(g)
+    if memo is None:
+        memo = _REACH[g] = {}
+    stack: list[tuple[Any, int, bool]] = [(atom, 0, False)]
+    while stack:
+        a, depth, expanded = stack.pop()
+        if a in memo:
+            continue
+        j = g.producer.get(a)
+        if j is None:
+            memo[a] = False
+            continue
+        e = g.eqns[j]
+        name = _compat.primitive_name(e)
+        ops = e.invars if name in _LINEAR or name in GLUE or name == "convert_element_type" else ()
+        if name in _SPECIAL or name == "div" or not ops or depth > _MAX_DEPTH:
+            memo[a] = name in _SPECIAL or name == "div"
+        elif not expanded:
+            stack.append((a, depth, True))
+            stack.extend((v, depth + 1, False) for v in ops if not _compat.is_literal(v))
+        else:
+            memo[a] = any(memo.get(v, False) for v in ops if not _compat.is_literal(v))
+    return memo.get(atom, False)
+
+
 def _match(g: Graph, i: int) -> Match | None:
     eqn = g.eqns[i]
     name = _compat.primitive_name(eqn)
     if name not in ("add", "sub", "mul", "neg") or len(eqn.outvars) != 1:
         return None
+    if not any(not _compat.is_literal(a) and _reaches(g, a) for a in eqn.invars):
+        return None
     if not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.floating):
-        return None
-    heads = {g.head(a)[0] for a in eqn.invars}
-    if name == "mul" and not heads & {"add", "sub", "neg"}:
-        return None
-    if not heads & (_SPECIAL | _LINEAR):
         return None
     rd = _Reader(g)
     form = rd.lin(eqn.outvars[0])
@@ -363,7 +395,7 @@ def _match(g: Graph, i: int) -> Match | None:
             _, j, _ = _through(g, t[1])
             if j is not None and j not in g.claimed:
                 rd.visited.add(j)
-    swallowed = _private(g, rd.visited, i)
+    swallowed = _private(g, rd.visited, i, set(atoms.values()))
     captures: dict[str, Any] = dict(atoms)
     for k in [k for k, a in atoms.items() if _compat.is_literal(a)]:
         captures[k] = _compat.literal_value(atoms.pop(k))
@@ -371,24 +403,40 @@ def _match(g: Graph, i: int) -> Match | None:
     return Match(i, captures, atoms, swallowed)
 
 
+def _square_base(rd: _Reader, atom: Any) -> Any:
+    """``x`` where ``atom`` is ``x**2`` (``integer_pow``, ``square``, ``x*x``), else None."""
+    name, e = rd.head(atom)
+    if e is None:
+        return None
+    if (name == "integer_pow" and e.params.get("y") == 2) or name == "square":
+        return e.invars[0]
+    if name == "mul" and e.invars[0] is e.invars[1]:
+        return e.invars[0]
+    return None
+
+
 def _ratio_plan(rd: _Reader, t: Any, ref: Any) -> Any:
     """How to form ``r - 1`` for the leaf ``t``: ``("q", num, den)`` with num, den each ``("sq", x)``
     (a square: the difference factors) or ``("v", x)``; ``("v", r)`` for a leaf that is no quotient."""
     def side(atom: Any) -> Any:
+        base = _square_base(rd, atom)
+        return ("v", ref(atom)) if base is None else ("sq", ref(base))
+
+    def quotient(atom: Any) -> Any:
         name, e = rd.head(atom)
-        if (name == "integer_pow" and e.params.get("y") == 2) or name == "square":
-            return ("sq", ref(e.invars[0]))
-        if name == "mul" and e.invars[0] is e.invars[1]:
-            return ("sq", ref(e.invars[0]))
-        return ("v", ref(atom))
+        if name == "div":
+            return ("q", side(e.invars[0]), side(e.invars[1]))
+        base = _square_base(rd, atom)
+        if base is not None and rd.head(base)[0] == "div":  # (a/b)**2: torch's var_ratio
+            e2 = rd.head(base)[1]
+            return ("q", ("sq", ref(e2.invars[0])), ("sq", ref(e2.invars[1])))
+        return None
 
     if t[0] == "q" and t[1] is not None and t[1][0] == "v":
         return ("q", side(t[1][1]), side(t[2]))
     if t[0] == "v":
-        name, e = rd.head(t[1])
-        if name == "div":
-            return ("q", side(e.invars[0]), side(e.invars[1]))
-        return ("v", ref(t[1]))
+        got = quotient(t[1])
+        return got if got is not None else ("v", ref(t[1]))
     raise ValueError("unreachable: a ratio leaf is a quotient or a leaf")
 
 
@@ -413,15 +461,49 @@ def _linear_value(kw: dict[str, Any], f: Any) -> Any:
     return out
 
 
-def _r_minus_one(kw: dict[str, Any], plan: Any) -> Any:
+def _itakura_saito(kw: dict[str, Any], plan: Any) -> Any:
+    """r - 1 - log r: ``-log1pmx(t)`` with ``t = r - 1`` formed without cancellation for r >= 1/2;
+    below, as written from r itself (log1p near t = -1 would amplify t's rounding; the terms no
+    longer cancel there), with log(a) - log(b) where a/b underflows."""
     if plan[0] == "v":
-        return kw[plan[1]] - 1
-    _, num, den = plan
-    d = _value(kw, den)
-    if num[0] == "sq" and den[0] == "sq":
-        x, y = kw[num[1]], kw[den[1]]
-        return (x - y) * (x + y) / d
-    return (_value(kw, num) - d) / d
+        r = kw[plan[1]]
+        t, log_r = r - 1, None
+    else:
+        _, num, den = plan
+        a, d = _value(kw, num), _value(kw, den)
+        if num[0] == "sq" and den[0] == "sq":  # (x² - y²)/y² = ((x - y)/y)·((x + y)/y), no x² overflow
+            x, y = kw[num[1]], kw[den[1]]
+            t = ((x - y) / y) * ((x + y) / y)
+            r = jnp.square(x / y)
+        else:
+            t = (a - d) / d
+            r = a / d
+        tiny = jnp.finfo(jnp.result_type(r)).tiny
+        log_r = jnp.where(r < tiny, jnp.log(a) - jnp.log(d), jnp.log(jnp.maximum(r, tiny)))
+    low = t < -0.5
+    near = -_fd.log1pmx(jnp.where(low, jnp.zeros_like(t), t))
+    rs = jnp.where(low, r, jnp.full_like(r, 0.25))
+    far = rs - 1 - (jnp.log(rs) if log_r is None else jnp.where(low, log_r, jnp.log(rs)))
+    return jnp.where(low, far, near)
+
+
+def _exponent(kw: dict[str, Any], arg: Any) -> Any:
+    """``expm1mx`` of a linear form; ``k·(a - b)`` (k a power of two) with the rounding error of the
+    difference carried (TwoSum): exp(hi + lo) = exp(hi)·(1 + lo); without it exp(lv1 - lv2) is off
+    by the difference's rounding, up to 88·2^-24 relative in float32."""
+    (terms, const) = arg
+    if const == 0.0 and len(terms) == 2 and terms[0][0] == -terms[1][0]:
+        k = abs(terms[0][0])
+        if k > 0 and math.frexp(k)[0] == 0.5:
+            sign = 1.0 if terms[0][0] > 0 else -1.0
+            a, b = _value(kw, terms[0][1]), _value(kw, terms[1][1])
+            c = -b
+            hi = a + c
+            bb = hi - a
+            lo = (a - (hi - bb)) + (c - bb)
+            hi, lo = (sign * k) * hi, (sign * k) * lo
+            return _fd.expm1mx(hi) + lo * jnp.expm1(hi)
+    return _fd.expm1mx(_linear_value(kw, arg))
 
 
 def _bregman(plan: Any, **kw: Any) -> Any:
@@ -431,11 +513,11 @@ def _bregman(plan: Any, **kw: Any) -> Any:
     divergence computed directly; the sum's other terms are added as they were."""
     (kind, c, arg), rest = plan
     if kind == "expm1mx":
-        part = _fd.expm1mx(_linear_value(kw, arg))
+        part = _exponent(kw, arg)
     elif kind == "log1pmx":
         part = _fd.log1pmx(_linear_value(kw, arg))
     else:
-        part = -_fd.log1pmx(_r_minus_one(kw, arg))
+        part = _itakura_saito(kw, arg)
     part = part if c == 1.0 else c * part
     if not rest[0] and rest[1] == 0.0:
         return part
