@@ -127,6 +127,18 @@ def _gauss_var(dtype: Any) -> tuple[np.ndarray, ...]:
     return m1, s1**2, m2, s2**2
 
 
+def _counts(dtype: Any) -> tuple[np.ndarray, ...]:
+    """Poisson rates: x from 1e-3 to 1e6, y = x(1 + δ) with |δ| from 1e-8 to 0.5, a far set, and x = 0."""
+    rng = np.random.default_rng(16)
+    x = np.concatenate([np.geomspace(1e-3, 1e6, 64), rng.uniform(0, 100, 28), np.zeros(4)])
+    y = np.concatenate([x[:64] * (1 + _signed_geom(1e-8, 0.5, 64, 17)), rng.uniform(0.01, 100, 32)])
+    return x, y
+
+
+def _poisson(x: Any, y: Any) -> Any:
+    return y if x == 0 else x * MP.log(x / y) - x + y
+
+
 def _vae(dtype: Any) -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(9)
     lv = np.concatenate([_signed_geom(1e-10, 1.0, 64, 9), rng.uniform(-80, 80, 32)])
@@ -239,6 +251,13 @@ FAMILIES = [
     Family("vae_kl[(exp + mu*mu - lv - 1)/2]", "bregman",
            lambda mu, lv: (jnp.exp(lv) + mu * mu - lv - 1.0) / 2,
            lambda mu, lv: -(1 + lv - mu**2 - MP.exp(lv)) / 2, _vae),
+    Family("poisson[x log(x/y) - x + y]", "bregman", lambda x, y: x * jnp.log(x / y) - x + y,
+           _poisson, _counts),
+    Family("poisson[y - x + x (log x - log y)]", "bregman",
+           lambda x, y: y - x + x * (jnp.log(x) - jnp.log(y)), _poisson, _counts),
+    Family("poisson[xlogy, 2·(... - (x - y))]", "bregman",
+           lambda x, y: 2 * (jax.scipy.special.xlogy(x, x / y) - (x - y)),
+           lambda x, y: 2 * _poisson(x, y), _counts),
     Family("bernoulli_kl[logits, shared sigmoid]", "bernoulli_kl", _bkl_shared,
            lambda a, b: _bkl(_sig(a), _sig(b)), _logits),
     Family("bernoulli_kl[logits, log differences]", "bernoulli_kl", _bkl_logs,
@@ -346,6 +365,9 @@ NEAR_MISSES = [
     ("r - 1 + log(r)", lambda r: r - 1 + jnp.log(r), 1),
     ("x/y - 1 - log(y/x)", lambda x, y: x / y - 1 - jnp.log(y / x), 2),
     ("exp(d) * d - 1 - d", lambda d: jnp.exp(d) * d - 1 - d, 1),
+    ("x log(x/y) - x - y", lambda x, y: x * jnp.log(x / y) - x - y, 2),
+    ("x log(y/x) - x + y", lambda x, y: x * jnp.log(y / x) - x + y, 2),
+    ("y log(x/y) - x + y", lambda x, y: y * jnp.log(x / y) - x + y, 2),
     ("p log(p/q) + (1-q) log((1-p)/(1-q))",
      lambda p, q: p * jnp.log(p / q) + (1 - q) * jnp.log((1 - p) / (1 - q)), 2),
     ("p log(p/q) + (1-p) log((1-q)/(1-p))",

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from ._forms import softplus
 
-__all__ = ["bernoulli_kl_logits", "bernoulli_kl_probs", "expm1mx", "log1pmx"]
+__all__ = ["bernoulli_kl_logits", "bernoulli_kl_probs", "expm1mx", "log1pmx", "poisson_deviance"]
 
 # exp(x) - 1 - x = sum_{k>=2} x^k / k!: |x| <= 1 needs k up to 19 for 2^-53 of x²/2
 _EXP_TERMS = tuple(1.0 / math.factorial(k) for k in range(2, 21))
@@ -159,3 +159,39 @@ def _bernoulli_kl_probs_jvp(primals: Any, tangents: Any) -> Any:
     one_q = 1 - q
     dp = jnp.log1p(dq / q) - jnp.log1p(-dq / one_q)
     return bernoulli_kl_probs(p, q), tp * dp + tq * (-dq / (q * one_q))
+
+
+@jax.custom_jvp
+def poisson_deviance(x: Any, y: Any) -> Any:
+    """x·log(x/y) - x + y (the generalised KL, half the Poisson deviance; 0·log 0 = 0), x, y >= 0.
+
+    Near x = y the three terms cancel to second order. With ``t = (x - y)/y`` (``x - y`` exact
+    there): ``x·log1pmx(t) + (x - y)·t`` for |t| <= 1/2 (one bit of cancellation at most), else
+    as written with ``log(x/y)`` (the two logs where the ratio leaves the normal range). The
+    derivatives are ``log(x/y)`` in x and ``1 - x/y`` in y.
+
+    Example: ``poisson_deviance(1.0, 1.0001)`` is 4.9997e-09 (as written in float32: 0 ± 6e-8).
+    """
+    dx = x - y
+    t = dx / y
+    near = jnp.abs(t) <= 0.5
+    tn = jnp.where(near, t, jnp.zeros_like(t))
+    series = x * log1pmx(tn) + dx * tn
+    return jnp.where(near, series, _xlog_ratio(x, y) - dx)
+
+
+def _xlog_ratio(x: Any, y: Any) -> Any:
+    """x·log(x/y), 0 where x = 0; the logs apart where x/y under- or overflows."""
+    ratio = x / y
+    info = jnp.finfo(jnp.result_type(ratio))
+    normal = (ratio >= info.tiny) & (ratio <= info.max)
+    safe = jnp.where(normal, ratio, jnp.ones_like(ratio))
+    logs = jnp.where(normal, jnp.log(safe), jnp.log(jnp.where(x > 0, x, jnp.ones_like(x))) - jnp.log(y))
+    return jnp.where(x == 0, jnp.zeros_like(x), x * logs)
+
+
+@poisson_deviance.defjvp
+def _poisson_deviance_jvp(primals: Any, tangents: Any) -> Any:
+    (x, y), (tx, ty) = primals, tangents
+    t = (x - y) / y
+    return poisson_deviance(x, y), tx * jnp.log1p(t) + ty * (-t)

@@ -39,13 +39,16 @@ from . import _forms_divergence as _fd
 from ._match import Graph, Match
 from ._pattern import any_of, const, op, var
 from ._rule import Rule
+from ._stability_written import _named
 
 __all__ = ["BERNOULLI_KL", "BREGMAN", "DIVERGENCE_RULES"]
 
+_XLOGY = _named("xlogy")
 _MAX_TERMS = 16
 _MAX_DEPTH = 12
 _LINEAR = frozenset({"add", "sub", "neg", "mul", "div"})
 _SPECIAL = frozenset({"exp", "expm1", "log", "log1p"})
+_LEAVES = _SPECIAL | {"mul", "custom_jvp_call"}  # a sum worth reading holds one of these
 
 
 # ------------------------------------------------------------------------------ reading a sum
@@ -247,6 +250,12 @@ def _find(rd: _Reader, terms: dict[Any, float], const: float) -> Any:
             if used is None or need is None or not _enough(need[1], const, c):
                 continue
             return (kind, c, arg, {t, *used[0]}, need[1])
+        xy = _xlog(rd, t)
+        if xy is not None:  # c·x·log(x/y) - c·x + c·y
+            x_t, y_t = ("v", xy[0]), ("v", xy[1])
+            if _close(terms.get(x_t, 0.0), -c) and _close(terms.get(y_t, 0.0), c):
+                return ("poisson", c, xy, {t, x_t, y_t}, 0.0)
+            continue
         lr = rd.log_form(t)  # c·r with -c·log r and -c elsewhere in the sum
         if lr is None or not lr[0]:
             continue
@@ -260,6 +269,51 @@ def _find(rd: _Reader, terms: dict[Any, float], const: float) -> Any:
         kind = "expm1mx" if all(k[0] != "log" for k in lr[0]) else "ratio"
         return (kind, c, lr if kind == "expm1mx" else t, {t, *used[0]}, need_const)
     return None
+
+
+def _xlog(rd: _Reader, t: Any) -> tuple[Any, Any] | None:
+    """``(x, y)`` (atoms seen through glue) where the leaf is ``x·log(x/y)``, ``x·(log x - log y)``
+    or ``xlogy(x, x/y)``; else None."""
+    if t[0] != "v":
+        return None
+    name, e = rd.head(t[1])
+    if e is None:
+        return None
+    if name == "mul":
+        pairs = [(e.invars[0], e.invars[1]), (e.invars[1], e.invars[0])]
+    elif _is_xlogy(e):
+        pairs = [(e.invars[0], None)]
+        ratio = rd.log_atom(e.invars[1])
+        return _xy(rd, e.invars[0], ratio)
+    else:
+        return None
+    for x, other in pairs:
+        form = rd.lin(other)
+        if form is None or form[1] != 0.0:
+            continue
+        total: Any = ({}, 0.0)
+        for k, v in form[0].items():
+            n2, e2 = rd.head(k[1]) if k[0] == "v" else (None, None)
+            inner = rd.log_atom(e2.invars[0]) if n2 == "log" and e2 is not None else None
+            if inner is None:
+                total = None
+                break
+            total = _add(total, _scale(inner, v), 1.0)
+        got = _xy(rd, x, total)
+        if got is not None:
+            return got
+    return None
+
+
+def _xy(rd: _Reader, x: Any, form: Any) -> tuple[Any, Any] | None:
+    """``(x, y)`` where the log form is exactly ``log x - log y``."""
+    if form is None or form[1] != 0.0 or len(form[0]) != 2:
+        return None
+    base = _through(rd.g, x)[0]
+    if form[0].get(("log", base)) != 1.0:
+        return None
+    (y_key,) = [k for k, v in form[0].items() if k != ("log", base) and v == -1.0] or [None]
+    return None if y_key is None or y_key[0] != "log" else (base, y_key[1])
 
 
 def _enough(need: float, const: float, c: float) -> bool:
@@ -314,6 +368,11 @@ def _private(g: Graph, cand: set[int], root: int, operands: Any) -> set[int]:
 _REACH: weakref.WeakKeyDictionary[Graph, dict[Any, bool]] = weakref.WeakKeyDictionary()
 
 
+def _is_xlogy(e: Any) -> bool:
+    return (_compat.primitive_name(e) == "custom_jvp_call" and len(e.invars) == 2
+            and _XLOGY(e.params.get("call_jaxpr")))
+
+
 def _reaches(g: Graph, atom: Any) -> bool:
     """Whether a sum read from ``atom`` can hold an exp, expm1, log, log1p or quotient leaf (the
     gate: a deep chain of sums of other leaves is refused once, memoised per graph, not re-read at
@@ -334,7 +393,7 @@ def _reaches(g: Graph, atom: Any) -> bool:
         name = _compat.primitive_name(e)
         ops = e.invars if name in _LINEAR or name in GLUE or name == "convert_element_type" else ()
         if name in _SPECIAL or name == "div" or not ops or depth > _MAX_DEPTH:
-            memo[a] = name in _SPECIAL or name == "div"
+            memo[a] = name in _SPECIAL or name == "div" or _is_xlogy(e)
         elif not expanded:
             stack.append((a, depth, True))
             stack.extend((v, depth + 1, False) for v in ops if not _compat.is_literal(v))
@@ -356,7 +415,7 @@ def _match(g: Graph, i: int) -> Match | None:
     form = rd.lin(eqn.outvars[0])
     if form is None or len(form[0]) < 2:
         return None
-    if not any(t[0] == "q" or rd.head(t[1])[0] in _SPECIAL for t in form[0]):
+    if not any(t[0] == "q" or rd.head(t[1])[0] in _LEAVES for t in form[0]):
         return None
     found = _find(rd, *form)
     if found is None:
@@ -386,6 +445,8 @@ def _match(g: Graph, i: int) -> Match | None:
 
     if kind == "ratio":
         special = ("ratio", c, _ratio_plan(rd, r, ref))
+    elif kind == "poisson":
+        special = ("poisson", c, (ref(r[0]), ref(r[1])))
     else:
         special = (kind, c, enc_lin(r))
     plan = (special, enc_lin((rest, form[1] - need_const)))
@@ -516,6 +577,8 @@ def _bregman(plan: Any, **kw: Any) -> Any:
         part = _exponent(kw, arg)
     elif kind == "log1pmx":
         part = _fd.log1pmx(_linear_value(kw, arg))
+    elif kind == "poisson":
+        part = _fd.poisson_deviance(kw[arg[0]], kw[arg[1]])
     else:
         part = _itakura_saito(kw, arg)
     part = part if c == 1.0 else c * part
