@@ -36,6 +36,7 @@ import numpy as np
 from .. import _compat
 from .._primitives import GLUE
 from . import _forms_divergence as _fd
+from . import _forms_stats as _fs
 from ._match import Graph, Match
 from ._pattern import any_of, const, op, var
 from ._rule import Rule
@@ -48,7 +49,8 @@ _MAX_TERMS = 16
 _MAX_DEPTH = 12
 _LINEAR = frozenset({"add", "sub", "neg", "mul", "div"})
 _SPECIAL = frozenset({"exp", "expm1", "log", "log1p"})
-_LEAVES = _SPECIAL | {"mul", "custom_jvp_call"}  # a sum worth reading holds one of these
+# a sum worth reading holds one of these leaves
+_LEAVES = _SPECIAL | {"mul", "custom_jvp_call", "integer_pow", "square"}
 
 
 # ------------------------------------------------------------------------------ reading a sum
@@ -316,6 +318,27 @@ def _xy(rd: _Reader, x: Any, form: Any) -> tuple[Any, Any] | None:
     return None if y_key is None or y_key[0] != "log" else (base, y_key[1])
 
 
+def _find_square(rd: _Reader, terms: dict[Any, float]) -> Any:
+    """A Gaussian NLL's ``c·(s·exp(b))²`` or ``c·s²·exp(b)`` with |c| < 1 in a sum: the square may
+    overflow where ``c`` times it does not (``0.5*(lv + big)`` overflows inside the parentheses
+    within a factor 2 of the float max). ``("square", c, (s, b or None, x))``."""
+    for t, c in terms.items():
+        if t[0] != "v" or not 0 < abs(c) < 1:
+            continue
+        e = _through(rd.g, t[1])[2]
+        if e is None or not _exp_square(rd.g, e):
+            continue
+        base = _square_eqn_base(e)
+        if base is not None:
+            return ("square", c, ("x", base), {t}, 0.0)
+        for k in (0, 1):
+            s_base = _square_operand(rd.g, e.invars[k])
+            ename, ee = rd.head(e.invars[1 - k])
+            if s_base is not None and ename == "exp" and ee is not None:
+                return ("square", c, ("se", s_base, ee.invars[0]), {t}, 0.0)
+    return None
+
+
 def _enough(need: float, const: float, c: float) -> bool:
     """The sum's constant holds the needed one (all of it, or more of the same sign)."""
     if abs(need) <= 1e-12 * abs(c):
@@ -373,6 +396,38 @@ def _is_xlogy(e: Any) -> bool:
             and _XLOGY(e.params.get("call_jaxpr")))
 
 
+def _exp_square(g: Graph, e: Any) -> bool:
+    """``e`` is ``(s·exp(b))²`` or ``s² · exp(b)``: a square scaled by an exponential (a Gaussian
+    NLL's ``(x - mu)**2 / exp(lv)``, as ``div_exp`` leaves it or as written)."""
+    name = _compat.primitive_name(e)
+    if name == "mul" and len(e.invars) == 2 and e.invars[0] is not e.invars[1]:
+        heads = {g.head(v)[0] for v in e.invars}
+        if "exp" not in heads:
+            return False
+        return any(_square_operand(g, v) is not None for v in e.invars)
+    base = _square_eqn_base(e)
+    if base is None:
+        return False
+    j = g.producer.get(base)
+    if j is None or _compat.primitive_name(g.eqns[j]) != "mul":
+        return False
+    return any(g.head(v)[0] in ("exp", "min") for v in g.eqns[j].invars)
+
+
+def _square_eqn_base(e: Any) -> Any:
+    name = _compat.primitive_name(e)
+    if (name == "integer_pow" and e.params.get("y") == 2) or name == "square":
+        return e.invars[0]
+    if name == "mul" and len(e.invars) == 2 and e.invars[0] is e.invars[1]:
+        return e.invars[0]
+    return None
+
+
+def _square_operand(g: Graph, v: Any) -> Any:
+    j = g.producer.get(v)
+    return None if j is None else _square_eqn_base(g.eqns[j])
+
+
 def _reaches(g: Graph, atom: Any) -> bool:
     """Whether a sum read from ``atom`` can hold an exp, expm1, log, log1p or quotient leaf (the
     gate: a deep chain of sums of other leaves is refused once, memoised per graph, not re-read at
@@ -393,7 +448,9 @@ def _reaches(g: Graph, atom: Any) -> bool:
         name = _compat.primitive_name(e)
         ops = e.invars if name in _LINEAR or name in GLUE or name == "convert_element_type" else ()
         if name in _SPECIAL or name == "div" or not ops or depth > _MAX_DEPTH:
-            memo[a] = name in _SPECIAL or name == "div" or _is_xlogy(e)
+            memo[a] = name in _SPECIAL or name == "div" or _is_xlogy(e) or _exp_square(g, e)
+        elif _exp_square(g, e):
+            memo[a] = True
         elif not expanded:
             stack.append((a, depth, True))
             stack.extend((v, depth + 1, False) for v in ops if not _compat.is_literal(v))
@@ -405,7 +462,9 @@ def _reaches(g: Graph, atom: Any) -> bool:
 def _match(g: Graph, i: int) -> Match | None:
     eqn = g.eqns[i]
     name = _compat.primitive_name(eqn)
-    if name not in ("add", "sub", "mul", "neg") or len(eqn.outvars) != 1:
+    if name not in ("add", "sub", "mul", "neg", "div") or len(eqn.outvars) != 1:
+        return None
+    if name == "div" and _constant(g, eqn.invars[1]) is None:
         return None
     if not any(not _compat.is_literal(a) and _reaches(g, a) for a in eqn.invars):
         return None
@@ -417,7 +476,7 @@ def _match(g: Graph, i: int) -> Match | None:
         return None
     if not any(t[0] == "q" or rd.head(t[1])[0] in _LEAVES for t in form[0]):
         return None
-    found = _find(rd, *form)
+    found = _find(rd, *form) or _find_square(rd, form[0])
     if found is None:
         return None
     kind, c, r, consumed, need_const = found
@@ -447,6 +506,8 @@ def _match(g: Graph, i: int) -> Match | None:
         special = ("ratio", c, _ratio_plan(rd, r, ref))
     elif kind == "poisson":
         special = ("poisson", c, (ref(r[0]), ref(r[1])))
+    elif kind == "square":
+        special = ("square", c, tuple(ref(a) if k else a for k, a in enumerate(r)))
     else:
         special = (kind, c, enc_lin(r))
     plan = (special, enc_lin((rest, form[1] - need_const)))
@@ -567,6 +628,16 @@ def _exponent(kw: dict[str, Any], arg: Any) -> Any:
     return _fd.expm1mx(_linear_value(kw, arg))
 
 
+def _scaled_square(x: Any, c: float) -> Any:
+    """c·x² for |c| < 1 as ``sign(c)·(x·sqrt|c|)²`` where x² overflows (the value elsewhere as
+    written, bit for bit)."""
+    limit = float(np.sqrt(np.finfo(np.dtype(jnp.result_type(x))).max))
+    big = jnp.abs(x) >= limit
+    xs = jnp.where(big, x, jnp.zeros_like(x))
+    scaled = math.copysign(1.0, c) * jnp.square(xs * math.sqrt(abs(c)))
+    return jnp.where(big, scaled, c * jnp.square(x))
+
+
 def _bregman(plan: Any, **kw: Any) -> Any:
     """c·exp(u) - c - c·u = c·expm1mx(u);  c·expm1(u) - c·u = c·expm1mx(u);
     c·log1p(t) - c·t = c·log1pmx(t);  c·r - c - c·log r = -c·log1pmx(r - 1), r - 1 = (a - b)/b
@@ -579,6 +650,9 @@ def _bregman(plan: Any, **kw: Any) -> Any:
         part = _fd.log1pmx(_linear_value(kw, arg))
     elif kind == "poisson":
         part = _fd.poisson_deviance(kw[arg[0]], kw[arg[1]])
+    elif kind == "square":
+        base = kw[arg[1]] if arg[0] == "x" else kw[arg[1]] * _fs._finite_exp(0.5 * kw[arg[2]])
+        return _scaled_square(base, c) + _linear_value(kw, rest)
     else:
         part = _itakura_saito(kw, arg)
     part = part if c == 1.0 else c * part
