@@ -475,3 +475,16 @@ def test_reductions_and_broadcasting(dtype: Any) -> None:
         bits = error_bits(got, want)
         assert bits.max() <= 8.0 and bits.mean() <= 2.0, bits
         assert error_bits(np.asarray(fn(*args)).reshape(want.shape), want).max() >= 12.0
+
+
+def test_overflow_stays_inf_not_nan() -> None:
+    """Where the exact value overflows (exp(a - b) above the float max, or a - b itself infinite)
+    the result is inf as written, never NaN (the carried rounding of a - b, or expm1(x) - x, would
+    give inf - inf)."""
+    f = lambda a, b: 0.5 * (jnp.exp(a - b) - 1 - a + b)  # noqa: E731
+    a = np.array([100.0, 1e20, 3e38, 1e5], F32)
+    b = np.array([1e-5, 1.0, -3e38, -1e-30], F32)
+    assert "bregman" in jst.explain(f, a, b).rules
+    got = np.asarray(jst.stabilize(f)(a, b))
+    assert np.all(got == np.inf), got
+    assert np.all(np.asarray(fd.log1pmx(np.array([np.inf], F32))) == -np.inf)

@@ -46,7 +46,9 @@ def expm1mx(x: Any) -> Any:
     small = jnp.abs(x) <= 1
     xs = jnp.where(small, x, jnp.zeros_like(x))
     series = xs * xs * _horner(_EXP_TERMS, xs)
-    return jnp.where(small, series, jnp.expm1(x) - x)
+    # exp(x) - 1 - x at x = inf is inf (expm1(inf) - inf is NaN)
+    direct = jnp.where(x == jnp.inf, x, jnp.expm1(x) - x)
+    return jnp.where(small, series, direct)
 
 
 @expm1mx.defjvp
@@ -69,7 +71,8 @@ def log1pmx(t: Any) -> Any:
     u = ts / (2 + ts)
     u2 = u * u
     series = -ts * u + u * u2 * _horner(_ATANH_TERMS, u2)
-    return jnp.where(near, series, jnp.log1p(t) - t)
+    direct = jnp.where(t == jnp.inf, -t, jnp.log1p(t) - t)  # log1p(inf) - inf is NaN
+    return jnp.where(near, series, direct)
 
 
 @log1pmx.defjvp

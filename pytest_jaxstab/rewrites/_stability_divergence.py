@@ -624,7 +624,12 @@ def _exponent(kw: dict[str, Any], arg: Any) -> Any:
             bb = hi - a
             lo = (a - (hi - bb)) + (c - bb)
             hi, lo = (sign * k) * hi, (sign * k) * lo
-            return _fd.expm1mx(hi) + lo * jnp.expm1(hi)
+            # where exp(hi) overflows the result is inf already: lo·inf would add a NaN
+            # (and where the difference itself overflows, lo is inf - inf)
+            e = jnp.expm1(hi)
+            ok = jnp.isfinite(e) & jnp.isfinite(lo)
+            carry = jnp.where(ok, jnp.where(ok, lo, 0.0) * jnp.where(ok, e, 0.0), 0.0)
+            return _fd.expm1mx(hi) + carry
     return _fd.expm1mx(_linear_value(kw, arg))
 
 
