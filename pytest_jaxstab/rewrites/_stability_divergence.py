@@ -401,17 +401,21 @@ def _exp_square(g: Graph, e: Any) -> bool:
     NLL's ``(x - mu)**2 / exp(lv)``, as ``div_exp`` leaves it or as written)."""
     name = _compat.primitive_name(e)
     if name == "mul" and len(e.invars) == 2 and e.invars[0] is not e.invars[1]:
-        heads = {g.head(v)[0] for v in e.invars}
-        if "exp" not in heads:
+        if "exp" not in (_prim(g, e.invars[0]), _prim(g, e.invars[1])):
             return False
         return any(_square_operand(g, v) is not None for v in e.invars)
     base = _square_eqn_base(e)
-    if base is None:
+    if base is None or _prim(g, base) != "mul":
         return False
-    j = g.producer.get(base)
-    if j is None or _compat.primitive_name(g.eqns[j]) != "mul":
-        return False
-    return any(g.head(v)[0] in ("exp", "min") for v in g.eqns[j].invars)
+    return any(_prim(g, v) in ("exp", "min") for v in g.eqns[g.producer[base]].invars)
+
+
+def _prim(g: Graph, v: Any) -> str | None:
+    """The primitive producing ``v`` (no glue seen through: the cheap look of the gate)."""
+    if _compat.is_literal(v):
+        return None
+    j = g.producer.get(v)
+    return None if j is None else _compat.primitive_name(g.eqns[j])
 
 
 def _square_eqn_base(e: Any) -> Any:
@@ -424,6 +428,8 @@ def _square_eqn_base(e: Any) -> Any:
 
 
 def _square_operand(g: Graph, v: Any) -> Any:
+    if _compat.is_literal(v):
+        return None
     j = g.producer.get(v)
     return None if j is None else _square_eqn_base(g.eqns[j])
 
@@ -435,6 +441,9 @@ def _reaches(g: Graph, atom: Any) -> bool:
     memo = _REACH.get(g)
     if memo is None:
         memo = _REACH[g] = {}
+    got = memo.get(atom)
+    if got is not None:
+        return got
     stack: list[tuple[Any, int, bool]] = [(atom, 0, False)]
     while stack:
         a, depth, expanded = stack.pop()
@@ -466,7 +475,7 @@ def _match(g: Graph, i: int) -> Match | None:
         return None
     if name == "div" and _constant(g, eqn.invars[1]) is None:
         return None
-    if not any(not _compat.is_literal(a) and _reaches(g, a) for a in eqn.invars):
+    if not any(_reaches(g, a) for a in eqn.invars if not _compat.is_literal(a)):
         return None
     if not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.floating):
         return None
