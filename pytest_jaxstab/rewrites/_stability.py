@@ -20,6 +20,7 @@ from ._match import Match
 from ._pattern import any_of, const, op, param, square_of, var
 from ._rule import Rule
 from ._stability_compose import COMPOSE_RULES
+from ._stability_divergence import BREGMAN, DIVERGENCE_RULES
 from ._stability_logs import (
     INV_SOFTPLUS,
     LOG1MEXP,
@@ -308,6 +309,7 @@ STABILITY: tuple[Rule, ...] = (
     *SELECT_RULES,
     *WRITTEN_RULES,
     *SPECIAL_RULES,  # before log1p: log(1 + erf(z)) is a log_erfc, not log1p(erf(z))
+    *DIVERGENCE_RULES,  # before log_sigmoid_ratio: the Bernoulli KL's whole sum, not its two logs
     SUM_P_LOG_P,
     P_LOG_P,
     LOGIT,
@@ -348,6 +350,7 @@ STABILITY: tuple[Rule, ...] = (
     INV_MATMUL,
     GUARDED_WHERE,  # structural: runs after the pattern rules (a guarded branch they fixed is left)
     MASKED_WHERE,  # where guarded_where finds no guard of the form x OP c: any mask, constant too
+    BREGMAN,  # structural: reads sums the pattern rules left (and their expm1, exp(-b) results)
 )
 
 # 19 ------------------------------------------------------------------ fast logsumexp / log_softmax
