@@ -19,6 +19,7 @@ from ._guards import GUARDED_WHERE, MASKED_WHERE
 from ._match import Match
 from ._pattern import any_of, const, op, param, square_of, var
 from ._rule import Rule
+from ._stability_gamma import GAMMA_RULES
 from ._stability_logs import (
     INV_SOFTPLUS,
     LOG1MEXP,
@@ -342,6 +343,7 @@ STABILITY: tuple[Rule, ...] = (
     TANH,
     ONE_MINUS_COS,
     INV_MATMUL,
+    *GAMMA_RULES,  # structural (add/sub trees of lgamma terms); before the where guards
     GUARDED_WHERE,  # structural: runs after the pattern rules (a guarded branch they fixed is left)
     MASKED_WHERE,  # where guarded_where finds no guard of the form x OP c: any mask, constant too
 )
