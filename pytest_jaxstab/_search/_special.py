@@ -19,6 +19,8 @@ from typing import Any
 import jax.numpy as jnp
 import mpmath
 
+from ..rewrites._forms_gamma import lgamma_difference as lgamma_difference
+
 __all__ = ["HELPERS", "lgamma_difference", "logsumexp", "mp_lgamma", "mp_lgamma_difference", "mp_log_ndtr",
            "mp_logistic", "mp_softplus", "mp_xlog1py", "mp_xlogy"]
 
@@ -57,25 +59,6 @@ def mp_xlog1py(a: Any, b: Any) -> Any:
 
 def mp_lgamma_difference(x: Any, a: Any) -> Any:
     return mp_lgamma(x + a) - mp_lgamma(x)
-
-
-def _stirling_tail(y: Any) -> Any:
-    r = 1.0 / y
-    r2 = r * r
-    return r * (1.0 / 12 - r2 * (1.0 / 360 - r2 * (1.0 / 1260 - r2 * (1.0 / 1680 - r2 * (
-        1.0 / 1188 - r2 * (691.0 / 360360 - r2 * (1.0 / 156)))))))
-
-
-def lgamma_difference(x: Any, a: Any) -> Any:
-    """``lgamma(x + a) - lgamma(x)`` without the cancellation of two large values for large ``x``."""
-    from jax.scipy.special import gammaln
-
-    big = (x >= STIRLING_FROM) & (x + a >= STIRLING_FROM)
-    xs = jnp.where(big, x, STIRLING_FROM)
-    ys = xs + jnp.where(big, a, 0.0)
-    series = ((xs - 0.5) * jnp.log1p(jnp.where(big, a, 0.0) / xs) + jnp.where(big, a, 0.0) * jnp.log(ys)
-              - jnp.where(big, a, 0.0) + (_stirling_tail(ys) - _stirling_tail(xs)))
-    return jnp.where(big, series, gammaln(x + a) - gammaln(x))
 
 
 def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:

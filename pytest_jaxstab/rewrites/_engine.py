@@ -527,11 +527,14 @@ def render_jaxpr(closed: Any, names: Sequence[str]) -> str:
             text = f"{_compat.eqn_name(eqn)}({', '.join(args)})"
         else:
             text = f"{name}({', '.join(args)})"
-        for v in eqn.outvars:
-            env[id(v)] = text
+        for v in eqn.outvars:  # capped: a shared sub-term inlined at every use doubles per level;
+            env[id(v)] = text[:_RENDER_CAP]  # a prefix of each part keeps the shortened prefix exact
     outs = [(_num(_compat.literal_value(a)) if _compat.is_literal(a) else env.get(id(a), "…"))
             for a in _compat.outvars(closed)]
     return ", ".join(outs)
+
+
+_RENDER_CAP = 400  # > _shorten's limit
 
 
 def _num(v: Any) -> str:

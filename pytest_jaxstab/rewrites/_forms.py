@@ -483,6 +483,9 @@ def _tanh_jvp(primals: Any, tangents: Any) -> Any:
 
 # The forms of the everyday losses and statistics (``_forms_stats``), exported here too so that
 # ``jst.rewrites.forms`` stays the one place users find every stable form.
+from ._forms_gamma import betaln as betaln  # noqa: E402
+from ._forms_gamma import digamma_difference as digamma_difference  # noqa: E402
+from ._forms_gamma import lgamma_difference as lgamma_difference  # noqa: E402
 from ._forms_stats import div_exp as div_exp  # noqa: E402
 from ._forms_stats import entropy_terms as entropy_terms  # noqa: E402
 from ._forms_stats import exp_scaled as exp_scaled  # noqa: E402

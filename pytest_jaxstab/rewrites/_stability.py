@@ -21,6 +21,7 @@ from ._pattern import any_of, const, op, param, square_of, var
 from ._rule import Rule
 from ._stability_compose import COMPOSE_RULES
 from ._stability_divergence import BREGMAN, DIVERGENCE_RULES
+from ._stability_gamma import GAMMA_RULES
 from ._stability_logs import (
     INV_SOFTPLUS,
     LOG1MEXP,
@@ -348,6 +349,7 @@ STABILITY: tuple[Rule, ...] = (
     TANH,
     ONE_MINUS_COS,
     INV_MATMUL,
+    *GAMMA_RULES,  # structural (add/sub trees of lgamma terms); before the where guards
     GUARDED_WHERE,  # structural: runs after the pattern rules (a guarded branch they fixed is left)
     MASKED_WHERE,  # where guarded_where finds no guard of the form x OP c: any mask, constant too
     BREGMAN,  # structural: reads sums the pattern rules left (and their expm1, exp(-b) results)
