@@ -35,6 +35,7 @@ from ._choose import Rechecked, choose
 from ._egraph import BASE_FAMILIES, SaturationError, families_by_kind, families_for, saturate
 from ._expr import Term, cost, evaluate_jax, is_array_op, replace, subterms, variables
 from ._extract import Extractor
+from ._gamma import lgamma_pairings
 from ._judge import Samples, draw, draw_arrays
 from ._localize import Focus, batches_for, localize, localize_whole
 from ._lower import Shapes, Unsupported, lower_program, reduction_counts
@@ -234,6 +235,13 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
             term = replace(original, focus.sub, series)
             finalists.append(term)
             kinds[term] = "series"
+    # Sums of lgamma terms paired by the difference of their arguments (a log binomial coefficient): a
+    # rewrite the e-graph reaches only after many reordering steps (``_gamma``).
+    for base in dict.fromkeys((original, start)):
+        for term in lgamma_pairings(base):
+            if term not in kinds:
+                finalists.append(term)
+                kinds[term] = "rewrite"
     times["series"] = time.perf_counter() - t
 
     t = time.perf_counter()
