@@ -9,8 +9,8 @@ samples missed where it breaks is ranked by where it breaks. The choice:
    :data:`FIX_MAX_BITS`: an overflow where the exact value is finite is far above 8 bits, and never worse
    than the original, the ``recheck``'s own test) beats every candidate that does not, however cheap;
    among those that fix it, the cheapest (then the more accurate);
-2. when none does: a bounded worst case (max <= :data:`FIX_MAX_BITS`) first, then the lower mean (to
-   :data:`NOISE_BITS`), the lower max, the cheaper.
+2. when none does: a bounded worst case (max <= :data:`FIX_MAX_BITS`) first, then the lower mean over
+   both sets (to :data:`NOISE_BITS`), then on the search's samples, the lower max, the cheaper.
 
 A cheap candidate with a 32-bit worst case is therefore never chosen over one within 8 bits everywhere
 (``log(0.5 * erfc(-x / sqrt 2))`` against ``log_ndtr(x)``).
@@ -54,6 +54,11 @@ class Rechecked:
     def max(self) -> float:
         return max(self.cand.max_bits, self.fresh_max)
 
+    @property
+    def overall(self) -> float:
+        """The mean over both sets (of equal size): what ranks candidates that do not fix the program."""
+        return 0.5 * (self.cand.mean_bits + self.fresh_mean)
+
 
 def fixes(mean: float, mx: float) -> bool:
     """Whether mean and max bits meet the fix criterion."""
@@ -93,4 +98,5 @@ def choose(safe: list[Candidate], recheck: Callable[[Candidate], Rechecked | Non
             if r is not None:
                 return r
         return None
-    return min(held, key=lambda r: (r.max > FIX_MAX_BITS, _quantize(r.mean), r.max, r.cand.cost))
+    return min(held, key=lambda r: (r.max > FIX_MAX_BITS, _quantize(r.overall), _quantize(r.cand.mean_bits),
+                                    r.max, r.cand.cost))

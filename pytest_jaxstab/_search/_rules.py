@@ -321,6 +321,12 @@ _REDUCTION_SOURCE: list[tuple[str, str, str, bool]] = [
     ("sqrt-of-scaled", "(sqrt (mul (mul a a) b))", "(mul (abs a) (sqrt b))", False),
 ]
 
+_SHIFT_A, _SHIFT_B = "(sub a (div (sum_R a) N))", "(sub b (div (sum_R b) N))"
+#: sum((a - ma)(b - mb)) - sum(a - ma) sum(b - mb) / N, over N: the corrected two-pass covariance.
+_COV = (f"(div (sub (sum_R (mul {_SHIFT_A} {_SHIFT_B})) (div (mul (sum_R {_SHIFT_A}) (sum_R {_SHIFT_B})) N)) "
+        "N)")
+_VAR = _COV.replace(_SHIFT_B, _SHIFT_A)
+
 #: Identities that need the number of elements a reduction reads (``N``, known per program).
 _COUNT_SOURCE: list[tuple[str, str, str]] = [
     ("log-mean-exp", "(log (div (sum_R (exp a)) N))",
@@ -334,6 +340,12 @@ _COUNT_SOURCE: list[tuple[str, str, str]] = [
     ("rms-scaled-pow", "(sqrt (div (sum_R (pow a 2)) N))",
      "(where (lt 0 (max_R (abs a))) (mul (max_R (abs a)) (sqrt (div (sum_R (mul (div a (max_R (abs a))) "
      "(div a (max_R (abs a))))) N))) 0)"),
+    # A covariance or variance written expanded, E[ab] - E[a]E[b]: the two terms cancel where the means
+    # are large against the spread. Shifted by the rounded means, with the corrected two-pass term
+    # (Chan, Golub & LeVeque) that removes what the rounding of the means leaves: nothing large cancels.
+    ("cov-shifted", "(sub (div (sum_R (mul a b)) N) (mul (div (sum_R a) N) (div (sum_R b) N)))", _COV),
+    ("var-shifted", "(sub (div (sum_R (mul a a)) N) (mul (div (sum_R a) N) (div (sum_R a) N)))", _VAR),
+    ("var-shifted-pow", "(sub (div (sum_R (pow a 2)) N) (pow (div (sum_R a) N) 2))", _VAR),
     ("geometric-mean", "(pow (prod_R a) INV)",
      "(where (lt 2.2250738585072014e-308 (prod_R a)) (where (lt (prod_R a) 1.7976931348623157e308) "
      "(pow (prod_R a) INV) (exp (div (sum_R (log a)) N))) (exp (div (sum_R (log a)) N)))"),
