@@ -12,8 +12,8 @@ several are variations (3-argument quadratic forms, tan/sin/cos differences in t
 A second table: array programs (reductions, per-axis too) and special functions, our own forms of the
 families of issue 26 (log of products, log-mean-exp, softmax, logistic/softplus, log-scales, norms,
 log-gamma differences, exp differences, scaled complex division, quotients of products, root mean
-squares, selections by index, sums of lgamma, the normal CDF and quantile through erf / erfinv), with the
-time split per stage.
+squares, selections by index, sums of lgamma, the normal CDF and quantile through erf / erfinv, an
+expanded covariance), with the time split per stage.
 
     PYTHONPATH=. python benchmarks/bench_improve.py [--quick] [--hamming | --arrays] [NAME ...]
 """
@@ -107,6 +107,8 @@ ARRAY_CASES: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], Any]] = 
                  [(1e4, 1e15), (1.0, 1e3)]),
     "quantile": (lambda p: jnp.sqrt(2.0) * erfinv(2 * p - 1), [()], (1e-300, 0.5)),
     "logncdf": (lambda t: jnp.log((1 + erf(t / jnp.sqrt(2.0))) / 2), [()], (-35.0, 2.5)),
+    # A covariance written expanded, over values far from 0 (the two terms cancel).
+    "cov": (lambda x, y: jnp.mean(x * y) - jnp.mean(x) * jnp.mean(y), [(8,), (8,)], (1e8 - 4.0, 1e8 + 4.0)),
 }
 STAGES = ("localize", "judge", "catalogue", "saturate", "extract", "series", "regimes", "recheck")
 
