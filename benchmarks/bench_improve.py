@@ -12,7 +12,8 @@ several are variations (3-argument quadratic forms, tan/sin/cos differences in t
 A second table: array programs (reductions, per-axis too) and special functions, our own forms of the
 families of issue 26 (log of products, log-mean-exp, softmax, logistic/softplus, log-scales, norms,
 log-gamma differences, exp differences, scaled complex division, quotients of products, root mean
-squares), with the time split per stage.
+squares, selections by index, sums of lgamma, the normal CDF and quantile through erf / erfinv, an
+expanded covariance), with the time split per stage.
 
     PYTHONPATH=. python benchmarks/bench_improve.py [--quick] [--hamming | --arrays] [NAME ...]
 """
@@ -26,7 +27,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import erfc, gammaln
+from jax.scipy.special import erf, erfc, erfinv, gammaln
 
 import pytest_jaxstab as jst
 
@@ -96,6 +97,18 @@ ARRAY_CASES: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], Any]] = 
     "gnll-sd": (lambda x, mu, s: jnp.mean(jnp.log(jnp.exp(s)) + 0.5 * ((x - mu) / jnp.exp(s)) ** 2),
                 [(8,)] * 3, [(-10.0, 10.0), (-10.0, 10.0), (-800.0, 800.0)]),
     "cdiv-im": (lambda xr, xi, yr, yi: (xi * yr - xr * yi) / (yr * yr + yi * yi), [()] * 4, None),
+    # Selections (an element picked by index, a column, jnp.take, a dynamic slice at a constant start).
+    "sel-hypot": (lambda v: jnp.sqrt(v[0] * v[0] + v[2] * v[2]), [(3,)], (-1e300, 1e300)),
+    "sel-cbrt": (lambda x: jnp.cbrt(x[..., 1] + 1) - jnp.cbrt(x[..., 1]), [(2, 3)], (1.0, 1e300)),
+    "sel-label": (lambda z: jnp.log(jax.nn.softmax(z)[2]), [(5,)], (-800.0, 800.0)),
+    "sel-take": (lambda x: jnp.sqrt(jnp.take(x, 1) + 1) - jnp.sqrt(jnp.take(x, 1)), [(3,)], (0.0, 1e300)),
+    # Sums of lgamma (a log binomial coefficient) and the normal CDF / quantile written with erf / erfinv.
+    "logbinom": (lambda n, k: gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1), [(), ()],
+                 [(1e4, 1e15), (1.0, 1e3)]),
+    "quantile": (lambda p: jnp.sqrt(2.0) * erfinv(2 * p - 1), [()], (1e-300, 0.5)),
+    "logncdf": (lambda t: jnp.log((1 + erf(t / jnp.sqrt(2.0))) / 2), [()], (-35.0, 2.5)),
+    # A covariance written expanded, over values far from 0 (the two terms cancel).
+    "cov": (lambda x, y: jnp.mean(x * y) - jnp.mean(x) * jnp.mean(y), [(8,), (8,)], (1e8 - 4.0, 1e8 + 4.0)),
 }
 STAGES = ("localize", "judge", "catalogue", "saturate", "extract", "series", "regimes", "recheck")
 

@@ -75,7 +75,8 @@ _TRIGGERS: dict[str, frozenset[str]] = {
                           "xlogy", "xlog1py"}),
     "exp-scaling": frozenset({"exp", "div"}),
     "logistic-softplus": frozenset({"logistic", "softplus", "logaddexp"}),
-    "special": frozenset({"xlogy", "xlog1py", "erf", "erfc", "lgamma", "log_ndtr", "erf_inv", "digamma"}),
+    "special": frozenset({"xlogy", "xlog1py", "erf", "erfc", "lgamma", "log_ndtr", "erf_inv", "digamma",
+                          "ndtri"}),
 }
 
 

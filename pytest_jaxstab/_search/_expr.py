@@ -22,8 +22,9 @@ import mpmath
 
 from . import _special
 
-__all__ = ["OPS", "REDUCTIONS", "Op", "Term", "const", "cost", "evaluate_jax", "evaluate_mp", "is_const",
-           "is_reduction", "op", "reduction_axes", "replace", "size", "subterms", "variables"]
+__all__ = ["OPS", "REDUCTIONS", "Op", "Term", "const", "cost", "evaluate_jax", "evaluate_mp", "is_array_op",
+           "is_const", "is_reduction", "is_selection", "op", "reduction_axes", "replace", "selection_name",
+           "selection_spec", "selection_shape", "size", "subterms", "variables"]
 
 Term = tuple[Any, ...]
 
@@ -105,6 +106,7 @@ OPS: dict[str, Op] = {o.name: o for o in (
     _op("erf", 1, jax.scipy.special.erf, mpmath.erf, 20, "jax.scipy.special.erf({0})"),
     _op("erfc", 1, jax.scipy.special.erfc, mpmath.erfc, 20, "jax.scipy.special.erfc({0})"),
     _op("erf_inv", 1, jax.scipy.special.erfinv, mpmath.erfinv, 30, "jax.scipy.special.erfinv({0})"),
+    _op("ndtri", 1, jax.scipy.special.ndtri, _special.mp_ndtri, 30, "jax.scipy.special.ndtri({0})"),
     _op("log_ndtr", 1, jax.scipy.special.log_ndtr, _special.mp_log_ndtr, 40,
         "jax.scipy.special.log_ndtr({0})"),
     _op("logistic", 1, jax.nn.sigmoid, _special.mp_logistic, 10, "jax.nn.sigmoid({0})"),
@@ -176,9 +178,72 @@ def _reduction_op(kind: str) -> Op:
     return Op(kind, 1, apply, _no_mp, spec.cost, source)
 
 
+#: A static selection: the elements ``start:limit:stride`` on every axis of its operand, rank kept (size-1
+#: axes where one element is picked, as reductions keep theirs). ``x[0]``, ``x[..., k]``, ``x[1:3]``,
+#: ``lax.dynamic_slice`` with constant starts and ``jnp.take`` with a constant index lower to it; named
+#: ``sel_`` then ``{start}x{limit}x{stride}`` per axis joined by ``_`` (``sel_0x1x1_0x5x1``: row 0 of a
+#: 4x5 array). No mpmath semantics (arrays only).
+_SELECTION = "sel_"
+
+
+def selection_name(starts: Sequence[int], limits: Sequence[int], strides: Sequence[int] | None = None) -> str:
+    """The operator name of the static slice ``starts:limits:strides`` (strides default 1)."""
+    steps = list(strides) if strides is not None else [1] * len(starts)
+    return _SELECTION + "_".join(f"{int(s)}x{int(e)}x{int(t)}" for s, e, t in zip(starts, limits, steps))
+
+
+def selection_spec(kind: str) -> tuple[tuple[int, int, int], ...] | None:
+    """``((start, limit, stride), ...)`` per axis of a selection operator name; None for other names."""
+    if not kind.startswith(_SELECTION):
+        return None
+    try:
+        spec = tuple(tuple(int(v) for v in part.split("x")) for part in kind[len(_SELECTION):].split("_"))
+    except ValueError:
+        return None
+    if not spec or any(len(p) != 3 or p[2] < 1 or p[0] < 0 or p[1] < p[0] for p in spec):
+        return None
+    return spec  # type: ignore[return-value]
+
+
+def is_selection(kind: str) -> bool:
+    """Whether ``kind`` names a static selection (``sel_0x1x1``)."""
+    return selection_spec(kind) is not None
+
+
+def is_array_op(kind: str) -> bool:
+    """Whether ``kind`` works on whole arrays (a reduction or a selection): a program with one is judged on
+    whole arrays."""
+    return is_reduction(kind) or is_selection(kind)
+
+
+def selection_shape(kind: str) -> tuple[int, ...]:
+    """The shape a selection's result has (its operand's rank)."""
+    spec = selection_spec(kind)
+    assert spec is not None
+    return tuple(len(range(s, e, t)) for s, e, t in spec)
+
+
+@functools.cache
+def _selection_op(kind: str) -> Op:
+    spec = selection_spec(kind)
+    if spec is None:
+        raise KeyError(kind)
+    starts, limits, strides = (tuple(p[i] for p in spec) for i in range(3))
+
+    def apply(x: Any) -> Any:
+        return jax.lax.slice(x, starts, limits, strides)
+
+    tail = ")" if set(strides) == {1} else f", {strides!r})"
+    source = f"jax.lax.slice({{0}}, {starts!r}, {limits!r}" + tail
+    return Op(kind, 1, apply, _no_mp, 1, source)
+
+
 def op(kind: str) -> Op:
-    """The operator named ``kind``: an elementwise one of :data:`OPS` or a reduction (``sum_ax1``)."""
-    return OPS[kind] if kind in OPS else _reduction_op(kind)
+    """The operator named ``kind``: an elementwise one of :data:`OPS`, a reduction (``sum_ax1``) or a
+    selection (``sel_0x1x1``)."""
+    if kind in OPS:
+        return OPS[kind]
+    return _selection_op(kind) if is_selection(kind) else _reduction_op(kind)
 
 
 def replace(term: Term, old: Term, new: Term) -> Term:

@@ -20,7 +20,18 @@ from typing import Any
 import numpy as np
 
 from .. import _compat
-from ._expr import Term, const, is_reduction, reduction_axes, reduction_name
+from ._expr import (
+    Term,
+    const,
+    evaluate_mp,
+    is_reduction,
+    is_selection,
+    reduction_axes,
+    reduction_name,
+    selection_name,
+    selection_shape,
+    variables,
+)
 
 #: Where each operator node was written: (user ``file:line`` or None, primitive name) -> its terms.
 Sites = dict[tuple[str | None, str], list[Term]]
@@ -39,10 +50,12 @@ _DIRECT = {
 #: Library functions recognised by the name of their call (``jit`` / ``custom_jvp_call``), so that the
 #: search sees ``softplus(z)`` rather than the library's body: the identities are written over these.
 _NAMED = {"softplus": "softplus", "xlogy": "xlogy", "xlog1py": "xlog1py", "log_ndtr": "log_ndtr",
-          "logaddexp": "logaddexp"}
+          "logaddexp": "logaddexp", "ndtri": "ndtri"}
 _IDENTITY = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "copy", "copy_p",
              "optimization_barrier", "stop_gradient"}
 _REDUCE = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max", "reduce_min": "min"}
+#: Static selections (``_expr.selection_name``): a slice, and a dynamic slice or gather at constant indices.
+_SELECT = {"slice", "dynamic_slice", "gather"}
 _CALLS = {"jit", "closed_call", "core_call", "remat", "remat2", "checkpoint", "custom_jvp_call",
           "custom_vjp_call", "custom_vjp_call_jaxpr"}
 
@@ -173,6 +186,8 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
         return [(reduction_name(_REDUCE[name], None if axes == tuple(range(rank)) else axes), args[0])]
     if name == "dot_general" and sites is not None:
         return [_dot(eqn, args)]
+    if name in _SELECT and sites is not None:
+        return [_selection(eqn, name, args)]
     raise Unsupported(f"the primitive {name!r} ({_where(eqn)}) is not an elementwise operation the search "
                       f"knows")
 
@@ -222,6 +237,8 @@ class Shapes:
             out = self.inputs[term[1]]
         elif term[0] == "const":
             out = ()
+        elif is_selection(term[0]):
+            out = selection_shape(term[0])
         elif is_reduction(term[0]):
             parsed = reduction_axes(term[0])
             assert parsed is not None
@@ -240,7 +257,7 @@ class Shapes:
               operands: list[tuple[int, ...]]) -> None:
         kept = self.of(term)
         bad = _nonunit(kept) != _nonunit(real)
-        if name in _REDUCE and self.of(term[1]) != operands[0]:
+        if (name in _REDUCE or name in _SELECT) and self.of(term[1]) != operands[0]:
             bad = True  # the axes refer to the operand as traced: it must be that exact shape
         if name == "broadcast_in_dim" and _nonunit(kept):
             expected = [1] * len(real)
@@ -271,6 +288,55 @@ def _dot(eqn: Any, args: list[Term]) -> Term:
                           "search takes vector dots and matrix-vector products (a sum of products)")
     axes = None if lr == rr else tuple(range(lr - rr, lr))
     return (reduction_name("sum", axes), ("mul", args[0], args[1]))
+
+
+def _static_index(term: Term, eqn: Any) -> int:
+    """The value of an index computed from constants only (``jnp.take``'s wrap of a negative index)."""
+    if variables(term):
+        raise Unsupported(f"{_compat.primitive_name(eqn)} at an index computed from the inputs "
+                          f"({_where(eqn)}); the search takes selections at constant indices")
+    try:
+        value = float(evaluate_mp(term, []))
+    except (TypeError, ValueError, KeyError):
+        raise Unsupported(f"{_compat.primitive_name(eqn)} at an index the search cannot fold "
+                          f"({_where(eqn)})") from None
+    return int(value)
+
+
+def _selection(eqn: Any, name: str, args: list[Term]) -> Term:
+    """A slice, a dynamic slice at constant starts, or a gather of one block at a constant index, as the
+    static selection ``_expr.selection_name`` (starts clamped into the operand as JAX clamps them)."""
+    shape = tuple(int(d) for d in _compat.aval(eqn.invars[0]).shape)
+    if name == "slice":
+        starts = tuple(int(v) for v in eqn.params["start_indices"])
+        limits = tuple(int(v) for v in eqn.params["limit_indices"])
+        strides = tuple(int(v) for v in (eqn.params.get("strides") or (1,) * len(starts)))
+        return (selection_name(starts, limits, strides), args[0])
+    if name == "dynamic_slice":
+        sizes = tuple(int(v) for v in eqn.params["slice_sizes"])
+        raw = [_static_index(t, eqn) for t in args[1:1 + len(shape)]]
+        starts = tuple(min(max(v, 0), d - z) for v, d, z in zip(raw, shape, sizes))
+        return (selection_name(starts, tuple(a + z for a, z in zip(starts, sizes))), args[0])
+    dn = eqn.params["dimension_numbers"]
+    sizes = tuple(int(v) for v in eqn.params["slice_sizes"])
+    index_shape = tuple(int(d) for d in _compat.aval(eqn.invars[1]).shape)
+    mapped = tuple(int(d) for d in dn.start_index_map)
+    offsets = tuple(int(d) for d in dn.offset_dims)
+    if (getattr(dn, "operand_batching_dims", ()) or len(mapped) != 1
+            or int(np.prod(index_shape)) != 1 or offsets != tuple(range(len(offsets)))):
+        raise Unsupported(f"gather of several blocks or with batch dimensions ({_where(eqn)}); the search "
+                          "takes one element or block at a constant index")
+    index = _static_index(args[1], eqn)
+    axis, size = mapped[0], sizes[mapped[0]]
+    mode = str(eqn.params.get("mode", ""))
+    if not 0 <= index <= shape[axis] - size:
+        if "CLIP" not in mode.upper():
+            raise Unsupported(f"gather at index {index} outside the operand's {shape[axis]} elements "
+                              f"({_where(eqn)}): JAX fills that with NaN")
+        index = min(max(index, 0), shape[axis] - size)
+    starts = tuple(index if d == axis else 0 for d in range(len(shape)))
+    limits = tuple(a + z for a, z in zip(starts, sizes))
+    return (selection_name(starts, limits), args[0])
 
 
 def _where(eqn: Any) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ._expr import OPS, REDUCTIONS, Term, const, is_reduction, reduction_axes
+from ._expr import OPS, REDUCTIONS, Term, const, is_array_op, is_reduction, reduction_axes
 
 __all__ = ["REDUCTION_RULES", "RULES", "Rule", "apply_at_root", "parse", "rules_for"]
 
@@ -263,6 +263,21 @@ _SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
         ("erf-neg", "(erf (neg a))", "(neg (erf a))", True),
         ("log-erfc", "(log (erfc a))", "(add (log_ndtr (neg (mul a (sqrt 2)))) (log 2))", False),
         ("log-ndtr-def", "(log (mul 0.5 (erfc (neg (div a (sqrt 2))))))", "(log_ndtr a)", False),
+        # The normal CDF written with erf or erfc, halved by a product or a quotient, or as the complement
+        # of the upper tail: its log is log_ndtr (no 1 + erf cancellation, no erfc underflow).
+        ("log-half-erfc", "(log (mul 0.5 (erfc a)))", "(log_ndtr (neg (mul a (sqrt 2))))", False),
+        ("log-erfc-half", "(log (div (erfc a) 2))", "(log_ndtr (neg (mul a (sqrt 2))))", False),
+        ("log-half-one-plus-erf", "(log (mul 0.5 (add 1 (erf a))))", "(log_ndtr (mul a (sqrt 2)))", False),
+        ("log-one-plus-erf-half", "(log (div (add 1 (erf a)) 2))", "(log_ndtr (mul a (sqrt 2)))", False),
+        ("log-one-minus-half-erfc", "(log (sub 1 (mul 0.5 (erfc a))))", "(log_ndtr (mul a (sqrt 2)))",
+         False),
+        ("log1p-neg-half-erfc", "(log1p (neg (mul 0.5 (erfc a))))", "(log_ndtr (mul a (sqrt 2)))", False),
+        # The normal quantile written with erfinv: 2p - 1 cancels for small p (erfinv(-1 + tiny) loses
+        # every bit the subtraction rounded away); ndtri takes p itself.
+        ("ndtri-erfinv", "(mul (sqrt 2) (erf_inv (sub (mul 2 a) 1)))", "(ndtri a)", False),
+        ("erfinv-ndtri", "(erf_inv (sub (mul 2 a) 1))", "(div (ndtri a) (sqrt 2))", False),
+        ("erfinv-one-minus", "(erf_inv (sub 1 a))", "(neg (div (ndtri (div a 2)) (sqrt 2)))", False),
+        ("erfinv-minus-one", "(erf_inv (sub a 1))", "(div (ndtri (div a 2)) (sqrt 2))", False),
         ("lgamma-diff", "(sub (lgamma (add a b)) (lgamma a))", "(lgammadiff a b)", False),
         ("lgamma-diff-sub", "(sub (lgamma (sub a b)) (lgamma a))", "(lgammadiff a (neg b))", False),
         ("lgamma-rec", "(lgamma (add a 1))", "(add (lgamma a) (log a))", False),
@@ -306,6 +321,12 @@ _REDUCTION_SOURCE: list[tuple[str, str, str, bool]] = [
     ("sqrt-of-scaled", "(sqrt (mul (mul a a) b))", "(mul (abs a) (sqrt b))", False),
 ]
 
+_SHIFT_A, _SHIFT_B = "(sub a (div (sum_R a) N))", "(sub b (div (sum_R b) N))"
+#: sum((a - ma)(b - mb)) - sum(a - ma) sum(b - mb) / N, over N: the corrected two-pass covariance.
+_COV = (f"(div (sub (sum_R (mul {_SHIFT_A} {_SHIFT_B})) (div (mul (sum_R {_SHIFT_A}) (sum_R {_SHIFT_B})) N)) "
+        "N)")
+_VAR = _COV.replace(_SHIFT_B, _SHIFT_A)
+
 #: Identities that need the number of elements a reduction reads (``N``, known per program).
 _COUNT_SOURCE: list[tuple[str, str, str]] = [
     ("log-mean-exp", "(log (div (sum_R (exp a)) N))",
@@ -319,6 +340,12 @@ _COUNT_SOURCE: list[tuple[str, str, str]] = [
     ("rms-scaled-pow", "(sqrt (div (sum_R (pow a 2)) N))",
      "(where (lt 0 (max_R (abs a))) (mul (max_R (abs a)) (sqrt (div (sum_R (mul (div a (max_R (abs a))) "
      "(div a (max_R (abs a))))) N))) 0)"),
+    # A covariance or variance written expanded, E[ab] - E[a]E[b]: the two terms cancel where the means
+    # are large against the spread. Shifted by the rounded means, with the corrected two-pass term
+    # (Chan, Golub & LeVeque) that removes what the rounding of the means leaves: nothing large cancels.
+    ("cov-shifted", "(sub (div (sum_R (mul a b)) N) (mul (div (sum_R a) N) (div (sum_R b) N)))", _COV),
+    ("var-shifted", "(sub (div (sum_R (mul a a)) N) (mul (div (sum_R a) N) (div (sum_R a) N)))", _VAR),
+    ("var-shifted-pow", "(sub (div (sum_R (pow a 2)) N) (pow (div (sum_R a) N) 2))", _VAR),
     ("geometric-mean", "(pow (prod_R a) INV)",
      "(where (lt 2.2250738585072014e-308 (prod_R a)) (where (lt (prod_R a) 1.7976931348623157e308) "
      "(pow (prod_R a) INV) (exp (div (sum_R (log a)) N))) (exp (div (sum_R (log a)) N)))"),
@@ -341,7 +368,7 @@ def parse(text: str) -> Term:
             while tokens[pos] != ")":
                 args.append(go())
             pos += 1
-            if ((op.endswith("_R") and op[:-2] in REDUCTIONS) or is_reduction(op)) and len(args) == 1:
+            if ((op.endswith("_R") and op[:-2] in REDUCTIONS) or is_array_op(op)) and len(args) == 1:
                 return (op, *args)
             if op not in OPS or OPS[op].arity != len(args):
                 raise ValueError(f"bad operator {op!r} with {len(args)} operands in {text!r}")
@@ -393,7 +420,8 @@ def _suffixed(term: Term, suffix: str) -> Term:
 
 def rules_for(term: Term, counts: dict[str, int] | None = None) -> tuple[Rule, ...]:
     """:data:`REDUCTION_RULES` instantiated for every axes of a reduction in ``term`` (none without);
-    with ``counts`` (reduction name -> elements it reads), the identities that need that count too."""
+    with ``counts`` (reduction name -> elements it reads), the identities that need that count too; the
+    selection identities for every selection in ``term`` (``_selection``)."""
     count_rules = []
     for kind, n in (counts or {}).items():
         suffix = kind[len(reduction_axes(kind)[0]):] if is_reduction(kind) else None  # type: ignore[index]
@@ -415,8 +443,12 @@ def rules_for(term: Term, counts: dict[str, int] | None = None) -> tuple[Rule, .
             if suffix not in suffixes:
                 suffixes.append(suffix)
         stack.extend(t[1:])
+    from ._selection import selection_rules
+
+    selecting = tuple(Rule(name, "selection", parse(lhs), parse(rhs))
+                      for name, lhs, rhs in selection_rules(term))
     return tuple(Rule(f"{r.name}{sx}", r.family, _suffixed(r.lhs, sx), _suffixed(r.rhs, sx))
-                 for sx in suffixes for r in REDUCTION_RULES) + tuple(count_rules)
+                 for sx in suffixes for r in REDUCTION_RULES) + tuple(count_rules) + selecting
 
 
 def _match(pattern: Term, term: Term, binding: dict[str, Term]) -> bool:

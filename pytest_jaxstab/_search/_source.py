@@ -5,7 +5,7 @@ from __future__ import annotations
 import keyword
 from collections.abc import Sequence
 
-from ._expr import Term, op, subterms
+from ._expr import Term, is_selection, op, subterms
 from ._special import HELPERS
 
 __all__ = ["expression", "function_source"]
@@ -48,12 +48,14 @@ def expression(term: Term, names: Sequence[str]) -> str:
 def function_source(term: Term, names: Sequence[str], name: str, shape: tuple[int, ...] | None = None) -> str:
     """A pasteable ``def name(*names): return ...`` computing ``term`` with ``jax.numpy as jnp``.
 
-    With ``shape`` (an array program, whose reductions keep their axes), the result is reshaped to it.
+    With ``shape`` (an array program, whose reductions and selections keep their axes), the result is
+    reshaped to it.
     Operators without a library function (``log_gamma_difference``) get their helper ``def`` first.
     """
     fname = name if name.isidentifier() and not keyword.iskeyword(name) else "improved"
     body = expression(term, names)
-    per_axis = any(t[0].partition("_ax")[1] for t in subterms(term) if t[0] not in ("var", "const"))
+    per_axis = any(t[0].partition("_ax")[1] or is_selection(t[0]) for t in subterms(term)
+                   if t[0] not in ("var", "const"))
     if shape is not None and per_axis:
         body = f"jnp.reshape({body}, {shape!r})"  # the per-axis reductions kept their axes
     helpers = "".join(HELPERS[k] + "\n\n" for k in sorted({t[0] for t in subterms(term)} & set(HELPERS)))

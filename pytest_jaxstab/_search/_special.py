@@ -22,7 +22,7 @@ import mpmath
 from ..rewrites._forms_gamma import lgamma_difference as lgamma_difference
 
 __all__ = ["HELPERS", "lgamma_difference", "logsumexp", "mp_lgamma", "mp_lgamma_difference", "mp_log_ndtr",
-           "mp_logistic", "mp_softplus", "mp_xlog1py", "mp_xlogy"]
+           "mp_logistic", "mp_ndtri", "mp_softplus", "mp_xlog1py", "mp_xlogy"]
 
 #: Below this ``x`` the plain difference of ``lgamma`` is used (there it loses at most a few bits; above,
 #: the omitted term of the tail, ``3617 / (122400 y^15)``, is below 1e-21).
@@ -39,6 +39,11 @@ def mp_lgamma(a: Any) -> Any:
 def mp_log_ndtr(a: Any) -> Any:
     """log of the standard normal CDF."""
     return mpmath.log(mpmath.erfc(-a / mpmath.sqrt(2)) / 2)
+
+
+def mp_ndtri(a: Any) -> Any:
+    """The standard normal quantile (inverse CDF)."""
+    return mpmath.sqrt(2) * mpmath.erfinv(2 * a - 1)
 
 
 def mp_logistic(a: Any) -> Any:
