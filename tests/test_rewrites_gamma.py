@@ -463,3 +463,42 @@ def test_broadcast_scalar_and_keepdims_shapes():
     kk = np.broadcast_to(k, n.shape).ravel()
     want = [_mp_binom(MP.mpf(float(a)), MP.mpf(float(b))) for a, b in zip(n.ravel(), kk)]
     assert _errors(got, want, F32).max() <= 2.0
+
+
+# ------------------------------------------------------------------ lgamma at its zeros: lgamma1p
+NEAR_ONE = {
+    "gammaln(k + 1)": (lambda k: gammaln(k + 1.0), 1),
+    "lax.lgamma(1 + k)": (lambda k: lax.lgamma(1.0 + k), 1),
+    "gammaln(2.0 + k)": (lambda k: gammaln(2.0 + k), 2),
+}
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("name", list(NEAR_ONE))
+def test_lgamma_at_its_zeros_keeps_a_small_shift(name: str, dtype: Any):
+    # lgamma(c + k) for tiny k is -γk (c = 1) or (1 - γ)k (c = 2): relative condition number in k
+    # about 1, yet c + k rounds to c and lgamma of it is 0 (all bits lost). For |k| < 0.3, 2 bits
+    # max: the series and a log1p are a few roundings of terms of one sign. Beyond, the form is
+    # gammaln (and a log1p): never worse than the written form by more than a rounding (1 bit).
+    fn, c = NEAR_ONE[name]
+    rng = np.random.default_rng(5)
+    near = np.concatenate([10.0 ** rng.uniform(-30, -0.6, 30),
+                           -(10.0 ** rng.uniform(-30, -0.6, 30))]).astype(dtype)
+    far = rng.uniform(1.5, 40.0, 20).astype(dtype)
+    fixed = jax.jit(jst.stabilize(fn))
+    assert "lgamma_near_one" in {str(a.rule) for a in jst.explain(fn, jnp.asarray(near))}
+    for k, bound in ((near, None), (far, "never worse")):
+        exact = [MP.loggamma(MP.mpf(float(v)) + c) for v in k]
+        err = _errors(np.asarray(fixed(jnp.asarray(k))), exact, dtype)
+        written = _errors(np.asarray(fn(jnp.asarray(k))), exact, dtype)
+        if bound is None:
+            assert err.max() <= 2.0
+            assert written.max() > 8  # the written form fails here
+        else:
+            assert (err <= np.maximum(written, 1.0) + 1.0).all()
+
+
+def test_lgamma_near_one_leaves_sums_of_lgamma_terms_to_lgamma_sum():
+    fn = lambda n, k: gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)  # noqa: E731
+    rules = {str(a.rule) for a in jst.explain(fn, jnp.ones(3) * 1e6, jnp.ones(3))}
+    assert rules == {"lgamma_sum"}

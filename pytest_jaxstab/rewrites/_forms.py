@@ -485,6 +485,7 @@ def _tanh_jvp(primals: Any, tangents: Any) -> Any:
 # ``jst.rewrites.forms`` stays the one place users find every stable form.
 from ._forms_gamma import betaln as betaln  # noqa: E402
 from ._forms_gamma import digamma_difference as digamma_difference  # noqa: E402
+from ._forms_gamma import lgamma1p as lgamma1p  # noqa: E402
 from ._forms_gamma import lgamma_difference as lgamma_difference  # noqa: E402
 from ._forms_stats import div_exp as div_exp  # noqa: E402
 from ._forms_stats import entropy_terms as entropy_terms  # noqa: E402

@@ -39,6 +39,7 @@ from jax import lax
 from .. import _compat
 from . import _forms_gamma as fg
 from ._match import Graph, Match
+from ._pattern import any_of, const, op, var
 from ._rule import Rule
 
 __all__ = ["GAMMA_RULES", "LGAMMA_SUM"]
@@ -50,6 +51,7 @@ _MAX_NODES = 64  # nodes of one add/sub tree a match walks
 _MAX_CANDIDATES = 48
 
 _HAS_GAMMA: weakref.WeakKeyDictionary[Graph, bool] = weakref.WeakKeyDictionary()
+_ALONE: weakref.WeakKeyDictionary[Graph, bool] = weakref.WeakKeyDictionary()
 
 Linear = dict[Any, Fraction]  # atom -> coefficient; None -> the constant
 
@@ -432,5 +434,29 @@ LGAMMA_SUM = Rule(
     example=lambda n, k: (lax.lgamma(n + 1.0) - lax.lgamma(k + 1.0) - lax.lgamma(n - k + 1.0)),
     example_shapes=((8,), (8,)), example_domain=(1.0, 1e6))
 
+def _lgamma_near_one(k: Any, c: float) -> Any:
+    """lgamma(c + k), c = 1 or 2 (lgamma's zeros), through ``forms.lgamma1p``: ``c + k`` rounds to
+    c for tiny k and lgamma of it is 0, where the value is -γk (c = 1) or (1 - γ)k (c = 2): a log
+    binomial coefficient's ``lgamma(k + 1)`` at k = 1e-20. The problem is well conditioned in k
+    there (relative condition number about 1); lgamma of the rounded sum is not."""
+    return fg.lgamma1p(k) if c == 1.0 else jnp.log1p(k) + fg.lgamma1p(k)  # Γ(2+k) = (1+k)Γ(1+k)
+
+
+_NEAR_ONE = const(lambda v: v in (1.0, 2.0), name="c")
+
+
+def _alone(g: Graph, i: int) -> bool:
+    """The only lgamma/digamma of the program: sums of several are lgamma_sum's (the structural
+    phase runs after this pattern rule, and a term this rule took would be hidden from it)."""
+    got = _ALONE.get(g)
+    if got is None:
+        got = _ALONE[g] = sum(_compat.primitive_name(e) in _KINDS for e in g.eqns) == 1
+    return got
+
+#: ``lgamma(1 + k)`` and ``lgamma(2 + k)`` (either order): lgamma at its zeros, see above.
+LGAMMA_NEAR_ONE = Rule(
+    "lgamma_near_one", op("lgamma", any_of(op("add", var("k"), _NEAR_ONE))), _lgamma_near_one,
+    gate=_alone, example=lambda k: lax.lgamma(k + 1.0), example_domain=(-0.5, 0.5))
+
 #: The rules of this module, in catalogue order.
-GAMMA_RULES: tuple[Rule, ...] = (LGAMMA_SUM,)
+GAMMA_RULES: tuple[Rule, ...] = (LGAMMA_NEAR_ONE, LGAMMA_SUM)
