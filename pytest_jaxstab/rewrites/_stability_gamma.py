@@ -436,7 +436,7 @@ LGAMMA_SUM = Rule(
 
 def _lgamma_near_one(k: Any, c: float) -> Any:
     """lgamma(c + k), c = 1 or 2 (lgamma's zeros), through ``forms.lgamma1p``: ``c + k`` rounds to
-    c for tiny k and lgamma of it is 0, where the value is -γk (c = 1) or (1 - γ)k (c = 2): a log
+    c for tiny k and lgamma of it is 0, where the value is -gamma·k (c = 1) or (1 - gamma)·k (c = 2): a log
     binomial coefficient's ``lgamma(k + 1)`` at k = 1e-20. The problem is well conditioned in k
     there (relative condition number about 1); lgamma of the rounded sum is not."""
     return fg.lgamma1p(k) if c == 1.0 else jnp.log1p(k) + fg.lgamma1p(k)  # Γ(2+k) = (1+k)Γ(1+k)
