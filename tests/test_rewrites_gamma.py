@@ -476,7 +476,7 @@ NEAR_ONE = {
 @pytest.mark.parametrize("dtype", [F32, F64])
 @pytest.mark.parametrize("name", list(NEAR_ONE))
 def test_lgamma_at_its_zeros_keeps_a_small_shift(name: str, dtype: Any):
-    # lgamma(c + k) for tiny k is -γk (c = 1) or (1 - γ)k (c = 2): relative condition number in k
+    # lgamma(c + k) for tiny k is -gamma·k (c = 1) or (1 - gamma)·k (c = 2): relative condition number in k
     # about 1, yet c + k rounds to c and lgamma of it is 0 (all bits lost). For |k| < 0.3, 2 bits
     # max: the series and a log1p are a few roundings of terms of one sign. Beyond, the form is
     # gammaln (and a log1p): never worse than the written form by more than a rounding (1 bit).
