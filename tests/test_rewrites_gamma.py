@@ -499,6 +499,6 @@ def test_lgamma_at_its_zeros_keeps_a_small_shift(name: str, dtype: Any):
 
 
 def test_lgamma_near_one_leaves_sums_of_lgamma_terms_to_lgamma_sum():
-    fn = lambda n, k: gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)  # noqa: E731
+    fn = lambda n, k: gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
     rules = {str(a.rule) for a in jst.explain(fn, jnp.ones(3) * 1e6, jnp.ones(3))}
     assert rules == {"lgamma_sum"}
