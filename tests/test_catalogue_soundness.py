@@ -9,14 +9,18 @@ that fails this is a bug in the rule, not a tolerance to widen.
 
 from __future__ import annotations
 
+import jax
 import pytest
 
 from pytest_jaxstab import check
 from pytest_jaxstab.rewrites import STABILITY, STABILITY_FAST
 
 # the opt-in fast variants (STABILITY_FAST) are held to the same rule
+# jax 0.10 inlines ndtri into its own equations, so a rule on ndtri(1 - p) has nothing to match there
+OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
+OLD_JAX_CANNOT_FIRE = {"ndtri_complement"} if OLD_JAX else set()
 RULES = [rule for rule in (*STABILITY, *(r for r in STABILITY_FAST if r not in STABILITY))
-         if rule.example is not None]
+         if rule.example is not None and rule.name not in OLD_JAX_CANNOT_FIRE]
 
 
 def test_every_stability_rule_has_an_example():

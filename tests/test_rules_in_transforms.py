@@ -23,7 +23,16 @@ import pytest_jaxstab as jst
 from pytest_jaxstab.oracles import error_bits
 from pytest_jaxstab.rewrites import STABILITY
 
-RULES = [r for r in STABILITY if r.example is not None]
+OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
+# jax 0.10 inlines ndtri into its own equations, so a rule on ndtri(1 - p) has nothing to match there
+OLD_JAX_CANNOT_FIRE = {"ndtri_complement"} if OLD_JAX else set()
+# jax 0.10's erfcx and ndtri close over coefficient arrays: a replacement calling them has constants,
+# which a cond branch or scan body cannot take (rewrites/_engine._rebindable), so there the rule is
+# not applied on 0.10 (the program keeps its written form; jit and vmap are rewritten)
+OLD_JAX_CONSTS = {(name, ctx) for name in ("normal_cdf", "scaled_normal_cdf", "log_normal_cdf",
+                                           "log_erfc", "normal_quantile")
+                  for ctx in ("cond", "scan")} if OLD_JAX else set()
+RULES = [r for r in STABILITY if r.example is not None and r.name not in OLD_JAX_CANNOT_FIRE]
 
 
 def _inputs(rule: Any, seed: int = 0) -> list[np.ndarray]:
@@ -71,7 +80,9 @@ def _bits(a: Any, b: Any) -> float:
 
 @pytest.mark.parametrize("context", list(CONTEXTS))
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
-def test_rule_fires_and_runs_inside(rule: Any, context: str):
+def test_rule_fires_and_runs_inside(rule: Any, context: str, request: pytest.FixtureRequest):
+    if (rule.name, context) in OLD_JAX_CONSTS:
+        request.applymarker(pytest.mark.xfail(reason="jax 0.10: see OLD_JAX_CONSTS", strict=True))
     args = _inputs(rule)
     wrapped = CONTEXTS[context](rule.example)
     assert jst.explain(wrapped, *args, rules=[rule]).rules == [rule.name]

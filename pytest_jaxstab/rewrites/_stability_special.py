@@ -94,8 +94,19 @@ def _graph_has_special(g: Graph) -> bool:
     last = _LAST[0]() if _LAST[0] is not None else None
     if last is not g:
         _LAST[0] = weakref.ref(g)
-        _LAST[1] = any(_compat.primitive_name(e) in _SPECIAL for e in g.eqns)
+        _LAST[1] = _has_special(g.eqns, 0)
     return bool(_LAST[1])
+
+
+def _has_special(eqns: Any, depth: int) -> bool:
+    """erf/erfc/erf_inv among ``eqns`` or in their sub-jaxprs: jax 0.10 keeps ``jax.scipy``'s erf
+    in a jit call of its own, which a ``cond`` or ``scan`` body holds as an equation with a jaxpr."""
+    for e in eqns:
+        if _compat.primitive_name(e) in _SPECIAL:
+            return True
+        if depth < 4 and any(_has_special(sub.jaxpr.eqns, depth + 1) for _, sub in _compat.subjaxprs(e)):
+            return True
+    return False
 
 
 def _producer(g: Graph, atom: Any) -> Any:
