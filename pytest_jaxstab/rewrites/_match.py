@@ -81,6 +81,18 @@ class Graph:
         i = self.producer.get(atom)
         return None if i is None else (i, self.eqns[i])
 
+    def producer_past_glue(self, atom: Any, limit: int = 16) -> Any:
+        """The first non-glue equation producing ``atom``, seeing through at most ``limit`` glue
+        equations (None for an input or a literal, or past the limit)."""
+        for _ in range(limit):
+            prod = self.producer_eqn(atom)
+            if prod is None:
+                return None
+            if not self.is_glue(prod[1]):
+                return prod[1]
+            atom = prod[1].invars[0]
+        return None
+
     def head(self, atom: Any) -> tuple[str | None, bool]:
         """``(primitive, constant)``: the primitive producing ``atom`` once glue is seen through (None
         for an input or a literal), and whether it is a constant a ``const`` pattern may match."""

@@ -43,17 +43,8 @@ def _example(f: Any, shapes: Any = ((8,),), domain: Any = None) -> dict[str, Any
 
 # ------------------------------------------------------------------------------ looking at operands
 def _producer(g: Graph, atom: Any) -> Any:
-    """The equation producing ``atom`` once glue is seen through (None for an input or constant)."""
-    for _ in range(8):
-        if _compat.is_literal(atom):
-            return None
-        prod = g.producer_eqn(atom)
-        if prod is None:
-            return None
-        if not g.is_glue(prod[1]):
-            return prod[1]
-        atom = prod[1].invars[0]
-    return None
+    """The equation producing ``atom`` once glue is seen through (``Graph.producer_past_glue``)."""
+    return g.producer_past_glue(atom, 8)
 
 
 def _is_one(g: Graph, atom: Any) -> bool:

@@ -110,15 +110,8 @@ def _has_special(eqns: Any, depth: int) -> bool:
 
 
 def _producer(g: Graph, atom: Any) -> Any:
-    """The first non-glue equation producing ``atom`` (None for inputs and literals)."""
-    for _ in range(16):
-        prod = g.producer_eqn(atom)
-        if prod is None:
-            return None
-        if not g.is_glue(prod[1]):
-            return prod[1]
-        atom = prod[1].invars[0]
-    return None
+    """The equation producing ``atom`` once glue is seen through (``Graph.producer_past_glue``)."""
+    return g.producer_past_glue(atom)
 
 
 def _reads_special(g: Graph, eqn: Any, depth: int) -> bool:
