@@ -97,11 +97,16 @@ def _times_exp_neg_half_square(v: Any, t: Any, t_lo: Any = None) -> Any:
     return jnp.where(t > big, (v * e) * math.exp(-c), v * e)
 
 
+_T_MAX = 1e4
+
+
 def _parts(x: Any, rel: float) -> tuple[Any, Any, Any, Any]:
     """``(w, t, t_lo, dtype)``: x widened, t = |x|, and ``t·rel`` (None for rel = 0): the argument is
     ``t·(1 + rel)``, a scale the program wrote as a constant within 2^-20 of 1/√2 times √2."""
     w, dtype = _wide(x)
-    t = jnp.abs(w)
+    # |x| clamped where every tail is 0 in float64 (Q(40) < 1e-348): an infinite argument (x / s with a
+    # zero or flushed s, as written) would make the tail's exact square inf - inf = NaN; Φ(±inf) is 1 / 0.
+    t = jnp.minimum(jnp.abs(w), _T_MAX)
     return w, t, (None if rel == 0 else t * rel), dtype
 
 
@@ -130,6 +135,21 @@ def _ndtr_jvp(rel: float, primals: Any, tangents: Any) -> Any:
     return ndtr(x, rel), density * tx
 
 
+@jax.custom_jvp
+def quotient(u: Any, s: Any) -> Any:
+    """``u / s`` whose derivative is ``(du - (u/s)·ds) / s``: JAX's own divides by ``s²``, which is
+    flushed to zero for |s| < 1.1e-19 in float32 (a normal CDF's tiny scale) and makes a zero
+    cotangent NaN (0·inf) where the quotient's derivative is finite."""
+    return u / s
+
+
+@quotient.defjvp
+def _quotient_jvp(primals: Any, tangents: Any) -> Any:
+    (u, s), (du, ds) = primals, tangents
+    q = u / s
+    return q, (du - q * ds) / s
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
 def scaled_ndtr(y: Any, x: Any, rel: float = 0.0) -> Any:
     """y·Φ(x·(1 + rel)) (the exact GELU: y = x), the product taken before Φ's tail gets below the
@@ -139,7 +159,9 @@ def scaled_ndtr(y: Any, x: Any, rel: float = 0.0) -> Any:
     v = jnp.asarray(y).astype(w.dtype)
     u = t if t_lo is None else t + t_lo
     tail = _times_exp_neg_half_square(v, t, t_lo) * (0.5 * _erfcx(u * _INV_SQRT2))
-    return jnp.where(w < 0, tail, v - tail).astype(dtype)
+    # x >= 0: y·(1 - Q(x)), 1 - Q in [1/2, 1] (no cancellation); not y - y·Q, whose y·Q is flushed to
+    # zero where y is near the smallest normal (16 bits lost at y = 3e-37, x = 2.6 in float32)
+    return jnp.where(w < 0, tail, v * (1 - _upper_tail(t, t_lo))).astype(dtype)
 
 
 @scaled_ndtr.defjvp
