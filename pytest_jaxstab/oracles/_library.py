@@ -371,6 +371,16 @@ def _mish(x: Ball) -> Ball:
     return F["mul"](x, F["tanh"](_softplus(x)))
 
 
+def _exp_neg_sq(x: Ball) -> Ball:
+    """``exp(-x^2)``: the factor of erf's derivative, which JAX (0.11+) writes with ``|x|`` clamped to 11
+    and a split square: its body is exp(-121) for |x| > 11 where the function is far smaller."""
+    if x is None:
+        return None
+    if _is_inf(x, 1) or _is_inf(x, -1):
+        return ZERO
+    return (-(x * x)).exp()
+
+
 def _wofz(z: Ball) -> Ball:
     """The Faddeeva function ``w(z) = exp(-z^2) erfc(-i z)`` on complex balls (entire: no cut)."""
     if z is None:
@@ -400,6 +410,7 @@ BUILTIN: dict[tuple[str, str], Routine] = {
     # jax 0.10: a custom_jvp call of one operand (n is static) around a jit of `expn` itself on (n, x)
     (_SPECIAL, "expn"): Routine("expn", _expn, 2, "jax.scipy.special"),
     (_SPECIAL, "hyp1f1"): Routine("hyp1f1", _hyp1f1, 3, "jax.scipy.special"),
+    ("jax/_src/lax/erf.py", "exp_neg_sq"): Routine("exp_neg_sq", _exp_neg_sq, 1, "jax.lax"),
     (_SPECIAL, "_wofz"): Routine("wofz", _wofz, 1, "jax.scipy.special", complex=True),
     (_SPECIAL, "poch"): Routine("poch", _poch, 2, "jax.scipy.special"),
     (_NUMPY, "i0_impl"): Routine("i0", _bessel_i(0), 1, "jax.scipy.special"),
