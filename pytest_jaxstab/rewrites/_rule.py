@@ -34,6 +34,9 @@ class Rule:
         ``match.captures`` as keyword arguments as usual.
       example / example_shapes / example_domain: a small function made of the pattern, its input
         shapes and domain: used by the catalogue soundness test and the docs.
+      examples: more programs made of the pattern, for alternatives that :func:`verify` cannot build
+        from the pattern itself (an index read from the inputs, a library call it does not know):
+        functions of ``example_shapes`` arrays, or ``(fn, shapes, domain)`` triples.
       complex_ok: the identity (and the replacement) hold for complex arguments; without it a match
         that reads or makes a complex value is refused (``_complex_guard``).
       gate: optional cheap test ``(graph, eqn_index) -> bool`` run before the pattern is matched at
@@ -60,6 +63,7 @@ class Rule:
     example: Callable[..., Any] | None = None
     example_shapes: Sequence[tuple[int, ...]] = ((8,),)
     example_domain: Any = None
+    examples: Sequence[Any] = ()
     complex_ok: bool = False
     composable: bool = False
     gate: Callable[[Graph, int], bool] | None = None

@@ -292,7 +292,10 @@ def _inv_matmul(A: Any, b: Any, dn: Any = None) -> Any:
 
 
 INV_MATMUL = Rule("inv_matmul", op("dot_general", _INV, b, dimension_numbers=param("dn")), _inv_matmul,
-                  where=_inv_matmul_where)
+                  where=_inv_matmul_where,
+                  # a diagonally dominant matrix (entries of A in (-1, 1)): invertible, well conditioned
+                  examples=((lambda A, v: jnp.linalg.inv(A + 8 * jnp.eye(4)) @ v, ((4, 4), (4,)),
+                             (-1.0, 1.0)),))
 
 
 # 18 ------------------------------------------------------------------------------ inv_jitter (opt-in)

@@ -199,7 +199,9 @@ def _log_where(c: Any, a: Any, b: Any) -> Any:
 
 LOG_WHERE = Rule(
     "log_where", op("log", _WHERE), _log_where, where=_boolean_predicate, gate=_log_where_gate,
-    composable=True,
+    composable=True,  # lax.select: a select_n on every JAX (jnp.where is a call on some)
+    examples=((lambda z, t: jnp.log(lax.select(t > 0, jax.nn.sigmoid(z), 1 - jax.nn.sigmoid(z))),
+               ((8,), (8,)), (-1e3, 1e3)),),
     **_example(lambda z, t: jnp.log(jnp.where(t > 0, jax.nn.sigmoid(z), 1 - jax.nn.sigmoid(z))),
                ((8,), (8,)), domain=(-1e3, 1e3)),
 )
@@ -222,6 +224,8 @@ def _one_minus_where(c: Any, a: Any, b: Any) -> Any:
 ONE_MINUS_WHERE = Rule(
     "one_minus_where", op("sub", ONE, _WHERE), _one_minus_where, where=_boolean_predicate,
     gate=_one_minus_where_gate, composable=True,
+    examples=((lambda z, t: 1 - lax.select(t > 0, jax.nn.sigmoid(z), 1 - jax.nn.sigmoid(z)),
+               ((8,), (8,)), (-1e3, 1e3)),),
     **_example(lambda z, t: 1 - jnp.where(t > 0, jax.nn.sigmoid(z), 1 - jax.nn.sigmoid(z)),
                ((8,), (8,)), domain=(-1e3, 1e3)),
 )
@@ -539,6 +543,7 @@ def _shifted_covariance_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) ->
 
 COVARIANCE = Rule(
     "covariance", COVARIANCE_PATTERN, _covariance, where=_covariance_where, gate=_heads_gate("div"),
+    examples=((lambda x, y: jnp.sum(x * y) / 8 - jnp.sum(x) * jnp.sum(y) / 64, ((8,), (8,)), (-1e15, 1e15)),),
     **_example(lambda x, y: jnp.mean(x * y) - jnp.mean(x) * jnp.mean(y), ((8,), (8,)),
                domain=(-1e15, 1e15)),
 )

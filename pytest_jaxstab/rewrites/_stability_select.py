@@ -171,10 +171,31 @@ def _lse_minus_selected(x: Any, axes: tuple[int, ...], m0: Any = None, **sel: An
     return jnp.where(aligned, picked, fallback)
 
 
+def _at_max(x: Any) -> tuple[Any, ...]:
+    """The indices of the largest entry of ``x``: an index the program computes, as a label is."""
+    return jnp.unravel_index(jnp.argmax(x), x.shape)
+
+
+_LSE = jax.nn.logsumexp
+#: The spellings of a selection from the row the logsumexp reduces, one per alternative of the
+#: pattern that `jst.rewrites.verify` cannot build alone (the index must come from that row).
+_LSE_SELECTIONS = (
+    (lambda x: _LSE(x) - x[3:4], ((8,),), None),
+    *((f, (shape,), None) for shape in ((8,), (4, 8), (2, 4, 8), (2, 2, 4, 8)) for f in (
+        lambda x: _LSE(x) - x[_at_max(x)],
+        lambda x: _LSE(x) - lax.dynamic_slice(x, _at_max(x), (1,) * x.ndim))),
+    (lambda x: _LSE(x, -1) - x[jnp.arange(4), jnp.argmax(x, -1)], ((4, 8),), None),
+    (lambda x: _LSE(x) - x[jnp.argmax(x)[None]][0], ((8,),), None),
+    (lambda x: _LSE(x, -1) - jnp.take_along_axis(x, jnp.argmax(x, -1)[:, None], -1)[:, 0], ((4, 8),), None),
+    (lambda x: _LSE(x) - jnp.take(x, jnp.argmax(x)), ((8,),), None),
+)
+
+
 LSE_MINUS_SELECTED = Rule(
     "lse_minus_selected",
     op("sub", _LSE_NN, any_of(*_selections(x))),
     _lse_minus_selected, where=_selection_where, gate=_lse_minus_selection,
+    examples=_LSE_SELECTIONS,
     **_example(lambda x: jax.nn.logsumexp(x, -1) - x[:, 3], shapes=((4, 8),)),
 )
 

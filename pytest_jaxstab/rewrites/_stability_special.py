@@ -46,6 +46,23 @@ def _example(f: Any, shapes: Any = ((8,),), domain: Any = None) -> dict[str, Any
     return {"example": f, "example_shapes": shapes, "example_domain": domain}
 
 
+# Mixed-precision spellings (x64 code: a float64 value over a float32 scale times √2): the scale's
+# product is float32, widened against the float64 numerator. `jst.rewrites.verify` cannot build them
+# from the pattern (it types every variable alike), so they are the rules' own examples.
+_F64, _F32 = jax.ShapeDtypeStruct((8,), jnp.float64), jax.ShapeDtypeStruct((8,), jnp.float32)
+_R2 = lambda s: s * jnp.sqrt(2.0)
+_ERF, _ERFC = jax.scipy.special.erf, jax.scipy.special.erfc
+_MIXED_PHI = ((lambda x, s: 0.5 * (1 + _ERF(-x / _R2(s))), (_F64, _F32), (-1e4, 1e4)),)
+_MIXED_LOG_PHI = ((lambda x, s: jnp.log(0.5 * (1 + _ERF(-x / _R2(s)))), (_F64, _F32), (-1e4, 1e4)),)
+_MIXED_SCALED_PHI = tuple((f, (_F64, _F64, _F32), (-1e4, 1e4)) for f in (
+    lambda y, x, s: 0.5 * y * (1 + _ERF(x / _R2(s))),
+    lambda y, x, s: 0.5 * y * (1 + _ERF(-(x / _R2(s)))),
+    lambda y, x, s: 0.5 * y * (1 + _ERF(-x / _R2(s))),
+    lambda y, x, s: 0.5 * y * _ERFC(x / _R2(s)),
+    lambda y, x, s: 0.5 * y * _ERFC(-(x / _R2(s))),
+))
+
+
 def _near(target: float) -> Any:
     return lambda v: math.isfinite(v) and abs(v / target - 1) <= _TOL
 
@@ -161,7 +178,7 @@ def _value(caps: dict[str, Any], tag: str) -> Any:
     else:
         return None
     s = caps.get(f"{tag}s")
-    return u if s is None else u / s
+    return u if s is None else _forms_special.quotient(u, s)
 
 
 def _library_ndtr(tag: str) -> Any:
@@ -210,7 +227,7 @@ def _normal_cdf(**caps: Any) -> Any:
 
 
 NORMAL_CDF = Rule(
-    "normal_cdf", _PHI, _normal_cdf, gate=_special_gate,
+    "normal_cdf", _PHI, _normal_cdf, gate=_special_gate, examples=_MIXED_PHI,
     **_example(lambda x: 0.5 * (1 + jax.scipy.special.erf(x / jnp.sqrt(2.0))), domain=(-1e4, 1e4)),
 )
 
@@ -232,7 +249,7 @@ SCALED_NORMAL_CDF = Rule(
     any_of(op("mul", op("mul", HALF, _Y), _ONE_PLUS_ERF), op("mul", op("mul", HALF, _Y), _ERFC_Q),
            op("mul", HALF, op("mul", _Y, _ONE_PLUS_ERF)), op("mul", HALF, op("mul", _Y, _ERFC_Q)),
            op("div", op("mul", _Y, _ONE_PLUS_ERF), TWO), op("div", op("mul", _Y, _ERFC_Q), TWO)),
-    _scaled_normal_cdf, gate=_special_gate,
+    _scaled_normal_cdf, gate=_special_gate, examples=_MIXED_SCALED_PHI,
     **_example(lambda x: 0.5 * x * (1 + jax.scipy.special.erf(x / jnp.sqrt(2.0))), domain=(-1e4, 1e4)),
 )
 
@@ -255,6 +272,7 @@ LOG_NORMAL_CDF = Rule(
            _LOG_NDTR_CALL),
     _log_normal_cdf,
     gate=lambda g, i: _compat.primitive_name(g.eqns[i]) == "custom_jvp_call" or _special_gate(g, i),
+    examples=_MIXED_LOG_PHI,
     **_example(lambda x: jnp.log(0.5 * jax.scipy.special.erfc(-x / jnp.sqrt(2.0))),
                domain=(-1e4, 1e4)),
 )

@@ -1,0 +1,395 @@
+"""``jst.rewrites.verify(rule)``: every alternative of a rule's pattern, checked for soundness.
+
+As Herbie tests its rule database, each alternative of the pattern (``rewrites._instances``) gets the
+smallest program that matches it, built from the pattern; an alternative that cannot be built is looked
+for in the rule's own examples (``Rule.example`` and ``Rule.examples``). Each program is then run in a
+few contexts — under ``jit``; ``vmap``-ed; its gradient (``grad`` of the sum, the derivative program of
+the stabilised function against the exact derivative of the original); inside a sum; with the matched
+intermediate also returned (a use outside the match) — as written and through ``jst.stabilize`` with
+the rule alone (and, in the ``jit`` context, with the alternative alone), on inputs drawn in the rule's
+domain. The exact result of the program as written (``jst.oracles.evaluate``) scores both.
+
+An element is **unsound** when the exact result is finite and proven and the rewritten program
+
+- gives a non-finite value where the original's is finite, or
+- loses more than :data:`ROUNDING_BITS` beyond what the original loses, and more than
+  :data:`ROUNDING_BITS` + :data:`SLACK_BITS` in all, beyond what the problem's conditioning at that
+  input explains (docs/architecture.md, "Two lenses: stability and accuracy").
+
+Why these numbers: a stable form rounds a few more (or fewer) times than the form it replaces, so at
+one input it may be a few ulps further from the exact result than the original happened to be:
+``SLACK_BITS = 3`` (8 ulps) of error anyone may have, and ``ROUNDING_BITS = 2`` (a factor 4) more than
+the original. A wrong identity (``exp(a)·exp(a) -> exp(a/2)``) is off by 20 bits and more at ordinary
+inputs. Where the problem amplifies its inputs' rounding by ``2^c`` ulps (a variance of clustered data,
+a log near 1), both variants may land anywhere within ``c`` bits: the excess is measured beyond ``c``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _compat
+from .._dtypes import from_ordinal, to_ordinal
+from .._errors import ArgumentTypeError, UnsupportedPrimitive
+from ..oracles import error_bits, evaluate
+from ..rewrites import Rule, rewrite_jaxpr
+from ..rewrites._instances import ATTEMPTS, alternative_rule, alternatives, build, describe_program
+from ._conditioning import conditioning_ulps
+
+__all__ = ["CONTEXTS", "ROUNDING_BITS", "SLACK_BITS", "AlternativeReport", "Verification", "verify_rule"]
+
+#: Bits a rewritten element may lose beyond the original's (see the module docstring).
+ROUNDING_BITS = 2.0
+#: Bits any element may lose (a few ulps of a stable form's own rounding).
+SLACK_BITS = 3.0
+#: The contexts each alternative's program runs in.
+CONTEXTS = ("jit", "vmap", "grad", "sum", "shared")
+_DEFAULT_DOMAIN = (-1e4, 1e4)
+
+
+@dataclasses.dataclass
+class AlternativeReport:
+    """One alternative of a rule's pattern: ``status`` is "sound", "unsound", "not built" (no program
+    matches it: neither built from the pattern nor among the rule's examples) or "not checked" (its
+    program could not be evaluated exactly: ``detail`` says why)."""
+
+    index: int
+    pattern: str
+    status: str
+    source: str = ""  # "pattern" (built from it) or "example N"
+    program: str = ""
+    contexts: list[str] = dataclasses.field(default_factory=list)  # where the rule fired and was judged
+    detail: str = ""
+
+
+@dataclasses.dataclass
+class Verification:
+    """What :func:`verify_rule` found: one report per alternative. ``ok``: every alternative was
+    built and none is unsound; ``str()`` lists the failures with their programs."""
+
+    rule: str
+    alternatives: list[AlternativeReport]
+
+    @property
+    def unsound(self) -> list[AlternativeReport]:
+        return [a for a in self.alternatives if a.status == "unsound"]
+
+    @property
+    def not_built(self) -> list[AlternativeReport]:
+        return [a for a in self.alternatives if a.status == "not built"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.unsound and not self.not_built
+
+    def __str__(self) -> str:
+        n = len(self.alternatives)
+        sound = sum(a.status == "sound" for a in self.alternatives)
+        lines = [f"rule {self.rule!r}: {sound} of {n} alternatives sound"]
+        for a in self.alternatives:
+            if a.status == "sound":
+                continue
+            lines.append(f"  alternative {a.index} [{a.status}] {a.pattern}")
+            if a.detail:
+                lines.append("    " + a.detail.replace("\n", "\n    "))
+            if a.program:
+                lines.append("    program (" + a.source + "):\n      " + a.program.replace("\n", "\n      "))
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Program:
+    fn: Callable[..., Any]
+    avals: tuple[Any, ...]
+    inner: Callable[..., Any] | None
+    x64: bool
+    domain: Any
+    source: str
+    text: str
+
+
+def verify_rule(rule: Rule, *, examples: Sequence[Callable[..., Any]] = (), inputs: int = 12, seed: int = 0,
+                contexts: Sequence[str] = CONTEXTS, companions: Sequence[Rule] = ()) -> Verification:
+    """Check every alternative of ``rule``'s pattern for soundness (module docstring): the rewritten
+    program is never worse than the program as written beyond rounding, in every context.
+
+    Args:
+      rule: a :class:`jst.rewrites.Rule` (a user's or the catalogue's).
+      examples: more functions of float32 vectors of shape (8,) made of the pattern, for alternatives
+        that cannot be built from the pattern (beyond ``rule.example`` and ``rule.examples``).
+      inputs: inputs drawn per context, in the rule's ``example_domain`` (default ``(-1e4, 1e4)``).
+      seed: the draws' seed (the result is reproducible).
+      contexts: a subset of :data:`CONTEXTS`.
+      companions: rules applied together with ``rule`` (it is judged where it fires among them): for
+        a composable rule whose replacement other rules continue (``log(where(c, a, b))`` becomes
+        ``where(c, log a, log b)``, then each log its stable form), the catalogue it composes with.
+
+    Returns:
+      A :class:`Verification`; ``.ok`` is False when an alternative is unsound or has no program.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from pytest_jaxstab.rewrites import Rule, pattern as p
+      >>> x = p.var("x")
+      >>> log_sqrt = Rule("my_log_sqrt", p.op("log", p.op("sqrt", x)), lambda x: 0.5 * jnp.log(x))
+      >>> jst_verdict = verify_rule(log_sqrt, inputs=4, contexts=("jit",))
+      >>> jst_verdict.ok, [a.status for a in jst_verdict.alternatives]
+      (True, ['sound'])
+    """
+    if not isinstance(rule, Rule):
+        raise ArgumentTypeError(f"verify(rule={rule!r}): expected a jst.rewrites.Rule")
+    unknown = [c for c in contexts if c not in CONTEXTS]
+    if unknown:
+        raise ArgumentTypeError(f"verify(contexts=...): unknown {unknown}; choose from {list(CONTEXTS)}")
+    hand = _examples(rule, examples)
+    trees: list[Any] = alternatives(rule.pattern) if rule.pattern is not None else [None]
+    reports = []
+    for index, tree in enumerate(trees):
+        alt = alternative_rule(rule, tree) if tree is not None else rule
+        label = tree.describe() if tree is not None else f"{rule.name} (structural matcher)"
+        program = _program_for(alt, tree, hand, rule)
+        if program is None:
+            reports.append(AlternativeReport(index, label, "not built", detail=(
+                "no program matches this alternative: none could be built from the pattern and none of "
+                "the rule's examples matches it; add one (Rule(examples=(fn, ...)) or verify(examples=))")))
+            continue
+        reports.append(_judge(index, label, rule, alt, program, inputs, seed, contexts, tuple(companions)))
+    return Verification(rule.name, reports)
+
+
+def _examples(rule: Rule, extra: Sequence[Any]) -> list[tuple[Callable[..., Any], Any, Any]]:
+    out = []
+    if rule.example is not None:
+        out.append((rule.example, tuple(rule.example_shapes), rule.example_domain))
+    for ex in (*getattr(rule, "examples", ()), *extra):
+        if callable(ex):
+            out.append((ex, tuple(rule.example_shapes), rule.example_domain))
+        else:  # (fn, shapes, domain); a shape may be a jax.ShapeDtypeStruct (a float64 or int argument)
+            fn, shapes, domain = ex
+            out.append((fn, tuple(shapes), domain))
+    return out
+
+
+def _fires(alt: Rule, fn: Callable[..., Any], avals: Sequence[Any], x64: bool) -> bool:
+    with _x64(x64):
+        try:
+            closed = jax.make_jaxpr(fn)(*avals)
+        except Exception:
+            return False
+        _, applied = rewrite_jaxpr(closed, [alt], describe=True)
+    return bool(applied)
+
+
+def _program_for(alt: Rule, tree: Any, hand: list[Any], rule: Rule) -> _Program | None:
+    domain = _domain(rule.example_domain)
+    if tree is not None:
+        for attempt in range(ATTEMPTS):
+            inst = build(tree, attempt)
+            if inst is not None and _fires(alt, inst.fn, inst.avals(), inst.x64):
+                return _Program(inst.fn, tuple(inst.avals()), inst.inner, inst.x64, domain, "pattern",
+                                describe_program(inst))
+    for k, (fn, shapes, dom) in enumerate(hand):
+        avals = tuple(s if isinstance(s, jax.ShapeDtypeStruct)
+                      else jax.ShapeDtypeStruct(tuple(s), jnp.float32)
+                      for s in shapes)
+        wide = any(jnp.dtype(a.dtype) == jnp.float64 for a in avals)
+        for x64 in ((True,) if wide else (False, True)):
+            if _fires(alt, fn, avals, x64):
+                with _x64(x64):
+                    text = str(jax.make_jaxpr(fn)(*avals))
+                return _Program(fn, avals, None, x64, dom, f"example {k}", text)
+    return None
+
+
+def _domain(d: Any) -> Any:
+    if isinstance(d, tuple) and len(d) == 2 and all(isinstance(v, (int, float)) for v in d):
+        return (float(d[0]), float(d[1]))
+    return d
+
+
+def _judge(index: int, label: str, rule: Rule, alt: Rule, prog: _Program, n: int, seed: int,
+           contexts: Sequence[str], companions: tuple[Rule, ...]) -> AlternativeReport:
+    report = AlternativeReport(index, label, "sound", prog.source, prog.text)
+    rng = np.random.default_rng(seed + 7919 * index)
+    others = [c for c in companions if c.name != rule.name]
+    with_ = f" with {len(others)} companion rules" if others else " alone"
+    for context in contexts:
+        sets = [(f"rule {rule.name!r}{with_}", [rule, *others])]
+        if context == "jit" and alt is not rule:
+            sets.append((f"this alternative of {rule.name!r}{with_}", [alt, *others]))
+        try:
+            found = _run_context(context, prog, rule.name, sets, n, rng)
+        except UnsupportedPrimitive as exc:
+            report.status, report.detail = "not checked", f"the oracle cannot evaluate it: {exc}"
+            return report
+        if found is None:
+            continue
+        fired, problem = found
+        if fired:
+            report.contexts.append(context)
+        if problem:
+            report.status = "unsound"
+            report.detail = f"context {context!r}, {problem}"
+            return report
+    if not report.contexts:
+        report.status, report.detail = "not checked", "the rule fired in no context"
+    return report
+
+
+def _run_context(context: str, prog: _Program, name: str, sets: list[tuple[str, list[Rule]]], n: int,
+                 rng: np.random.Generator) -> tuple[bool, str] | None:
+    """Build the context's original and rewritten functions (one per rule set), draw inputs, compare.
+    None when the context does not apply (no intermediate to share, no float argument to
+    differentiate). Under "jit" the original and every rewritten variant are one jitted function
+    (one compilation); the other contexts run op by op, which compiles each primitive once for the
+    whole verification instead of once per program (XLA's compile dominates otherwise)."""
+    from .._stabilize import stabilize
+
+    f, inner = prog.fn, prog.inner
+    floats = [i for i, a in enumerate(prog.avals) if jnp.issubdtype(a.dtype, jnp.floating)]
+    if context == "shared":
+        if inner is None:
+            return None
+        original: Callable[..., Any] = lambda *a: (f(*a), inner(*a))
+    elif context in ("sum", "grad"):
+        if context == "grad" and not floats:
+            return None
+        original = lambda *a: jnp.sum(f(*a))
+    else:
+        original = f
+    primal = original
+    variants = [(label, stabilize(original, rules=chosen), chosen) for label, chosen in sets]
+    if context == "grad":
+        original = jax.grad(original, argnums=tuple(floats))
+        variants = [(label, jax.grad(g, argnums=tuple(floats)), c) for label, g, c in variants]
+    batch = 3 if context == "vmap" else None
+    with _x64(prog.x64):
+        args_list = [_draw(prog.avals, prog.domain, rng, batch) for _ in range(n)]
+        avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args_list[0]]
+        base = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in prog.avals]
+        variants = [(label, g) for label, g, chosen in variants if _fired(name, primal, chosen, base)]
+        if not variants:
+            return False, ""
+        if batch is not None:
+            original = jax.vmap(original)
+            variants = [(label, jax.vmap(g)) for label, g in variants]
+        # the exact derivative takes library routines by their mathematics
+        closed = (_grad_reference(primal, avals, floats) if context == "grad"
+                  else jax.make_jaxpr(original)(*avals))
+        fns = [original, *(g for _, g in variants)]
+        run = jax.jit(lambda *a: [fn(*a) for fn in fns]) if context == "jit" else (
+            lambda *a: [fn(*a) for fn in fns])
+        for args in args_list:
+            if context == "grad" and not _defined(primal, args):
+                continue  # a derivative where the function is not real means nothing
+            outs = run(*args)
+            for (label, _), out in zip(variants, outs[1:]):
+                problem = _compare(closed, outs[0], out, args)
+                if problem:
+                    return True, f"{label}: {problem}"
+    return True, ""
+
+
+def _fired(name: str, fn: Callable[..., Any], rules: Sequence[Rule], avals: Sequence[Any]) -> bool:
+    _, applied = rewrite_jaxpr(jax.make_jaxpr(fn)(*avals), rules, describe=True)
+    return any(a.rule == name for a in applied)
+
+
+def _grad_reference(primal: Callable[..., Any], avals: Sequence[Any], floats: Sequence[int]) -> Any:
+    """The program whose exact value is the gradient of ``primal`` (as ``jst.check(grad=True)`` takes
+    it, ``_gradient``): library routines called (``log_ndtr``, erf's ``exp_neg_sq``) differentiated
+    by the functions they stand for, never by their bodies' approximations."""
+    from ..oracles._library_reference import reference_primal
+
+    ref, _ = reference_primal(jax.make_jaxpr(primal)(*avals))
+    fun = _compat.as_fun(ref)
+    return jax.make_jaxpr(jax.grad(lambda *a: fun(*a)[0], argnums=tuple(floats)))(*avals)
+
+
+def _defined(fn: Callable[..., Any], args: Sequence[np.ndarray]) -> bool:
+    exact = evaluate(fn, *args)
+    return all(bool(np.all(np.isfinite(np.asarray(v)))) for v in jax.tree_util.tree_leaves(exact.values))
+
+
+def _compare(closed: Any, original: Any, rewritten: Any, args: Sequence[np.ndarray]) -> str:
+    out_o = jax.tree_util.tree_leaves(original)
+    out_r = jax.tree_util.tree_leaves(rewritten)
+    exact = evaluate(closed, *args)
+    values = jax.tree_util.tree_leaves(exact.values)
+    certain = jax.tree_util.tree_leaves(exact.certain)
+    for leaf, (o, r, e, c) in enumerate(zip(out_o, out_r, values, certain)):
+        o, r, e = np.asarray(o), np.asarray(r), np.asarray(e)
+        if not np.issubdtype(e.dtype, np.floating):
+            continue
+        ok = np.broadcast_to(np.asarray(c, bool), e.shape) & np.isfinite(e)
+        # Bits past the significand's are no more wrong: a result with no correct bit is as wrong as
+        # another, so both are capped at the precision (p + 1: beyond the last bit).
+        cap = float(np.finfo(e.dtype).nmant + 2)
+        with np.errstate(all="ignore"):
+            bo, br = np.minimum(error_bits(o, e), cap), np.minimum(error_bits(r, e), cap)
+        blowup = ok & np.isfinite(o) & ~np.isfinite(r)
+        worse = ok & (br > bo + ROUNDING_BITS) & (br > SLACK_BITS + ROUNDING_BITS)
+        # The underflow zone: an absolute error within 2^(SLACK + ROUNDING) smallest normals is what a
+        # few flushed subnormal intermediates lose (XLA flushes them on CPU); the stability lens notes
+        # such elements and never fails them ("Two lenses: stability and accuracy").
+        tiny = float(np.finfo(e.dtype).tiny)
+        with np.errstate(all="ignore"):
+            gap = np.abs(r.astype(np.float64) - e.astype(np.float64))
+            flushed = gap <= 2.0 ** (SLACK_BITS + ROUNDING_BITS) * tiny
+        worse &= ~flushed
+        if not (blowup.any() or worse.any()):
+            continue
+        if worse.any() and not blowup.any():
+            cond = conditioning_ulps(closed, list(args), [np.asarray(v) for v in values],
+                                     list(range(len(values))), [np.asarray(v).dtype for v in values])[leaf]
+            with np.errstate(all="ignore"):
+                c_bits = np.where(np.isfinite(cond), np.log2(1.0 + np.nan_to_num(cond)), np.inf)
+            worse &= (br - c_bits > np.maximum(bo - c_bits, 0.0) + ROUNDING_BITS) & \
+                     (br - c_bits > SLACK_BITS + ROUNDING_BITS)
+            if not worse.any():
+                continue
+        k = int(np.flatnonzero((blowup | worse).reshape(-1))[0])
+        shown = ", ".join(np.array2string(np.asarray(a), precision=9) for a in args)
+        return (f"at inputs ({shown}) output {leaf} element {k}: exact {e.reshape(-1)[k]!r}, as written "
+                f"{o.reshape(-1)[k]!r} ({bo.reshape(-1)[k]:.1f} bits), rewritten {r.reshape(-1)[k]!r} "
+                f"({br.reshape(-1)[k]:.1f} bits)")
+    return ""
+
+
+def _draw(avals: Sequence[Any], domain: Any, rng: np.random.Generator, batch: int | None) -> list[np.ndarray]:
+    """One input per argument: a third ordinary values (|x| <= 4), a third magnitudes 1e-6..1e6 of
+    both signs, a third uniform over the float bit patterns; all inside ``(lo, hi)``. Indices are drawn
+    in ``[0, 8)`` clipped to the smallest axis."""
+    lo, hi = domain if isinstance(domain, tuple) and len(domain) == 2 else _DEFAULT_DOMAIN
+    out = []
+    for a in avals:
+        shape = ((batch,) if batch else ()) + tuple(a.shape)
+        dtype = np.dtype(a.dtype)
+        if not np.issubdtype(dtype, np.floating):
+            out.append(rng.integers(0, 4, size=shape).astype(dtype))
+            continue
+        size = max(1, math.prod(shape))
+        pick = rng.integers(0, 3, size=size)
+        ordinary = rng.uniform(max(lo, -4.0), min(hi, 4.0), size=size) if max(lo, -4.0) < min(hi, 4.0) \
+            else rng.uniform(lo, hi, size=size)
+        signs = rng.choice([-1.0, 1.0], size=size)
+        mags = np.exp(rng.uniform(math.log(1e-6), math.log(1e6), size=size)) * signs
+        olo = int(to_ordinal(np.asarray(lo, dtype), dtype))
+        ohi = int(to_ordinal(np.asarray(hi, dtype), dtype))
+        bits = np.asarray([from_ordinal(int(v), dtype) for v in rng.integers(olo, ohi + 1, size=size)], dtype)
+        value = np.where(pick == 0, ordinary, np.where(pick == 1, np.clip(mags, lo, hi), bits))
+        out.append(value.astype(dtype).reshape(shape))
+    return out
+
+
+def _x64(on: bool) -> Any:
+    import contextlib
+
+    return _compat.enable_x64() if on else contextlib.nullcontext()
