@@ -8,6 +8,7 @@ controller and into baselines unchanged.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Literal
 
 import numpy as np
@@ -206,6 +207,59 @@ class Point:
 
 
 @dataclasses.dataclass
+class RewriteRegression:
+    """A rewrite that made the function worse: on ``inputs`` the rewritten variant fails where the
+    function as written does not, by more than the tolerance (docs/architecture.md, "The gate").
+
+    ``rules`` are the culprits: the rules whose rewrite alone makes it worse there (``isolated``), or
+    every rule that fired when no single one does. ``original_bits``/``rewritten_bits`` are the lens's
+    judged figure at that input (``judge``: bits beyond conditioning under "stability" where computed,
+    else the forward error); ``*_overflow`` a non-finite result where the exact one is finite.
+    """
+
+    rules: list[RewriteRecord]
+    original_bits: float
+    rewritten_bits: float
+    inputs: list[np.ndarray]
+    judge: str = "accuracy"
+    original_overflow: bool = False
+    rewritten_overflow: bool = False
+    isolated: bool = True
+
+    @property
+    def rule_names(self) -> list[str]:
+        """The culprits' names, each once, in the order they fired."""
+        return list(dict.fromkeys(r.rule for r in self.rules))
+
+    def __str__(self) -> str:
+        """One line: the rules at their lines and both figures (reports and the gate's message)."""
+        def figure(bits: float, overflow: bool) -> str:
+            return "overflow" if overflow else f"{bits:.2f} bits"
+
+        from ._files import short_path
+
+        def at(location: str | None) -> str:  # absolute where the check ran; relative in reports
+            return "?" if not location else short_path(location) if os.path.isabs(location) else location
+
+        where = ", ".join(f"`{r.rule}` at {at(r.location)}" for r in self.rules)
+        return (f"wrong rewrite {where}: {figure(self.rewritten_bits, self.rewritten_overflow)} where the "
+                f"original has {figure(self.original_bits, self.original_overflow)} [judge={self.judge}]")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rules": [r.to_json() for r in self.rules], "original_bits": self.original_bits,
+                "rewritten_bits": self.rewritten_bits, "original_overflow": self.original_overflow,
+                "rewritten_overflow": self.rewritten_overflow, "judge": self.judge,
+                "isolated": self.isolated, "inputs": [encode_array(a) for a in self.inputs]}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RewriteRegression:
+        return cls([RewriteRecord(**r) for r in d["rules"]], float(d["original_bits"]),
+                   float(d["rewritten_bits"]), [decode_array(a) for a in d.get("inputs", [])],
+                   d.get("judge", "accuracy"), bool(d.get("original_overflow", False)),
+                   bool(d.get("rewritten_overflow", False)), bool(d.get("isolated", True)))
+
+
+@dataclasses.dataclass
 class CaseResult:
     """Everything one checked function produced; ``to_json`` is one entry of the JSON report."""
 
@@ -231,6 +285,9 @@ class CaseResult:
     # With grad=True: the same figures for the gradient of both variants (jax.grad, or a VJP with
     # ones), judged against the exact derivative of the function as written; None otherwise.
     gradient: CaseResult | None = None
+    # A rewrite that makes the function worse than written at some input (fails the case and the gate
+    # whatever apply=, judge= and the baseline say); None when none did.
+    rewrite_regression: RewriteRegression | None = None
 
     @property
     def judged_stats(self) -> VariantStats:
@@ -259,6 +316,8 @@ class CaseResult:
             "judge": self.judge,
             **({"note": self.note} if self.note else {}),
             **({"gradient": self.gradient.to_json()} if self.gradient is not None else {}),
+            **({"rewrite_regression": self.rewrite_regression.to_json()}
+               if self.rewrite_regression is not None else {}),
         }
 
     @classmethod
@@ -280,4 +339,6 @@ class CaseResult:
             judge=d.get("judge", "accuracy"),
             note=d.get("note", ""),
             gradient=CaseResult.from_json(d["gradient"]) if d.get("gradient") else None,
+            rewrite_regression=(RewriteRegression.from_json(d["rewrite_regression"])
+                                if d.get("rewrite_regression") else None),
         )

@@ -145,7 +145,8 @@ Status = Literal["regressed", "known", "improved", "unchanged", "new"]
 class CaseComparison:
     """How one case compares with its baseline entry.
 
-    `status`: "regressed" (fails the run), "known" (still above tolerance or overflowing, not worse),
+    `status`: "regressed" (fails the run; also any case a rewrite makes worse than written, whatever
+    its entry holds), "known" (still above tolerance or overflowing, not worse),
     "improved", "unchanged", or "new" (no comparable baseline entry). `message` names the case, the
     figures and how they moved. With a gradient (``grad=True``) the gradient's figures are compared
     under the same margins and the message says what the gradient did; the case regresses when its
@@ -216,7 +217,9 @@ def compare(
 
     A case regresses when its judged variant (`CaseResult.judged`) has more overflows or a larger max
     error than its baseline entry, beyond the margins of `checks` (figures not in `checks` use
-    :data:`DEFAULT_MARGINS`: any growth fails). A case that is still unstable but not worse is "known":
+    :data:`DEFAULT_MARGINS`: any growth fails), and whenever a rewrite made it (or its gradient)
+    worse than written (`CaseResult.rewrite_regression`), entry or not: a wrong rewrite is never
+    a known instability. A case that is still unstable but not worse is "known":
     reported, not failed. A case checked with ``grad=True`` has its gradient's figures compared the
     same way, under the same margins: the case regresses when its value or its gradient does, and the
     message names the gradient. A gradient the baseline has no figures of is new: the gate does
@@ -272,6 +275,26 @@ _GRADIENT = "gradient (jax.grad)"
 
 def _compare_case(case: CaseResult, entry: BaselineEntry | None,
                   checks: list[RegressionMargin]) -> CaseComparison:
+    """The figures' decision; a rewrite that makes the function (or its gradient) worse than written
+    then makes it "regressed" whatever the entry holds: a known instability is tolerated, a wrong
+    rewrite never is (docs/architecture.md, "The gate")."""
+    decided = _compare_figures(case, entry, checks)
+    wrong = [(what, c.rewrite_regression) for what, c in (("", case), (f"{_GRADIENT}: ", case.gradient))
+             if c is not None and c.rewrite_regression is not None]
+    if not wrong:
+        return decided
+    label = f"{case.nodeid} ({case.judged} function)"
+    said = "; ".join(f"{what}{reg}" for what, reg in wrong)
+    rest = decided.message[len(label) + 2:] if decided.message.startswith(label) else decided.message
+    gradient = decided.gradient
+    if case.gradient is not None and case.gradient.rewrite_regression is not None:
+        gradient = "regressed"
+    return CaseComparison(case.nodeid, "regressed", f"{label}: {said} (a wrong rewrite fails the gate "
+                          f"whatever the baseline holds); figures: {rest}", decided.variant, gradient)
+
+
+def _compare_figures(case: CaseResult, entry: BaselineEntry | None,
+                     checks: list[RegressionMargin]) -> CaseComparison:
     variant = case.judged
     label = f"{case.nodeid} ({variant} function)"
     if entry is None:

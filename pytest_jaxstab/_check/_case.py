@@ -41,6 +41,7 @@ from ._explore import Runner, fits
 from ._gradient import derivative_case, with_gradient
 from ._localize import local_error_records
 from ._message import CheckWarning, failure_message, nothing_judged, passing_note
+from ._regression import RegressionWatch, apply_regression
 from ._shrink import Shrinker
 from ._spec import Case, build_strategy, make_case, resolve_rules
 from ._trace import trace_case, x64_scope
@@ -129,7 +130,12 @@ def check(
 
     Returns:
         A :class:`CaseResult`: figures of both variants, verdicts, ``outcome`` ("passed"/"failed" for
-        the judged variant) and, on failure, ``message`` naming the smallest failing input.
+        the judged variant) and, on failure, ``message`` naming the smallest failing input. Whatever
+        ``apply`` and ``judge`` say, ``outcome`` is "failed" with ``rewrite_regression`` set when the
+        rewrite makes the function worse: at some input, under the lens, the rewritten variant fails
+        (judged bits above ``tolerance_bits``, or an overflow) where the original does not, and its
+        judged bits exceed the original's by more than ``tolerance_bits`` (or it overflows); the
+        message names the rule and the line (``_regression.py``).
 
     Raises:
         ArgumentError: a bad argument, named (a ``ValueError``; ``SettingsError`` for an option); a
@@ -180,6 +186,12 @@ def judge_case(case: Case, s: Settings, run: RunContext, *, derivative: bool = F
         result.message = failure_message(result, minimal, case.names, programs.applied)
     else:
         result.note = passing_note(result)
+    if acc.regression.worst is not None:  # a wrong rewrite fails the case whatever apply= and judge= say
+        t0 = time.perf_counter()
+        apply_regression(result, acc.regression.worst, programs.applied, rules,
+                         lambda subset: _run_with(case, s, programs, subset, derivative,
+                                                  acc.regression.worst), case.names)
+        run.profile.add("regression", time.perf_counter() - t0)
     if programs.note:
         result.note = f"{result.note} {programs.note}".strip()
         if result.message:
@@ -201,6 +213,7 @@ class _Programs:
     evaluator: Evaluator
     cost: int
     note: str = ""  # what the oracle's reference says of itself (a gradient's body-derivative routines)
+    value: Any = None  # the value's traced case (before the derivative): what rules are applied to
 
 
 def _programs(case: Case, s: Settings, rules: Sequence[Any], derivative: bool, prof: StageTimes) -> _Programs:
@@ -210,6 +223,7 @@ def _programs(case: Case, s: Settings, rules: Sequence[Any], derivative: bool, p
     cost = oracle_cost(traced.closed)
     if s.oracle_budget is not None and cost * s.max_examples > s.oracle_budget:
         raise ArgumentError(_over_budget(case.case_id, cost, s.max_examples, s.oracle_budget, case.shapes))
+    value = traced
     rewritten, applied = _rewrite(traced.closed, rules)
     reference, note = traced.closed, ""
     if derivative:
@@ -227,7 +241,24 @@ def _programs(case: Case, s: Settings, rules: Sequence[Any], derivative: bool, p
         for stage in ("run", "oracle", "metrics", "conditioning"):  # counted as setup, below
             prof[stage] = before.get(stage, 0.0)
     prof.add("trace", time.perf_counter() - t0)
-    return _Programs(traced, rewritten, applied, evaluator, cost, note)
+    return _Programs(traced, rewritten, applied, evaluator, cost, note, value)
+
+
+def _run_with(case: Case, s: Settings, programs: _Programs, rules: Sequence[Any], derivative: bool,
+              ex: SampleResult | None) -> SampleResult:
+    """``ex``'s input through the program rewritten by ``rules`` only (and its derivative for a
+    gradient), judged as the case judges: how a wrong rewrite's rule is found (``_regression``)."""
+    assert ex is not None
+    value = programs.value
+    with x64_scope(case.dtype):
+        rewritten, _ = rewrite_jaxpr(value.closed, rules)
+        traced, reference = value, value.closed
+        if derivative:
+            d = derivative_case(value, rewritten)
+            traced, rewritten, reference = d.case, d.rewritten, d.reference
+        evaluator = Evaluator(traced.closed, rewritten, traced.judged_outputs, s.atol, StageTimes(),
+                              s.judge, float(s.tolerance_bits), derivative, reference=reference)
+        return evaluator(ex.args)
 
 
 def _inputs(case: Case, s: Settings, run: RunContext, programs: _Programs, judged: str,
@@ -293,13 +324,16 @@ def _rewrite(closed: Any, rules: Sequence[Any]) -> tuple[Any, list[Any]]:
 
 
 class _JudgedCount(Accumulator):
-    """The accumulator, also counting the output elements judged over the distinct inputs."""
+    """The accumulator, also counting the output elements judged over the distinct inputs, and
+    keeping the worst input where a rewrite made the function worse (``_regression``)."""
 
     def __init__(self, tolerance_bits: float, judged: str, judge: str) -> None:
         super().__init__(tolerance_bits, judged, judge)
         self.judged_elements = 0
+        self.regression = RegressionWatch(tolerance_bits)  # a rewrite worse than the original
 
     def add(self, ex: SampleResult, *, drawn: bool = True) -> bool:
+        self.regression.see(ex)
         new = super().add(ex, drawn=drawn)
         if new:
             self.judged_elements += ex.judged_elements

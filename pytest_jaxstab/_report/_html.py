@@ -60,6 +60,8 @@ def write_html(path: str | os.PathLike[str], cases: Sequence[CaseResult], *, jax
 
     A case checked with ``grad=True`` also shows its gradient's figures beside the value's (both
     variants, verdict, gate decision) and the gradient's NaN/Inf origins, lines of the backward pass.
+    A case (or gradient) a rewrite makes worse than written says so: "wrong rewrite" as its verdict,
+    and a paragraph naming the rules, their lines, both figures and the input.
 
     Raises:
         ImportError: matplotlib is not installed; the message says `pip install 'pytest-jaxstab[html]'`.
@@ -76,8 +78,10 @@ def write_html(path: str | os.PathLike[str], cases: Sequence[CaseResult], *, jax
     """
     _require_matplotlib()  # before any work, so a missing extra fails fast and clearly
     unstable = sum(c.outcome == "failed" for c in cases)
+    wrong = sum(c.rewrite_regression is not None or (c.gradient is not None and c.gradient.rewrite_regression
+                                                     is not None) for c in cases)
     verdicts = (f"stability verdict: {len(cases) - unstable} stable, {unstable} unstable (tolerance "
-                "exceeded or overflow)")
+                "exceeded or overflow" + (f"; {wrong} made worse by a wrong rewrite" if wrong else "") + ")")
     decisions = ""
     if gate is not None:
         counts = {s: sum(1 for c in cases if gate.get(c.nodeid) == s) for s in GATE_DECISIONS}
@@ -140,7 +144,20 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence
 
 def _verdict(case: CaseResult) -> str:
     word = "unstable" if case.outcome == "failed" else "stable"
+    if case.rewrite_regression is not None:
+        word = "wrong rewrite"
     return f'<span class="{_e(case.outcome)}">{word}</span>'
+
+
+def _wrong_rewrite(case: CaseResult, what: str = "") -> list[str]:
+    """A rewrite that makes the function worse: the rules at their lines, both figures, the input."""
+    reg = case.rewrite_regression
+    if reg is None:
+        return []
+    args = ", ".join(np.array2string(np.asarray(a).astype(np.float64), threshold=8, precision=9)
+                     for a in reg.inputs)
+    return [f'<p class="failed">{_e(what)}{_e(reg)}: the case fails whatever apply=, judge= and the '
+            f"baseline say</p>", f'<p class="note">at the input <code>{_e(args[:300])}</code></p>']
 
 
 def _lens(case: CaseResult) -> str:
@@ -202,6 +219,7 @@ def _case_section(index: int, case: CaseResult, gate: Mapping[str, str] | None =
          _stats_row("rewritten", case.rewritten, case.judged == "rewritten")],
         numeric=(1, 2, 3),
     ))
+    out.extend(_wrong_rewrite(case))
     if case.gradient is not None:
         out.extend(_gradient_section(case.gradient, gradient_gate))
     if case.message:
@@ -256,7 +274,8 @@ def _gradient_section(grad: CaseResult, gradient_gate: Mapping[str, str] | None)
            _table(["variant", "max error (bits)", "mean error (bits)", "overflows", "verdict"],
                   [_stats_row("original", grad.original, grad.judged != "rewritten"),
                    _stats_row("rewritten", grad.rewritten, grad.judged == "rewritten")],
-                  numeric=(1, 2, 3))]
+                  numeric=(1, 2, 3)),
+           *_wrong_rewrite(grad, "gradient: ")]
     if grad.nan_origins:
         out.append("<p>NaN/Inf origins in the backward pass:</p>")
         out.append(_table(

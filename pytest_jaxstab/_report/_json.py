@@ -55,7 +55,9 @@ def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Seq
             whose `"run"` differ.
 
     A case checked with ``grad=True`` has the extra key `"gradient"`: the same figures for its gradient
-    (a case object without its own `"gradient"`), with its own `"gate"`.
+    (a case object without its own `"gradient"`), with its own `"gate"`. A case (or gradient) that a
+    rewrite makes worse than written has the extra key `"rewrite_regression"` (its `"outcome"` is then
+    "failed", whatever the judged variant's verdict; its `"gate"`, when compared, "regressed").
 
     Returns:
         `{"version": 1, "jax_version", "backends", "cases": [CaseResult.to_json() + {"gate"}, ...]}`,
@@ -189,10 +191,33 @@ def _validate_case(case: Any, where: str, *, nested: bool = False) -> None:
         for figure in ("original_s", "rewritten_s", "ratio"):
             _require_number(_key(record, figure, at), f"{at}.{figure}")
     _validate_local_error(case, where)
+    _validate_rewrite_regression(case, where)
     if case.get("gradient") is not None:  # extra key: the gradient's figures (grad=True)
         if nested:
             _fail(f"{where}.gradient", "a gradient's figures have no gradient of their own")
         _validate_case(case["gradient"], f"{where}.gradient", nested=True)
+
+
+def _validate_rewrite_regression(case: Any, where: str) -> None:
+    """The optional ``rewrite_regression`` (a rewrite that makes the function worse): its culprit
+    rules with their locations, both variants' judged bits at the input, and the case failed."""
+    reg = case.get("rewrite_regression")
+    if reg is None:
+        return
+    at = f"{where}.rewrite_regression"
+    _require_mapping(reg, at)
+    rules = _key(reg, "rules", at)
+    _require_list(rules, f"{at}.rules")
+    if not rules:
+        _fail(f"{at}.rules", "expected at least one rule")
+    for j, rule in enumerate(rules):
+        _require_mapping(rule, f"{at}.rules[{j}]")
+        _require_str(_key(rule, "rule", f"{at}.rules[{j}]"), f"{at}.rules[{j}].rule")
+        _require_optional_str(_key(rule, "location", f"{at}.rules[{j}]"), f"{at}.rules[{j}].location")
+    for figure in ("original_bits", "rewritten_bits"):
+        _require_number(_key(reg, figure, at), f"{at}.{figure}")
+    if case.get("outcome") != "failed":
+        _fail(f"{where}.outcome", "a case with a rewrite_regression has failed")
 
 
 def _validate_local_error(case: Any, where: str) -> None:

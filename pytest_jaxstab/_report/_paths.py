@@ -42,12 +42,18 @@ def relative_location(location: str | None, rootdir: str | os.PathLike[str]) -> 
 
 
 def relative_locations(case: CaseResult, rootdir: str | os.PathLike[str]) -> CaseResult:
-    """A copy of `case` whose rewrite, NaN-origin and local-error locations are relative to `rootdir`."""
+    """A copy of `case` whose rewrite (those that fired, and those that made it worse), NaN-origin and
+    local-error locations are relative to `rootdir`."""
     def rel(location: str | None) -> str | None:
         return relative_location(location, rootdir)
 
+    reg = case.rewrite_regression
+    if reg is not None:
+        reg = dataclasses.replace(reg, rules=[dataclasses.replace(r, location=rel(r.location))
+                                              for r in reg.rules])
     return dataclasses.replace(
         case,
+        rewrite_regression=reg,
         rewrites=[dataclasses.replace(r, location=rel(r.location)) for r in case.rewrites],
         nan_origins=[dataclasses.replace(n, location=rel(n.location)) for n in case.nan_origins],
         local_error=[dataclasses.replace(e, location=rel(e.location)) for e in case.local_error],

@@ -43,7 +43,9 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
     function as written loses the most bits (`primitive @ file:line`, from `jst.local_error`), and, for
     each backend in `backends` only, the jitted time ratio rewritten/original (`cpu 0.98x`). Long cells
     are cut with an ellipsis. A case checked with ``grad=True`` has a second row, ``  ∇ grad``, with the
-    same columns for its gradient (its NaN origin is a line of the backward pass).
+    same columns for its gradient (its NaN origin is a line of the backward pass). A case that a rewrite
+    makes worse than written shows ``bad rule`` as its verdict, and a line under the table names the
+    rules, their lines and both figures.
 
     Args:
         cases: the results to show, in order.
@@ -86,6 +88,10 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
             grad_gate = None if gate is None else (gradient_gate or {})
             lines.append(sep.join(_row(case.gradient, grad_gate, [], gradient_of=case)).rstrip())
     lines[2] = "-" * max(len(line) for line in lines[1:])
+    wrong = _wrong_rewrites(cases)
+    if wrong:
+        lines.append("wrong rewrites (each fails its test, whatever apply=, judge= and the baseline say):")
+        lines.extend(wrong)
     lines.append("disc/unc: inputs outside the function's real domain / the exact oracle could not decide "
                  "(neither is judged)")
     lines.append("max/mean: error in bits against the exact result over all samples; ovf: non-finite results "
@@ -94,6 +100,9 @@ def format_table(cases: Sequence[CaseResult], backends: Sequence[str],
     lines.append("verdict/s: judged by the error beyond what the problem's conditioning explains "
                  "(judge='stability'); beyond: that figure for the judged variant, max bits over all samples")
     lines.append("verdict/a: judged by the max forward error (judge='accuracy'; beyond: -)")
+    if wrong:
+        lines.append("bad rule: the judged function may pass, but a rewrite makes it worse than written "
+                     "(listed above the legend)")
     if gate is not None:
         legend += ("; gate: the decision against the baseline (only 'regressed' fails the run; a known "
                    "instability is unstable and does not)")
@@ -123,7 +132,7 @@ def _row(case: CaseResult, gate: Mapping[str, str] | None, time_cells: Sequence[
         _right(f"{case.discarded}/{case.uncertain}", _COUNTS_W),
         _figures(case.original),
         _figures(case.rewritten),
-        _left(("unstable" if case.outcome == "failed" else "stable") + _lens(case.judged_stats), _VERDICT_W),
+        _left(_verdict(case) + _lens(case.judged_stats), _VERDICT_W),
         _right(_beyond(case.judged_stats), _BEYOND_W),
     ]
     if gate is not None:
@@ -132,6 +141,22 @@ def _row(case: CaseResult, gate: Mapping[str, str] | None, time_cells: Sequence[
     if time_cells:
         cells.append(" ".join(_left(_timing(case, b), w) for b, w in time_cells))
     return cells
+
+
+def _verdict(case: CaseResult) -> str:
+    if case.rewrite_regression is not None:
+        return "bad rule"
+    return "unstable" if case.outcome == "failed" else "stable"
+
+
+def _wrong_rewrites(cases: Sequence[CaseResult]) -> list[str]:
+    """One line per value or gradient a rewrite makes worse: node id, rules at their lines, figures."""
+    out = []
+    for case in cases:
+        for what, c in (("", case), (" (gradient)", case.gradient)):
+            if c is not None and c.rewrite_regression is not None:
+                out.append(f"  {case.nodeid}{what}: {c.rewrite_regression}")
+    return out
 
 
 def _fit(text: str, width: int) -> str:

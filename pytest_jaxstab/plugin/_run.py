@@ -81,8 +81,10 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
         pytest.fail(problem, pytrace=False)
     failure = _judge(session, result)
     # Searched only for a case that fails the test (a known instability of the baseline does not) and
-    # that the catalogue does not fix; jst.improve's time limit bounds the cost per case.
-    unfixed = result.outcome == "failed" and result.rewritten.verdict != "pass"
+    # that the catalogue does not fix, nor for a wrong rewrite alone (the rule is to fix, not the
+    # formula); jst.improve's time limit bounds the cost per case.
+    unfixed = (result.outcome == "failed" and result.rewritten.verdict != "pass"
+               and not _only_wrong_rewrite(result))
     if chosen.search and failure is not None and unfixed:
         result.message += _proposal(fn, shapes, dtype, domain, chosen.seed)
         failure = _judge(session, result)
@@ -93,6 +95,14 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
         else:
             pytest.fail(failure, pytrace=False)
     return result
+
+
+def _only_wrong_rewrite(result: Any) -> bool:
+    """The case fails only for a rewrite that makes it worse (the function as written passes, value
+    and gradient): the fix is the rule, not a search for a better formula."""
+    cases = [c for c in (result, result.gradient) if c is not None]
+    return any(c.rewrite_regression is not None for c in cases) and all(
+        c.original.verdict == "pass" for c in cases)
 
 
 def _for_check(chosen: Any) -> Any:
