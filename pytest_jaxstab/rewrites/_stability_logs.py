@@ -111,13 +111,20 @@ def _sigmoid_or_complement(v: Any, w: Any) -> Any:
 
 
 def _log_sigmoid_ratio(p: Any = None, pc: Any = None, q: Any = None, qc: Any = None) -> Any:
-    """log(s(p) / s(q)) = log s(p) - log s(q) with log sigmoid(v) = -softplus(-v) and
-    log(1 - sigmoid(v)) = -softplus(v) (the ratio of two sigmoids that underflow, or of two
-    complements that round to 0, is 0/0; each log alone is finite)."""
-    def log_s(v: Any, complement: Any) -> Any:
-        return -_forms.softplus(-v) if v is not None else -_forms.softplus(complement)
-
-    return log_s(p, pc) - log_s(q, qc)
+    """log(s(p) / s(q)) = log σ(a) - log σ(b), a = p or -pc (1 - σ(v) = σ(-v)), b likewise: the ratio
+    of two sigmoids that underflow, or of two complements that round to 0, is 0/0 where each log is
+    finite. Where |a - b| <= 1 the ratio is near 1 and the two logs would cancel (9 bits lost at
+    a = -3.3e-3, b = -4.4e-4 in float32): log1p(σ(-a)·expm1(a - b)) for a <= b (its argument in
+    (-0.64, 0]), minus the same with a and b swapped above; elsewhere softplus(-b) - softplus(-a)."""
+    a = p if p is not None else -pc
+    b = q if q is not None else -qc
+    d = a - b
+    near = jnp.abs(d) <= 1
+    dn = jnp.where(near, d, jnp.zeros_like(d))  # each branch reads a safe input
+    below = jnp.log1p(jax.nn.sigmoid(-a) * jnp.expm1(dn))
+    above = -jnp.log1p(jax.nn.sigmoid(-b) * jnp.expm1(-dn))
+    far = _forms.softplus(-b) - _forms.softplus(-a)
+    return jnp.where(near, jnp.where(d <= 0, below, above), far)
 
 
 LOG_SIGMOID_RATIO = Rule(
