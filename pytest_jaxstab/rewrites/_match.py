@@ -398,6 +398,10 @@ def _match_eqn(g: Graph, pat: Op, i: int, eqn: Any, state: _State) -> Iterator[_
                 return
         elif have != want:
             return
+    for name, val in pat.fixed:  # what this alternative stands for (pattern.fixed)
+        if name in captured and captured[name] != val:
+            return
+        captured[name] = val
     st = state.copy()
     st.swallowed.add(i)
     for name, val in captured.items():

@@ -15,6 +15,10 @@ Example, ``log(1 + x)``::
 The matcher (``_match.py``) sees through the glue JAX inserts between the ops of a user's expression:
 ``convert_element_type`` to the same dtype, ``broadcast_in_dim`` and ``reshape`` (keepdims), and
 ``copy``; pass ``glue=False`` to an ``op`` or ``var`` to forbid that at one edge.
+
+Alternatives that mean different things tell the replacement so with :func:`fixed`: each alternative
+states the values it stands for, so no alternative leaves a capture to a default meant for another
+(``exp(a) * exp(a)`` is ``exp(a) ** 2``: ``fixed(op("mul", e, e), k=2)``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 from .._errors import ArgumentError
 
-__all__ = ["Const", "Op", "Param", "Pattern", "Var", "any_of", "const", "op", "param", "var"]
+__all__ = ["Const", "Op", "Param", "Pattern", "Var", "any_of", "const", "fixed", "op", "param", "var"]
 
 #: Primitives whose two operands may be swapped when matching.
 COMMUTATIVE = frozenset({"add", "mul", "max", "min", "and", "or", "eq", "ne"})
@@ -88,6 +92,7 @@ class Op(Pattern):
     uses, and its output reaches the replacement as an operand under ``name`` (see :func:`op`).
     ``recompute``: the sub-term may have other uses; it is then left in the program for them and the
     replacement computes its own stable form from the captures (see :func:`op`).
+    ``fixed``: captures this alternative binds to constant values when it matches (see :func:`fixed`).
     """
 
     prim: frozenset[str]
@@ -97,11 +102,13 @@ class Op(Pattern):
     glue: bool = True
     keep: bool = False
     recompute: bool = False
+    fixed: tuple[tuple[str, Any], ...] = ()
 
     def describe(self) -> str:
         prim = "|".join(sorted(self.prim))
         inner = ", ".join(a.describe() for a in self.args)
-        return f"{prim}({inner})"
+        bound = "".join(f", {k}={v!r}" for k, v in self.fixed)
+        return f"{prim}({inner}{bound})"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -171,6 +178,33 @@ def any_of(*alternatives: Pattern) -> AnyOf:
     """Alternatives tried in order, e.g. the forms of a square:
     ``any_of(op("integer_pow", x, y=2), op("square", x), op("mul", x, x))``."""
     return AnyOf(tuple(alternatives))
+
+
+def fixed(pattern: Op | AnyOf, **values: Any) -> Op | AnyOf:
+    """The same pattern, binding the captures ``values`` when it matches (each alternative of an
+    ``any_of``).
+
+    For alternatives that are spellings of one form with different constants: the replacement gets
+    the value each spelling means, and no capture is left to a default meant for another alternative.
+    A name the pattern also captures must agree with the fixed value, or the match is refused.
+
+    Example, the powers of ``e = exp(a)`` (the replacement is ``lambda a, k: exp(k * a)``)::
+
+        any_of(op("integer_pow", e, y=param("k")),
+               fixed(op("square", e), k=2), fixed(op("mul", e, e), k=2),
+               fixed(op("sqrt", e), k=0.5))
+    """
+    if not values:
+        raise ArgumentError("fixed(pattern): give at least one capture, e.g. fixed(op('square', x), k=2)")
+    if isinstance(pattern, AnyOf):
+        return AnyOf(tuple(fixed(alt, **values) for alt in pattern.alternatives))  # type: ignore[arg-type]
+    if not isinstance(pattern, Op):
+        raise ArgumentError(f"fixed(pattern): the pattern must be an op(...) or any_of(...), got {pattern!r}")
+    clash = [k for k, v in pattern.fixed if k in values and values[k] != v]
+    if clash:
+        raise ArgumentError(f"fixed(): {clash} already fixed to other values in {pattern.describe()}")
+    merged = {**dict(pattern.fixed), **values}
+    return dataclasses.replace(pattern, fixed=tuple(sorted(merged.items())))
 
 
 def square_of(x: Pattern) -> AnyOf:

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from . import _forms_stats as _fs
 from ._match import Match
-from ._pattern import any_of, const, op, param, square_of, var
+from ._pattern import any_of, const, fixed, op, param, square_of, var
 from ._rule import Rule
 
 x, y, a, b = var("x"), var("y"), var("a"), var("b")
@@ -106,23 +106,23 @@ PROD_POWER = Rule(
 _E = op("exp", a, name="e", recompute=True)
 
 
-def _exp_power(a: Any, k: float | None = None, c: float | None = None, **_: Any) -> Any:
-    """exp(a) ** k = exp(k·a) (k·a formed exactly); exp(a)² = exp(2a); sqrt(exp(a)) = exp(a/2)."""
-    power = k if k is not None else (c if c is not None else 0.5)
-    return _fs.exp_scaled(a, float(power))
+def _exp_power(a: Any, k: float) -> Any:
+    """exp(a) ** k = exp(k·a) (k·a formed exactly): exp(a)² and exp(a)·exp(a) = exp(2a),
+    sqrt(exp(a)) = exp(a/2)."""
+    return _fs.exp_scaled(a, float(k))
 
 
 def _exp_power_where(m: Match) -> bool:
-    return "k" not in m.captures or m.captures["k"] != 0
+    return m.captures["k"] != 0
 
 
 EXP_POWER = Rule(
     "exp_power",
     any_of(op("integer_pow", _E, y=param("k")),
-           op("square", _E, name="sq"),
-           op("mul", _E, _E),
-           op("pow", _E, const(lambda v: math.isfinite(v), name="c")),
-           op("sqrt", _E, name="root")),
+           fixed(op("square", _E), k=2.0),
+           fixed(op("mul", _E, _E), k=2.0),
+           op("pow", _E, const(lambda v: math.isfinite(v), name="k")),
+           fixed(op("sqrt", _E), k=0.5)),
     _exp_power, where=_exp_power_where, composable=True,
     **_example(lambda a: jnp.exp(a) ** 2, domain=(-1e4, 1e4)),
 )
