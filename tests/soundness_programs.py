@@ -22,7 +22,8 @@ overflow of ``exp`` near 88.7, large magnitudes), float32 bit patterns drawn uni
 mixing these element by element; all finite, no subnormals (XLA flushes them).
 
 **The comparison** (:func:`check_program`). ``f`` is the program, ``g = jst.stabilize(f)``; both run
-under ``jax.jit`` in float32 and the exact value comes from ``jst.oracles.evaluate(f, ...)``. Only
+under ``jax.jit`` in float32 (one jit holding both, their gradients and their vmaps: XLA's compiles
+are most of the fuzz's time) and the exact value comes from ``jst.oracles.evaluate(f, ...)``. Only
 elements whose exact value is finite and certain are judged. An element FAILS when
 
 - the rewritten value is not finite where the original's is, or
