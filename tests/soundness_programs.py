@@ -24,7 +24,12 @@ mixing these element by element; all finite, no subnormals (XLA flushes them).
 **The comparison** (:func:`check_program`). ``f`` is the program, ``g = jst.stabilize(f)``; both run
 under ``jax.jit`` in float32 (one jit holding both, their gradients and their vmaps: XLA's compiles
 are most of the fuzz's time) and the exact value comes from ``jst.oracles.evaluate(f, ...)``. Only
-elements whose exact value is finite and certain are judged. An element FAILS when
+elements whose exact value is finite and certain, and where the original keeps at least one correct
+bit (``bits(f) < 23``, :data:`HOPELESS_BITS`: an error of 2^23 ulps is as large as the value), are
+judged. (Where the original is that wrong, e.g. a ``where`` whose test is NaN in the original, the
+comparison says nothing: at ``where(t > 1 - softmax(exp(a) / exp(b)), log1p(expm1(m)), t)`` the
+original's quotient is inf/inf, its test false, its value 24 bits off; the rewritten quotient is
+finite, its test right, and the branch it takes overflows in both programs.) An element FAILS when
 
 - the rewritten value is not finite where the original's is, or
 - ``bits(g) > max(bits(f), A) + B`` with ``A = 4`` and ``B = 4`` bits (:data:`FLOOR_BITS`,
@@ -84,6 +89,9 @@ from pytest_jaxstab._check._conditioning import conditioning_ulps
 FLOOR_BITS = 4.0
 #: Bits the rewritten value may lose beyond ``max(original, FLOOR_BITS)`` or the conditioning.
 MARGIN_BITS = 4.0
+#: Bits of error at which a float32 value has no correct bit (2^23 ulps: as large as the value itself):
+#: where the original is that far off, there is nothing the rewrite could make worse.
+HOPELESS_BITS = 23.0
 #: Input samples per program (the first :data:`VMAP_BATCH` of them also form the vmapped batch).
 SAMPLES = 6
 VMAP_BATCH = 3
@@ -409,8 +417,9 @@ class _Judge:
         neighbours, in bits per element) are computed only where an element is worse."""
         orig, rew = np.broadcast_to(orig, exact.shape), np.broadcast_to(rew, exact.shape)
         ok = np.broadcast_to(np.asarray(certain, bool), exact.shape) & np.isfinite(exact)
-        self.judged += int(ok.sum())
         bits_f, bits_g = _bits(orig, exact), _bits(rew, exact)
+        ok = ok & ~(bits_f >= HOPELESS_BITS)  # the original has no correct bit to lose there
+        self.judged += int(ok.sum())
         lost = ok & np.isfinite(orig) & ~np.isfinite(rew)
         worse = ok & np.isfinite(rew) & (bits_g > np.maximum(bits_f, FLOOR_BITS) + MARGIN_BITS)
         explained: list[np.ndarray | None] = []
