@@ -34,7 +34,8 @@ def main() -> None:
                         help="rules left out (a known bug, to see what else fails)")
     args = parser.parse_args()
     print(f"jax {jax.__version__}; a value fails beyond max(original, {FLOOR_BITS:g}) + {MARGIN_BITS:g} "
-          "bits and the conditioning, or where it is not finite and the original is")
+          "bits where neither the conditioning nor the original's error at the neighbours explains it, "
+          "or where it is not finite and the original is")
     rules: collections.Counter[str] = collections.Counter()
     totals = collections.Counter()
     first_failure: dict[int, int] = {}
@@ -72,6 +73,11 @@ def main() -> None:
     print(f"\nin all: {totals['checked']} programs, a rewrite fired on {totals['fired']} "
           f"({totals['fired'] / max(totals['checked'], 1):.0%}), {len(rules)} distinct rules, "
           f"{totals['skipped']} skipped, {totals['failing']} failing; {time.perf_counter() - start:.0f} s")
+    print(f"elements judged {totals['judged elements']}; worse than the original but explained by the "
+          f"conditioning or the original's error at the neighbours: {totals['excused']}")
+    print(f"passing programs whose rewrite is most worse than max(original, {FLOOR_BITS:g}) by more than "
+          "t bits: " + ", ".join(f"t={t:g}: {sum(e > t for e in excesses)}" for t in (0, 1, 2, 3))
+          + f" (of {len(excesses)}; the most {max(excesses, default=float('nan')):.2f} bits)")
     print("rules (programs on which each fired): "
           + ", ".join(f"{name} {n}" for name, n in sorted(rules.items(), key=lambda kv: (-kv[1], kv[0]))))
     if failing:
