@@ -41,7 +41,9 @@ where the original happens to be correctly rounded that is still 2-3 bits: ``A =
 16 ulps below which no rewritten value is judged worse. Above it, the rewritten value may not lose
 more than ``B = 4`` bits (16 times the original's error in ulps) beyond the original's. A wrong
 identity is tens of bits off at generic inputs (``exp(a / 2)`` for ``exp(a) ** 2`` is 23 bits off at
-``a = 1``), so neither constant hides one.
+``a = 1``), so neither constant hides one. Measured (``bench_soundness_fuzz.py``, seeds 0-9, 1,500
+programs, jax 0.12): of the 1,488 programs that pass, the rewrite is worse than ``max(bits(f), A)``
+somewhere by more than 0 bits on 107, more than 2 on 16, more than 3 on 7, at most by 3.86 bits.
 
 **Two excuses** (the refinements of the comparison), each computed only at inputs where an element
 is worse, and printed with a failure:
