@@ -17,7 +17,7 @@ import pytest_jaxstab as jst
 
 SEED = 0
 BLOCKS = 4
-# 120 programs: 34 s wall with -n 2 on jax 0.12, 27 s on jax 0.10.2 (2-core machine, load 2.5-3)
+# 120 programs: 25-34 s wall with -n 2 on jax 0.12, 27-28 s on jax 0.10.2 (2-core machine, load 2-3)
 TREES_PER_BLOCK = 30
 
 
