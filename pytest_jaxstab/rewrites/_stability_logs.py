@@ -111,11 +111,12 @@ def _sigmoid_or_complement(v: Any, w: Any) -> Any:
 
 
 def _log_sigmoid_ratio(p: Any = None, pc: Any = None, q: Any = None, qc: Any = None) -> Any:
-    """log(s(p) / s(q)) = log sigmoid(a) - log sigmoid(b), a = p or -pc (1 - sigmoid(v) = sigmoid(-v)),
-    b likewise: the ratio of two sigmoids that underflow, or of two complements that round to 0, is 0/0 where each log is
-    finite. Where |a - b| <= 1 the ratio is near 1 and the two logs would cancel (9 bits lost at
-    a = -3.3e-3, b = -4.4e-4 in float32): log1p(sigmoid(-a)·expm1(a - b)) for a <= b (its argument in
-    (-0.64, 0]), minus the same with a and b swapped above; elsewhere softplus(-b) - softplus(-a)."""
+    """log(s(p) / s(q)) = log sigmoid(a) - log sigmoid(b), a = p or -pc (1 - sigmoid(v) =
+    sigmoid(-v)), b likewise: the ratio of two sigmoids that underflow, or of two complements that
+    round to 0, is 0/0 where each log is finite. Where |a - b| <= 1 the ratio is near 1 and the two
+    logs would cancel (9 bits lost at a = -3.3e-3, b = -4.4e-4 in float32):
+    log1p(sigmoid(-a)·expm1(a - b)) for a <= b (its argument in (-0.64, 0]), minus the same with a
+    and b swapped above; elsewhere softplus(-b) - softplus(-a)."""
     a = p if p is not None else -pc
     b = q if q is not None else -qc
     d = a - b
