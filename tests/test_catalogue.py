@@ -560,9 +560,12 @@ def test_inv_matmul_is_more_accurate_on_an_ill_conditioned_system():
         vm = MP.matrix([MP.mpf(float(t)) for t in v])
         return float(MP.norm(Hm * vm - bm, MP.inf) / (MP.norm(Hm, MP.inf) * MP.norm(vm, MP.inf)))
 
-    # Measured: forward 3e-6 (inv) vs 6e-8 (solve); backward 2e-8 vs 4e-16. LU is backward stable
-    # (backward error ~ eps = 1.1e-16 times a small factor), the explicit inverse is not.
-    assert forward(rewritten) * 10 < forward(original)
+    # LU is backward stable (backward error ~ eps = 1.1e-16 times a small factor), the explicit
+    # inverse is not: that is the property, asserted with margins of 100x. The forward error of either
+    # is bounded by cond(H) times the backward error and lands anywhere below that bound: measured
+    # 3e-6 (inv) vs 6e-8 (solve) on one machine and 1.4e-6 vs 3.7e-7 on another (another CPU's LAPACK
+    # kernels round differently), so only "not worse" holds there.
+    assert forward(rewritten) < forward(original)
     assert backward(rewritten) < 1e-14 < backward(original)
     assert bits(rewritten, exact).max() < bits(original, exact).max()
 

@@ -186,12 +186,15 @@ def log_softmax_fast(x: Any, axes: Axes = -1) -> Any:
 def softmax(x: Any, axes: Axes = -1) -> Any:
     """exp(x) / sum(exp(x)) as ``exp(x - m) / sum(exp(x - m))``, m = max(x) (no overflow).
 
-    The same formula as ``jax.nn.softmax``, so XLA compiles it to the same fused kernels (a guard
-    against an infinite max costs 20-40% on CPU): a row whose max is +inf gives NaN, as there.
+    The same formula as ``jax.nn.softmax``, so XLA compiles it to the same fused kernels; the shift is
+    0 in a row whose max is not finite (a guard on the row's max, not on every entry), so such a row
+    is what the written ``exp(x) / sum(exp(x))`` gives: 0 for the finite entries of a row holding
+    +inf, NaN for the +inf ones (``jax.nn.softmax``'s ``x - m`` made the whole row NaN; the soundness
+    fuzz found it making finite entries worse than the form it replaced).
     """
     ax = _axes(x, axes)
-    m = lax.stop_gradient(jnp.max(x, axis=ax, keepdims=True))
-    e = jnp.exp(x - m)
+    _, shift = _max_shift(x, ax)
+    e = jnp.exp(x - shift)
     return e / jnp.sum(e, axis=ax, keepdims=True)
 
 

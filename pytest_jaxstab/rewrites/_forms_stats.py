@@ -93,9 +93,10 @@ def geometric_power(x: Any, c: float, axes: Any = None) -> Any:
     """
     ax = _axes(x, axes)
     zero = jnp.any(x == 0, axis=ax, keepdims=True)
-    # a group holding a zero takes the product as written (its value 0, inf or 1 and its derivative,
-    # 2·prod·(...) = 0 for c = 2); the log branch reads 1 there, so its derivative stays finite (log 0
-    # would make the untaken branch's gradient inf·0 = NaN)
+    # a group holding a zero has the value 0, inf or 1 and derivative 0 (c·prod^(c-1)·(the other
+    # factors) is 0 there for c > 1, and inf or NaN as written for c < 1); the log branch reads 1
+    # there, so its derivative stays finite (log 0 would make the untaken branch's gradient
+    # inf·0 = NaN, where prod(x)**2's is 0)
     a = jnp.where(jnp.broadcast_to(zero, jnp.shape(x)), jnp.ones_like(x), jnp.abs(x))
     s, inv = _pow2_scale(lax.stop_gradient(a))
     mant = a * inv  # in [1, 2) for normal finite a (s a power of two <= a < 2s): exact
@@ -113,9 +114,8 @@ def geometric_power(x: Any, c: float, axes: Any = None) -> Any:
     arg = r * math.log(2.0) + jnp.asarray(c, x.dtype) * l_sum
     out = _exp2_exact(jnp.exp(arg), q)
     negative = jnp.prod(jnp.sign(x), axis=ax, keepdims=True) < 0
-    written = jnp.prod(jnp.where(jnp.broadcast_to(zero, jnp.shape(x)), x, jnp.zeros_like(x)), axis=ax,
-                       keepdims=True) ** jnp.asarray(c, x.dtype)
-    out = jnp.where(zero, written, out)
+    zero_value = jnp.asarray(0.0 if c > 0 else (math.inf if c < 0 else 1.0), x.dtype)
+    out = jnp.where(zero, zero_value, out)
     if float(c).is_integer():  # a negative base to an integer power: the sign of (-1)**c
         return jnp.where(negative, -out if int(c) % 2 else out, out)
     return jnp.where(negative, jnp.full_like(out, jnp.nan), out)

@@ -95,7 +95,9 @@ def _prod_power(x: Any, axes: tuple[int, ...], c: float | None = None, root: Any
 _PROD = op("reduce_prod", x, axes=AXES)
 PROD_POWER = Rule(
     "prod_power",
-    any_of(op("pow", _PROD, const(lambda v: math.isfinite(v) and v != 0, name="c")),
+    # c = 1 is the product itself: nothing to stabilise, and its derivative at a zero factor (the
+    # product of the others) is not the form's 0
+    any_of(op("pow", _PROD, const(lambda v: math.isfinite(v) and v not in (0, 1), name="c")),
            op("sqrt", _PROD)),
     _prod_power,
     **_example(lambda x: jnp.prod(x) ** (1 / 8), domain=(0.0, 1e30)),
