@@ -228,36 +228,46 @@ def _judge(index: int, label: str, rule: Rule, alt: Rule, prog: _Program, n: int
     rng = np.random.default_rng(seed + 7919 * index)
     others = [c for c in companions if c.name != rule.name]
     with_ = f" with {len(others)} companion rules" if others else " alone"
-    for context in contexts:
-        sets = [(f"rule {rule.name!r}{with_}", [rule, *others])]
-        if context == "jit" and alt is not rule:
-            sets.append((f"this alternative of {rule.name!r}{with_}", [alt, *others]))
-        try:
-            found = _run_context(context, prog, rule.name, sets, n, rng)
-        except UnsupportedPrimitive as exc:
-            report.status, report.detail = "not checked", f"the oracle cannot evaluate it: {exc}"
-            return report
-        if found is None:
-            continue
-        fired, problem = found
-        if fired:
-            report.contexts.append(context)
-        if problem:
-            report.status = "unsound"
-            report.detail = f"context {context!r}, {problem}"
-            return report
-    if not report.contexts:
-        report.status, report.detail = "not checked", "the rule fired in no context"
+    try:
+        with _x64(prog.x64):
+            prepared = []
+            for context in contexts:
+                sets = [(f"rule {rule.name!r}{with_}", [rule, *others])]
+                if context == "jit" and alt is not rule:
+                    sets.append((f"this alternative of {rule.name!r}{with_}", [alt, *others]))
+                ctx = _prepare(context, prog, rule.name, sets, n, rng)
+                if ctx is not None:
+                    prepared.append(ctx)
+            report.contexts = [c.context for c in prepared]
+            if not prepared:
+                report.status, report.detail = "not checked", "the rule fired in no context"
+                return report
+            problem = _run(prepared)
+    except UnsupportedPrimitive as exc:
+        report.status, report.detail = "not checked", f"the oracle cannot evaluate it: {exc}"
+        return report
+    if problem:
+        report.status, report.detail = "unsound", problem
     return report
 
 
-def _run_context(context: str, prog: _Program, name: str, sets: list[tuple[str, list[Rule]]], n: int,
-                 rng: np.random.Generator) -> tuple[bool, str] | None:
-    """Build the context's original and rewritten functions (one per rule set), draw inputs, compare.
-    None when the context does not apply (no intermediate to share, no float argument to
-    differentiate). Under "jit" the original and every rewritten variant are one jitted function
-    (one compilation); the other contexts run op by op, which compiles each primitive once for the
-    whole verification instead of once per program (XLA's compile dominates otherwise)."""
+@dataclasses.dataclass
+class _Context:
+    """One context of one alternative: the original and its rewritten variants, inputs, reference."""
+
+    context: str
+    fns: list[Callable[..., Any]]  # the original first
+    labels: list[str]  # per rewritten variant
+    args_list: list[list[np.ndarray]]
+    closed: Any  # the program whose exact value is the reference
+    primal: Callable[..., Any] | None  # for "grad": the function differentiated
+
+
+def _prepare(context: str, prog: _Program, name: str, sets: list[tuple[str, list[Rule]]], n: int,
+             rng: np.random.Generator) -> _Context | None:
+    """The context's original and rewritten functions (one per rule set where the rule fires) and its
+    inputs; None when the context does not apply (no intermediate to share, no float argument to
+    differentiate) or the rule fires in no variant of it."""
     from .._stabilize import stabilize
 
     f, inner = prog.fn, prog.inner
@@ -273,36 +283,47 @@ def _run_context(context: str, prog: _Program, name: str, sets: list[tuple[str, 
     else:
         original = f
     primal = original
-    variants = [(label, stabilize(original, rules=chosen), chosen) for label, chosen in sets]
+    base = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in prog.avals]
+    variants = [(label, stabilize(original, rules=chosen)) for label, chosen in sets
+                if _fired(name, primal, chosen, base)]
+    if not variants:
+        return None
     if context == "grad":
         original = jax.grad(original, argnums=tuple(floats))
-        variants = [(label, jax.grad(g, argnums=tuple(floats)), c) for label, g, c in variants]
+        variants = [(label, jax.grad(g, argnums=tuple(floats))) for label, g in variants]
     batch = 3 if context == "vmap" else None
-    with _x64(prog.x64):
-        args_list = [_draw(prog.avals, prog.domain, rng, batch) for _ in range(n)]
-        avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args_list[0]]
-        base = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in prog.avals]
-        variants = [(label, g) for label, g, chosen in variants if _fired(name, primal, chosen, base)]
-        if not variants:
-            return False, ""
-        if batch is not None:
-            original = jax.vmap(original)
-            variants = [(label, jax.vmap(g)) for label, g in variants]
-        # the exact derivative takes library routines by their mathematics
-        closed = (_grad_reference(primal, avals, floats) if context == "grad"
-                  else jax.make_jaxpr(original)(*avals))
-        fns = [original, *(g for _, g in variants)]
-        run = jax.jit(lambda *a: [fn(*a) for fn in fns]) if context == "jit" else (
-            lambda *a: [fn(*a) for fn in fns])
-        for args in args_list:
-            if context == "grad" and not _defined(primal, args):
+    args_list = [_draw(prog.avals, prog.domain, rng, batch) for _ in range(n)]
+    if batch is not None:
+        original = jax.vmap(original)
+        variants = [(label, jax.vmap(g)) for label, g in variants]
+    avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args_list[0]]
+    # the exact derivative takes library routines by their mathematics
+    closed = (_grad_reference(primal, avals, floats) if context == "grad"
+              else jax.make_jaxpr(original)(*avals))
+    return _Context(context, [original, *(g for _, g in variants)], [label for label, _ in variants],
+                    args_list, closed, primal if context == "grad" else None)
+
+
+def _run(prepared: list[_Context]) -> str:
+    """Every context's original and variants on all its inputs in one jitted function (one XLA
+    compilation per alternative: compiling dominates otherwise), then each input judged."""
+
+    def every(stacked: list[list[Any]]) -> list[Any]:
+        return [jax.vmap(lambda *a, c=c: [fn(*a) for fn in c.fns])(*st) for c, st in zip(prepared, stacked)]
+
+    stacked = [[np.stack([args[i] for args in c.args_list]) for i in range(len(c.args_list[0]))]
+               for c in prepared]
+    results = jax.jit(every)(stacked)
+    for c, outs in zip(prepared, results):
+        for k, args in enumerate(c.args_list):
+            if c.primal is not None and not _defined(c.primal, args):
                 continue  # a derivative where the function is not real means nothing
-            outs = run(*args)
-            for (label, _), out in zip(variants, outs[1:]):
-                problem = _compare(closed, outs[0], out, args, fns[0])
+            at_k = [jax.tree_util.tree_map(lambda v, k=k: np.asarray(v)[k], out) for out in outs]
+            for label, out in zip(c.labels, at_k[1:]):
+                problem = _compare(c.closed, at_k[0], out, args, c.fns[0])
                 if problem:
-                    return True, f"{label}: {problem}"
-    return True, ""
+                    return f"context {c.context!r}, {label}: {problem}"
+    return ""
 
 
 def _fired(name: str, fn: Callable[..., Any], rules: Sequence[Rule], avals: Sequence[Any]) -> bool:
