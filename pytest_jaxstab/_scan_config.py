@@ -8,12 +8,13 @@ taking arguments that are not arrays (an axis, a flag), says so here; the scan n
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from ._errors import ArgumentError
 
-__all__ = ["SCAN_ATTRIBUTE", "ScanConfig", "domain", "scan_config_from"]
+__all__ = ["SCAN_ATTRIBUTE", "ScanConfig", "domain", "domain_from_text", "scan_config_from"]
 
 #: The attribute ``@jst.domain`` sets on a function.
 SCAN_ATTRIBUTE = "__jaxstab_scan__"
@@ -87,3 +88,24 @@ def _validated(bounds: Any, static: Any, dims: Any, dtype: Any, skip: Any, where
     if skip is not None and not isinstance(skip, str):
         raise ArgumentError(f"{where}: skip={skip!r}: expected the reason, a string")
     return ScanConfig(bounds, dict(static or {}), dict(dims or {}), dtype, skip)
+
+
+def domain_from_text(text: str, where: str) -> tuple[float, float]:
+    """``(lo, hi)`` from an ini value such as ``-1e4 1e4`` or ``(-1e4, 1e4)``: two finite numbers, lo < hi.
+
+    Raises:
+        ArgumentError: anything else, naming ``where`` (the ini key) and the value.
+
+    Example:
+        >>> domain_from_text("(-1e4, 1e4)", "jaxstab_scan_domain")
+        (-10000.0, 10000.0)
+    """
+    parts = text.strip().strip("()[]").replace(",", " ").split()
+    try:
+        lo, hi = (float(p) for p in parts)
+    except ValueError:  # not two numbers
+        lo = hi = math.nan
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ArgumentError(f"{where} = {text.strip()!r}: expected two finite numbers LO HI with LO < HI, "
+                            "e.g. -1e4 1e4 or (-1e4, 1e4)")
+    return lo, hi

@@ -48,9 +48,17 @@ def _strict_dtype_promotion():
         yield
 
 
+#: The terminal width of scenario runs (``COLUMNS``): every column of the "jaxstab" table and unwrapped
+#: summary lines, whatever the terminal running the suite. A test about the width sets its own.
+WIDE_TERMINAL = "400"
+
+
 @pytest.fixture
-def run_jaxstab(pytester: pytest.Pytester):
+def run_jaxstab(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     """Runs pytest in-process on the pytester directory with the plugin loaded; returns the result.
+
+    The terminal is :data:`WIDE_TERMINAL` columns wide unless the test sets ``COLUMNS`` after
+    requesting this fixture: the table fits the terminal, and most scenarios assert on every column.
 
     Each run's Hypothesis example database lives in the pytester directory, as a user project's does.
     Hypothesis fixes its default database path once per process (this repository's ``.hypothesis``), so
@@ -58,6 +66,8 @@ def run_jaxstab(pytester: pytest.Pytester):
     """
     from hypothesis import settings
     from hypothesis.database import DirectoryBasedExampleDatabase
+
+    monkeypatch.setenv("COLUMNS", WIDE_TERMINAL)
 
     def run(*args: str, search: bool = False) -> pytest.RunResult:
         # The search is on by default in the plugin; scenario suites that are not about it run with it

@@ -49,7 +49,8 @@ def case_settings(session: JaxstabSession, given: Any, options: Mapping[str, Any
 
 def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: Any, dtype: Any,
              domain: Any = None, settings: Any = None, options: Mapping[str, Any] | None = None,
-             entry: str = "marker", defer: bool = False) -> Any:
+             entry: str = "marker", defer: bool = False,
+             annotate: Callable[[Any, Any], str] | None = None) -> Any:
     """Checks ``fn`` as case ``nodeid`` of ``item``; fails the test when the case fails.
 
     The case's settings are the session's with ``settings`` (a ``jst.settings``) and ``options`` (the
@@ -58,6 +59,9 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
     With ``defer``, a failing verdict is kept on the item and the test fails once its body has
     finished (:func:`pending_failures`), so that every check of the test runs and is recorded. An error
     (bad arguments, nothing judged, ...) fails the test at once: there is no result to record.
+
+    ``annotate(result, settings)``, called when the case fails its verdict, returns a paragraph added to
+    its message before any search proposal (the scan's note on input magnitudes), or "".
 
     Returns the :class:`CaseResult`.
     """
@@ -80,6 +84,11 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
     if problem is not None:  # outside the except block: no "during handling..." chain in the report
         pytest.fail(problem, pytrace=False)
     failure = _judge(session, result)
+    if annotate is not None and failure is not None and result.outcome == "failed":
+        note = annotate(result, chosen)
+        if note:
+            result.message += note
+            failure = _judge(session, result)
     # Searched only for a case that fails the test (a known instability of the baseline does not) and
     # that the catalogue does not fix, nor for a wrong rewrite alone (the rule is to fix, not the
     # formula); jst.improve's time limit bounds the cost per case.

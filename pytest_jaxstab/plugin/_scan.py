@@ -6,8 +6,10 @@ carry jaxtyping array annotations with floating dtypes becomes a test item, node
 gate). Symbolic dimensions are bound to small sizes (:data:`DEFAULT_DIM_SIZE`, overridden per name by
 ``--jaxstab-scan-dims=n=8,batch=2`` / ``jaxstab_scan_dims``, and per function by ``@jst.domain(dims=)``).
 What annotations cannot say (a domain, static arguments) comes from ``@jst.domain`` or the ini key
-``jaxstab_scan_config``; a function the scan cannot check is a skipped item whose reason says what to
-add, never a guess.
+``jaxstab_scan_config``, and a domain for every function from ``jaxstab_scan_domain``; a function the
+scan cannot check is a skipped item, at the function's own line, whose reason names it and says what to
+add, never a guess. A function checked without any domain that fails only above some input magnitude
+says so (``_magnitude``).
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from typing import Any
 
 import pytest
 
-from .._scan_config import SCAN_ATTRIBUTE, ScanConfig, scan_config_from
+from .._scan_config import SCAN_ATTRIBUTE, ScanConfig, domain_from_text, scan_config_from
 
 __all__ = ["DEFAULT_DIM_SIZE", "ScanItem", "add_scan_options", "scan_items"]
 
 SCAN_OPTION = "--jaxstab-scan"
 DIMS_OPTION = "--jaxstab-scan-dims"
+DOMAIN_INI = "jaxstab_scan_domain"
 #: Size of a symbolic dimension no setting names: small (the oracle's cost grows with it), and above 2
 #: so reductions mix more than a pair of values.
 DEFAULT_DIM_SIZE = 4
@@ -54,6 +57,8 @@ def add_scan_options(parser: pytest.Parser) -> None:
     parser.addini("jaxstab_scan_config", "per function, one a line: module.function = {'domain': (0, 10), "
                   "'static': {...}, 'dims': {...}, 'dtype': ..., 'skip': reason}", type="linelist",
                   default=[])
+    parser.addini(DOMAIN_INI, "LO HI: the domain of every scanned function that declares none "
+                  "(e.g. -1e4 1e4); @jst.domain and jaxstab_scan_config win", type="string", default="")
 
 
 def _usage(message: str) -> pytest.UsageError:
@@ -76,6 +81,18 @@ def _dims(config: pytest.Config) -> dict[str, int]:
                          "e.g. n=8,batch=2")
         sizes[name] = int(size)
     return sizes
+
+
+def _default_domain(config: pytest.Config) -> tuple[float, float] | None:
+    from .._errors import ArgumentError
+
+    raw = str(config.getini(DOMAIN_INI) or "")
+    if not raw.strip():
+        return None
+    try:
+        return domain_from_text(raw, DOMAIN_INI)
+    except ArgumentError as exc:
+        raise _usage(str(exc)) from None
 
 
 def _ini_configs(config: pytest.Config) -> dict[str, ScanConfig]:
@@ -125,7 +142,7 @@ def scan_items(session: pytest.Session) -> list[pytest.Item]:
         import jaxtyping  # noqa: F401  # pyright: ignore[reportUnusedImport]
     except ImportError:
         raise _usage("needs jaxtyping: pip install 'pytest-jaxstab[jaxtyping]'") from None
-    dims, configs = _dims(config), _ini_configs(config)
+    dims, configs, default = _dims(config), _ini_configs(config), _default_domain(config)
     items: list[pytest.Item] = []
     seen: set[str] = set()
     for target in targets:
@@ -143,7 +160,8 @@ def scan_items(session: pytest.Session) -> list[pytest.Item]:
             for name, fn in sorted(functions, key=lambda nf: _line(nf[1])):
                 qualified = f"{module.__name__}.{name}"
                 cfg = getattr(fn, SCAN_ATTRIBUTE, None) or configs.get(qualified) or ScanConfig()
-                found.append(ScanItem.from_parent(parent, name=name, fn=fn, cfg=cfg, dims=dims))
+                found.append(ScanItem.from_parent(parent, name=name, fn=fn, cfg=cfg, dims=dims,
+                                                  qualified=qualified, default_domain=default))
             # Reported as collected, so the terminal's counts and other plugins see them.
             session.ihook.pytest_collectreport(
                 report=pytest.CollectReport(parent.nodeid, "passed", None, list(found)))
@@ -165,23 +183,44 @@ class ScanModule(pytest.File):
 
 class ScanItem(pytest.Item):
     """One scanned function, checked as a ``@pytest.mark.stabilize`` test with the shapes and dtype its
-    annotations give; skipped, with the reason, when they do not say enough."""
+    annotations give; skipped, with the reason, when they do not say enough.
+
+    The domain is the function's own (``@jst.domain``, ``jaxstab_scan_config``), else the scan's
+    (``jaxstab_scan_domain``), else none: the dtype's whole range, and a failure then says up to which
+    magnitude the function passes (:func:`~._magnitude.magnitude_note`)."""
 
     def __init__(self, *, fn: Callable[..., Any], cfg: ScanConfig, dims: dict[str, int],
+                 qualified: str = "", default_domain: tuple[float, float] | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.fn = fn
         self.cfg = cfg
         self.dims = {**dims, **cfg.dims}
+        self.qualified = qualified or self.name
+        self.domain = cfg.domain if cfg.domain is not None else default_domain
+        self.plan = plan_call(fn, cfg, self.dims)
+        if isinstance(self.plan, str):
+            # A mark, not pytest.skip() in runtest: pytest then reports the skip at the item's location
+            # (reportinfo: the function's file and line), not at this module's line. skipif, not skip:
+            # the terminal's -rs summary drops the line number of a `skip` mark's report.
+            self.add_marker(pytest.mark.skipif(True, reason=f"jaxstab scan: {self.qualified}: {self.plan}"))
 
     def runtest(self) -> None:
         from ._run import COMPLETE_KEY, run_case
 
-        plan = plan_call(self.fn, self.cfg, self.dims)
-        if isinstance(plan, str):
-            pytest.skip(f"jaxstab scan: {plan}")
+        plan = self.plan
+        assert not isinstance(plan, str)  # skipped by its mark before runtest
         call, shapes, dtype = plan
-        run_case(self, call, nodeid=self.nodeid, shapes=shapes, dtype=dtype, domain=self.cfg.domain)
+
+        def magnitudes(result: Any, chosen: Any) -> str:
+            from ._magnitude import magnitude_note
+
+            return magnitude_note(call, shapes=shapes, dtype=dtype, result=result, chosen=chosen,
+                                  name=self.nodeid, qualified=self.qualified)
+
+        # Without a domain, a failure says up to which input magnitude the function passes.
+        run_case(self, call, nodeid=self.nodeid, shapes=shapes, dtype=dtype, domain=self.domain,
+                 annotate=magnitudes if self.domain is None else None)
         self.stash[COMPLETE_KEY] = True
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

@@ -9,6 +9,7 @@ the same reports and baselines. Workers never write files.
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -293,6 +294,8 @@ class JaxstabSession:
         if not (wants_table or self.comparison is not None or self.notes):
             return
         terminal.section("jaxstab")
+        # pytest's width (COLUMNS, else the terminal's): no line of the section is longer.
+        width = self.config.get_terminal_writer().fullwidth
         if wants_table:
             from .._report import format_table
 
@@ -300,13 +303,17 @@ class JaxstabSession:
             # Timing columns only for the backends cases were timed on (none without --jaxstab-timing).
             timed = sorted({t.backend for case in cases for t in case.timing})
             terminal.write_line(format_table(cases, timed, gate=self.decisions(),
-                                             gradient_gate=self.gradient_decisions()))
+                                             gradient_gate=self.gradient_decisions(), width=width,
+                                             verbose=self.config.get_verbosity() > 0))
+        lines: list[str] = []
         if self.comparison is not None:
             from .._baseline import format_baseline_summary
 
-            terminal.write_line(format_baseline_summary(self.comparison))
-        for note in self.notes:
-            terminal.write_line(note)
+            lines += format_baseline_summary(self.comparison).splitlines()
+        lines += self.notes
+        for line in lines:
+            for part in _wrapped(line, width):
+                terminal.write_line(part)
 
 
 def _platform() -> tuple[str, list[str]]:
@@ -327,3 +334,9 @@ def _shown(path: Path | str) -> str:
         return os.path.relpath(path)
     except ValueError:  # another drive on Windows
         return str(path)
+
+
+def _wrapped(line: str, width: int) -> list[str]:
+    """``line`` wrapped at ``width``, continuations indented two spaces more than it."""
+    indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
+    return textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
