@@ -98,7 +98,7 @@ def test_an_alternative_nothing_can_build_is_reported_not_built():
 
 def test_verify_refuses_what_is_not_a_rule():
     with pytest.raises(TypeError, match=r"expected a jst\.rewrites\.Rule"):
-        jst.rewrites.verify(lambda x: x)
+        jst.rewrites.verify(lambda x: x)  # pyright: ignore[reportArgumentType]
     with pytest.raises(TypeError, match="unknown"):
         jst.rewrites.verify(get("log1p"), contexts=("pmap",))
 
@@ -144,7 +144,7 @@ def test_fixed_refuses_a_clash_and_an_empty_binding():
     with pytest.raises(ValueError, match="already fixed"):
         p.fixed(p.fixed(p.op("square", x), k=2.0), k=3.0)
     with pytest.raises(ValueError, match="op"):
-        p.fixed(x, k=1.0)
+        p.fixed(x, k=1.0)  # pyright: ignore[reportArgumentType]
 
 
 def test_a_fixed_value_that_disagrees_with_a_captured_parameter_refuses_the_match():
