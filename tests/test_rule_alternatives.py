@@ -28,13 +28,21 @@ OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
 CATALOGUE = list(dict.fromkeys([*STABILITY, *STABILITY_FAST, *PERFORMANCE, registered()["mean"]]))
 
 
+# Alternatives no program of a JAX generation contains: jax 0.10 inlines ndtri into its own equations
+# (newer JAX calls it), so ndtri_complement's call spelling cannot be built there; it is on newer JAX,
+# where this set is empty and every alternative must be built.
+NOT_ON_THIS_JAX = {("ndtri_complement", "custom_jvp_call(sub(1.0, p))")} if OLD_JAX else set()
+
+
 @pytest.mark.parametrize("rule", CATALOGUE, ids=lambda r: r.name)
 def test_every_alternative_of_every_rule_is_sound(rule):
     # a composable rule is judged among the rules that continue its result, as jst.stabilize applies it
     report = jst.rewrites.verify(rule, companions=STABILITY if rule.composable else ())
     assert report.unsound == [], str(report)
-    assert report.not_built == [], str(report)
+    assert [a for a in report.not_built if (rule.name, a.pattern) not in NOT_ON_THIS_JAX] == [], str(report)
     checked = [a for a in report.alternatives if a.status == "sound"]
+    if all((rule.name, a.pattern) in NOT_ON_THIS_JAX for a in report.alternatives):
+        pytest.skip(f"{rule.name}: no program of jax {jax.__version__} contains its pattern (NOT_ON_THIS_JAX)")
     assert checked, f"no alternative of {rule.name} was checked:\n{report}"
 
 

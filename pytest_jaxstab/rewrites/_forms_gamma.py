@@ -268,7 +268,7 @@ _LGAMMA1P = (
 _EULER_GAMMA = 0.5772156649015329
 # |k| below this takes the series: its terms fall by 0.3 per power (0.3^40 < 1e-20) and its sum is
 # within a factor 1.6 of its largest term (one sign alternation, no cancellation worth a bit).
-_SERIES_BELOW = 0.3
+SERIES_BELOW = 0.3
 
 
 def lgamma1p(k: Any) -> Any:
@@ -282,7 +282,7 @@ def lgamma1p(k: Any) -> Any:
     (k,) = _float(k)
     from jax.scipy.special import gammaln
 
-    small = jnp.abs(k) < _SERIES_BELOW
+    small = jnp.abs(k) < SERIES_BELOW
     ks = jnp.where(small, k, 0.0)
     acc = jnp.zeros_like(ks)
     for c in reversed(_LGAMMA1P):

@@ -439,7 +439,16 @@ def _lgamma_near_one(k: Any, c: float) -> Any:
     c for tiny k and lgamma of it is 0, where the value is -gamma·k (c = 1) or (1 - gamma)·k (c = 2): a log
     binomial coefficient's ``lgamma(k + 1)`` at k = 1e-20. The problem is well conditioned in k
     there (relative condition number about 1); lgamma of the rounded sum is not."""
-    return fg.lgamma1p(k) if c == 1.0 else jnp.log1p(k) + fg.lgamma1p(k)  # Γ(2+k) = (1+k)Γ(1+k)
+    if c == 1.0:
+        return fg.lgamma1p(k)
+    # Γ(2+k) = (1+k)Γ(1+k) near k = 0 only: beyond the series' range lgamma1p is gammaln(1 + k), and
+    # log1p(k) + gammaln(1 + k) cancels (2 bits more than gammaln(2 + k) at k = -0.31, the soundness
+    # check on JAX 0.10 found it), so there the sum is taken as written
+    from jax.scipy.special import gammaln
+
+    near = jnp.abs(k) < fg.SERIES_BELOW
+    kn = jnp.where(near, k, jnp.zeros_like(k))  # each branch reads a safe input
+    return jnp.where(near, jnp.log1p(kn) + fg.lgamma1p(kn), gammaln(2 + jnp.where(near, 1.0, k)))
 
 
 _NEAR_ONE = const(lambda v: v in (1.0, 2.0), name="c")
