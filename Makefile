@@ -1,8 +1,11 @@
 # pytest-jaxstab: two commands set everything up on a fresh machine.
 #   make demo   -> .venv (Python 3.12, newest jax), runs the example suite with the reports
 #   make demo-baseline -> re-saves examples/.jaxstab/baseline.json (commit it)
-#   make test   -> .venv, runs the test suite and the package's doctests (testpaths in pyproject.toml)
-#   make test-compat -> .venv-compat (Python 3.11, jax 0.10.2), runs the test suite
+#   make test   -> .venv, runs the test suite and the package's doctests (testpaths in pyproject.toml),
+#                  all but the slow tier (tests marked `slow`): a few minutes on 2 cores
+#   make test-slow -> the slow tier alone (CI runs `make test` and `make test-slow`: everything once)
+#   make test-all -> both tiers in one run
+#   make test-compat -> .venv-compat (Python 3.11, jax 0.10.2), runs the whole test suite
 #   make lint   -> ruff + pyright in .venv
 #   make bench-costs -> every "Measured costs" figure of README in one run (quiet machine)
 SHELL := /bin/bash
@@ -19,7 +22,7 @@ VENV ?= .venv
 VENV_COMPAT ?= .venv-compat
 PYTEST_ARGS ?=
 
-.PHONY: demo demo-baseline test test-compat lint venv venv-compat clean bench-costs
+.PHONY: demo demo-baseline test test-slow test-all test-compat lint venv venv-compat clean bench-costs
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: python3.12 not found; set PYTHON=/path/to/python3.12"; exit 2; }
@@ -40,6 +43,12 @@ venv: $(VENV)/.installed
 venv-compat: $(VENV_COMPAT)/.installed
 
 test: venv
+	$(VENV)/bin/python -m pytest -n 2 -m "not slow" $(PYTEST_ARGS)
+
+test-slow: venv
+	$(VENV)/bin/python -m pytest -n 2 -m slow $(PYTEST_ARGS)
+
+test-all: venv
 	$(VENV)/bin/python -m pytest -n 2 $(PYTEST_ARGS)
 
 test-compat: venv-compat

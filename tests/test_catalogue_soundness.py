@@ -15,6 +15,10 @@ import pytest
 from pytest_jaxstab import check
 from pytest_jaxstab.rewrites import STABILITY, STABILITY_FAST
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 # the opt-in fast variants (STABILITY_FAST) are held to the same rule
 # jax 0.10 inlines ndtri into its own equations, so a rule on ndtri(1 - p) has nothing to match there
 OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)

@@ -18,6 +18,10 @@ from pytest_jaxstab.oracles._metrics import error_bits
 from pytest_jaxstab.oracles._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import forms
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 MP = mpmath.mp.clone()
 MP.prec = 256  # pyright: ignore[reportAttributeAccessIssue]
 

@@ -23,6 +23,10 @@ import pytest
 import pytest_jaxstab as jst
 from pytest_jaxstab.strategies import Domain
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 SEEDS = [0, 1, 2, 3, 4]
 
 

@@ -20,6 +20,10 @@ import pytest
 from pytest_jaxstab import ReportMergeError
 from pytest_jaxstab._report._merge import run_merge
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 SEED = ("--jaxstab-seed=3", "--jaxstab-examples=8")
 
 # Six cases over three files, two of them unstable, one a jaxstab.check case (node id with a name).

@@ -13,6 +13,10 @@ import pytest
 
 from tests.conftest import PLUGIN_ARGS
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 ARGS = ("--jaxstab-examples=8",)
 BASELINE = ".jaxstab/baseline.json"
 

@@ -39,6 +39,10 @@ from pytest_jaxstab.oracles._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import _forms_divergence as fd
 from tests.test_rewrites_generalise import F32, F64, MP
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 DTYPES = [F32, F64]
 
 

@@ -29,6 +29,10 @@ from pytest_jaxstab.oracles._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import forms
 from tests.test_rewrites_generalise import F32, F64, MP
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def _x64():

@@ -34,6 +34,10 @@ from pytest_jaxstab.oracles._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import Rule
 from pytest_jaxstab.rewrites import pattern as p
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 MP: Any = mpmath.mp.clone()
 MP.prec = 256  # far beyond the 53 bits any result is rounded to
 F32, F64 = np.float32, np.float64

@@ -40,6 +40,10 @@ from pytest_jaxstab.oracles import error_bits
 from pytest_jaxstab.oracles._rounding import round_to_dtype
 from tests.test_rewrites_generalise import MP, _mp
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 erf, erfc, erfinv = S.erf, jax.lax.erfc, S.erfinv
 OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
 

@@ -27,6 +27,10 @@ from jax import lax
 import pytest_jaxstab as jst
 from tests.test_rewrites_generalise import F32, MP, _bits, _mp
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 
 def f32(*v: float) -> np.ndarray:
     return np.array(v, F32)

@@ -23,6 +23,10 @@ import pytest_jaxstab as jst
 from pytest_jaxstab.oracles import error_bits
 from pytest_jaxstab.rewrites import STABILITY
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
 # jax 0.10 inlines ndtri into its own equations, so a rule on ndtri(1 - p) has nothing to match there
 OLD_JAX_CANNOT_FIRE = {"ndtri_complement"} if OLD_JAX else set()

@@ -19,6 +19,10 @@ import pytest
 
 import pytest_jaxstab as jst
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 H = 8
 
 

@@ -27,6 +27,10 @@ import pytest_jaxstab as jst
 from pytest_jaxstab import oracles
 from pytest_jaxstab._check._trace import x64_scope
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 LIMITS: dict[str, Any] = dict(max_examples=48, time_limit=20.0, seed=3)
 MEAN_BITS = 2.0  # the bar (Herbie's "accurate")
 MAX_BITS = 8.0

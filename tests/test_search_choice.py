@@ -25,6 +25,10 @@ from pytest_jaxstab._check._trace import x64_scope
 from pytest_jaxstab._search._choose import FIX_MAX_BITS, FIX_MEAN_BITS, Rechecked, choose
 from pytest_jaxstab._search._result import Candidate
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 MEAN_BITS = 2.0  # the fix criterion (Herbie's "accurate") ...
 MAX_BITS = 8.0  # ... and its bound on the worst case (an overflow to inf is far above it)
 SECONDS = 90.0  # per case: the search's 15 s default, the oracle and compiles on a shared 2-core machine

@@ -24,6 +24,10 @@ from pytest_jaxstab._check._trace import x64_scope
 from pytest_jaxstab._search._gamma import lgamma_pairings
 from pytest_jaxstab._search._rules import parse
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 MEAN_BITS = 2.0  # the fix criterion (Herbie's "accurate") ...
 MAX_BITS = 8.0  # ... and its bound on the worst case
 SECONDS = 90.0  # per case: the search's 15 s default, the oracle and compiles on a shared 2-core machine

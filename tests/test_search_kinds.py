@@ -11,12 +11,17 @@ from __future__ import annotations
 import jax.numpy as jnp
 import mpmath
 import numpy as np
+import pytest
 
 import pytest_jaxstab as jst
 from pytest_jaxstab import oracles
 from pytest_jaxstab._check._trace import x64_scope
 from pytest_jaxstab._search._egraph import KIND_FAMILIES, families_by_kind
 from pytest_jaxstab._search._rules import parse
+
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
 
 LIMITS = dict(dtype="float64", max_examples=48, time_limit=12.0, seed=0)
 

@@ -23,6 +23,10 @@ from pytest_jaxstab import oracles
 from pytest_jaxstab._check._trace import x64_scope
 from pytest_jaxstab._search._localize import regions
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 LIMITS: dict[str, Any] = dict(max_examples=64, time_limit=300.0, node_limit=3000, iter_limit=6, seed=1)
 ACCURATE_BITS = 2.0  # the bar for "improved"
 INACCURATE_BITS = 6.0  # the original must lose clearly more than rounding noise

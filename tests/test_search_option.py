@@ -12,6 +12,10 @@ SUITE = '''
 import jax.numpy as jnp
 import pytest
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 @pytest.mark.stabilize(dtype="float64", shapes={"x": ()}, domain=(1.0, 1e100))
 def test_marked(x):
     return jnp.sqrt(x * x + 1) - x

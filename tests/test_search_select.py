@@ -28,6 +28,10 @@ from pytest_jaxstab._search._lower import Unsupported, lower_program
 from pytest_jaxstab._search._rules import parse, rules_for
 from pytest_jaxstab._search._selection import selection_rules
 
+# The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
+# "Tests and their tiers".
+pytestmark = pytest.mark.slow
+
 MEAN_BITS = 2.0  # the fix criterion (Herbie's "accurate") ...
 MAX_BITS = 8.0  # ... and its bound on the worst case (an overflow to inf is far above it)
 SECONDS = 90.0  # per case: the search's 15 s default, the oracle and compiles on a shared 2-core machine

@@ -116,7 +116,8 @@ class _Program:
 
 
 def verify_rule(rule: Rule, *, examples: Sequence[Callable[..., Any]] = (), inputs: int = 12, seed: int = 0,
-                contexts: Sequence[str] = CONTEXTS, companions: Sequence[Rule] = ()) -> Verification:
+                contexts: Sequence[str] = CONTEXTS, companions: Sequence[Rule] = (),
+                alternatives: Sequence[int] | None = None) -> Verification:
     """Check every alternative of ``rule``'s pattern for soundness (module docstring): the rewritten
     program is never worse than the program as written beyond rounding, in every context.
 
@@ -130,6 +131,8 @@ def verify_rule(rule: Rule, *, examples: Sequence[Callable[..., Any]] = (), inpu
       companions: rules applied together with ``rule`` (it is judged where it fires among them): for
         a composable rule whose replacement other rules continue (``log(where(c, a, b))`` becomes
         ``where(c, log a, log b)``, then each log its stable form), the catalogue it composes with.
+      alternatives: the indices of the alternatives to check (None: all), in the order
+        ``Verification.alternatives`` lists them.
 
     Returns:
       A :class:`Verification`; ``.ok`` is False when an alternative is unsound or has no program.
@@ -151,15 +154,17 @@ def verify_rule(rule: Rule, *, examples: Sequence[Callable[..., Any]] = (), inpu
     # the programs mix float32 with float64 constants as x64 code does: standard promotion, whatever
     # the caller's (a strict test configuration would refuse the very programs under test)
     with jax.numpy_dtype_promotion("standard"):
-        return _verify(rule, examples, inputs, seed, contexts, companions)
+        return _verify(rule, examples, inputs, seed, contexts, companions, alternatives)
 
 
 def _verify(rule: Rule, examples: Sequence[Any], inputs: int, seed: int, contexts: Sequence[str],
-            companions: Sequence[Rule]) -> Verification:
+            companions: Sequence[Rule], chosen: Sequence[int] | None) -> Verification:
     hand = _examples(rule, examples)
     trees: list[Any] = alternatives(rule.pattern) if rule.pattern is not None else [None]
     reports = []
     for index, tree in enumerate(trees):
+        if chosen is not None and index not in chosen:
+            continue
         alt = alternative_rule(rule, tree) if tree is not None else rule
         label = tree.describe() if tree is not None else f"{rule.name} (structural matcher)"
         program = _program_for(alt, tree, hand, rule)
