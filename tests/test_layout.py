@@ -184,7 +184,8 @@ def _place(module: str, rows: list[tuple[str, str, list[str]]], parts: bool) -> 
         if ("." in tier) != parts:
             continue
         for member in members:
-            if (module == member or module.startswith(member + ".")) and (best is None or len(member) > best[0]):
+            inside = module == member or module.startswith(member + ".")
+            if inside and (best is None or len(member) > best[0]):
                 best = (len(member), (int(tier.rpartition(".")[2]), stage))
     return None if best is None else best[1]
 
@@ -227,7 +228,8 @@ def test_every_module_belongs_to_a_declared_stage():
     assert [m for m in sorted(graph) if _place(m, rows, parts=False) is None] == []
     # a stage cut into parts: every module of it is in one of its parts
     cut = {_place(m, rows, parts=False) for m in graph if _place(m, rows, parts=True)}
-    assert [m for m in sorted(graph) if _place(m, rows, parts=False) in cut and not _place(m, rows, parts=True)] == []
+    assert [m for m in sorted(graph)
+            if _place(m, rows, parts=False) in cut and not _place(m, rows, parts=True)] == []
 
 
 def test_no_arrow_runs_against_the_stage_order():

@@ -1,4 +1,4 @@
-"""The catalogue's normal-distribution and inverse-hyperbolic rules (``rewrites/_stability_special.py``).
+"""The catalogue's normal-distribution and inverse-hyperbolic rules (``catalogue/_stability_special.py``).
 
 Each family is written in several spellings users write (constants folded or traced, ``jax.lax`` vs
 ``jax.scipy``, operand order, the library's own ``ndtr``/``log_ndtr``/``ndtri``), and judged against
@@ -37,7 +37,7 @@ import pytest
 import pytest_jaxstab as jst
 from pytest_jaxstab._compat import enable_x64
 from pytest_jaxstab.oracles import error_bits
-from pytest_jaxstab.oracles._rounding import round_to_dtype
+from pytest_jaxstab.oracles.core._rounding import round_to_dtype
 from tests.test_rewrites_generalise import MP, _mp
 
 erf, erfc, erfinv = S.erf, jax.lax.erfc, S.erfinv

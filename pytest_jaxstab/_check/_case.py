@@ -35,7 +35,7 @@ from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord,
 from .._settings import layered
 from .._settings import option as _option
 from .._settings import settings as Settings
-from ..rewrites import rewrite_jaxpr
+from ..rewrites.engine._engine import rewrite_jaxpr
 from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes, uniform_undefined_share
 from ._explore import Runner, fits
 from ._gradient import derivative_case, with_gradient

@@ -15,8 +15,8 @@ import numpy as np
 
 from .._dtypes import component_dtype, dtype_info, is_complex_dtype, resolve_dtype
 from .._errors import ArgumentError
-from ..rewrites import STABILITY
-from ..rewrites._rule import resolve as resolve_rule_names
+from ..rewrites.catalogue import STABILITY
+from ..rewrites.engine._rule import resolve as resolve_rule_names
 from ..strategies._domain import per_argument_domains
 from ..strategies._scenario import scenarios as draw_scenarios
 from ._complex_case import split_complex
