@@ -1,7 +1,8 @@
 """The rewrite engine: the pattern DSL, matching, rules and the pass over a jaxpr.
 
-``_pattern`` (the public DSL, ``jst.rewrites.pattern``), ``_match`` (matching a pattern at one
-equation: the graph a pass works on, ``_match_params`` the parameter and operand checks), ``_rule``
+``_pattern`` (the public DSL, ``jst.rewrites.pattern``), ``_graph`` (the graph a pass works on, what a
+match is), ``_match`` (matching a pattern at one equation), ``_glue`` (seeing through broadcasts and
+reshapes), ``_rule``
 (``Rule``, the registry, resolving names), ``_complex_guard`` (which matches may read complex
 values), ``_guards`` (the structural matchers of guarded ``where`` and masks), ``_engine``
 (``rewrite_jaxpr``: the fixed-point pass, nested jaxprs, ``Applied`` records) and ``_instances`` (a

@@ -49,3 +49,7 @@ __all__ = [
     "logsumexp_fast", "norm", "one_minus_cos", "sigmoid", "softmax", "softplus", "sqdist", "square_div_exp",
     "std", "sum_p_log_p", "tanh", "variance",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
