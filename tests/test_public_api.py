@@ -82,3 +82,13 @@ def test_dir_and_all_list_exactly_the_public_names(module):
     assert not {"Any", "TYPE_CHECKING", "annotations", "importlib", "engine", "catalogue"} & set(dir(obj))
     for name in obj.__all__:
         assert not name.startswith("_") and hasattr(obj, name)
+
+
+def test_checks_signature_is_the_public_one():
+    # issue 37 item 3: fn, shapes, dtype, domain, settings, name and **options; the run's internals
+    # (witnesses, derandomize, profile, derivative, gradient_witnesses) are _check.check_case's.
+    import inspect
+
+    params = inspect.signature(jst.check).parameters
+    assert list(params) == ["fn", "shapes", "dtype", "domain", "settings", "name", "options"]
+    assert params["options"].kind is inspect.Parameter.VAR_KEYWORD

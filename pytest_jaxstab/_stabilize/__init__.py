@@ -26,9 +26,9 @@ def _check_rules(entry: str, rules: Any, exclude: Any) -> None:
     for name, value in (("rules", rules), ("exclude", exclude)):
         if value is None and name == "rules":
             continue
-        if isinstance(value, (str, Rule)) or not isinstance(value, Iterable):
+        if not isinstance(value, (str, Rule, Iterable)):  # one rule or name, or several
             raise ArgumentTypeError(
-                f"{entry}: {name} must be a list of rules or rule names (e.g. {name}=[\"log1p\"] or "
+                f"{entry}: {name} must be a rule, a rule name or a list of them (e.g. {name}=[\"log1p\"] or "
                 f"jst.rewrites.STABILITY); got {value!r:.60} ({type(value).__name__}).")
 
 
@@ -60,7 +60,7 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
       The stabilized function.
 
     Raises:
-      ArgumentTypeError: ``fn`` is not callable, ``rules``/``exclude`` are not lists of rules or names,
+      ArgumentTypeError: ``fn`` is not callable, ``rules``/``exclude`` are not rules or names,
         ``search`` is neither a bool nor a dict.
 
     Example::
@@ -92,7 +92,7 @@ def explain(fn: Callable[..., Any], *example_args: Any, rules: Iterable[Rule | s
     program order; ``str()`` prints one short before/after per rewrite with the user's ``file:line``.
 
     Raises:
-      ArgumentTypeError: ``fn`` is not callable, or ``rules``/``exclude`` are not lists of rules or names.
+      ArgumentTypeError: ``fn`` is not callable, or ``rules``/``exclude`` are not rules or names.
 
     Example::
 

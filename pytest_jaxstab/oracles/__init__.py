@@ -44,10 +44,10 @@ ties from the exact neighbours of the point (``interpreter/_limits``; docs/archi
 
 What it covers. Beyond arithmetic, reductions, control flow and linear algebra (solves, LU, Cholesky;
 eigenvalues and singular values, their vectors under a stated sign convention: ``linalg/``): complex
-values (Arb's ``acb``; ``complex/``), the special functions of
-``jax.lax`` (incomplete gamma and beta, scaled Bessel, zeta, polygamma; ``primitives/_special``), convolutions,
-pooling and ``top_k``, PRNG keys and integer bit arithmetic (bound eagerly: JAX's own exact integer
-arithmetic; ``primitives/_random``), value-neutral effects such as ``jax.debug.print`` and one-device
+values (Arb's ``acb``; ``complex/``), the special functions of ``jax.lax`` (incomplete gamma and
+beta, scaled Bessel, zeta, polygamma; ``primitives/_special``), convolutions, pooling and
+``top_k``, PRNG keys and integer bit arithmetic (bound eagerly: JAX's own exact integer arithmetic;
+``primitives/_random``), value-neutral effects such as ``jax.debug.print`` and one-device
 ``shard_map``/``pmap`` (``primitives/_effects``). Everything else is refused with a reason
 (``REFUSED_PRIMITIVES``: the short ``REFUSED_NUMERIC`` list of numeric primitives, and the
 ``REFUSED_CATEGORIES`` of primitives with nothing numeric to judge), before any evaluation.

@@ -19,7 +19,8 @@ from ._domain import Domain as Domain
 from ._floats import floats as floats
 from ._targeting import target_error as target_error
 
-__all__ = ["FLOAT_DTYPE_NAMES", "Domain", "DtypeInfo", "arguments", "arrays", "dtype_info", "floats", "target_error"]
+__all__ = ["FLOAT_DTYPE_NAMES", "Domain", "DtypeInfo", "arguments", "arrays", "dtype_info", "floats",
+           "target_error"]
 
 
 def __dir__() -> list[str]:
