@@ -447,8 +447,9 @@ def test_check_refuses_a_bad_dtype_or_shape_by_name(kwargs, named):
         jst.check(_sum, **{"shapes": [(3,)], "dtype": "float32", **kwargs})
 
 
-@pytest.mark.parametrize("internal", ["witnesses", "derandomize", "profile", "derivative", "gradient_witnesses"])
+@pytest.mark.parametrize("internal",
+                         ["witnesses", "derandomize", "profile", "derivative", "gradient_witnesses"])
 def test_the_checks_internal_arguments_are_not_public_options(internal):
     # they belong to _check.check_case (the plugin's, the baseline's and the gradient's entry point)
     with pytest.raises(jst.SettingsError, match=internal):
-        jst.check(_sum, shapes=[(3,)], dtype="float32", **{internal: True})
+        jst.check(_sum, shapes=[(3,)], dtype="float32", **{internal: True})  # pyright: ignore[reportArgumentType]

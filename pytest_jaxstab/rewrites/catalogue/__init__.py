@@ -19,8 +19,12 @@ from ._stability import STABILITY as STABILITY
 from ._stability import STABILITY_FAST as STABILITY_FAST
 from ._stability_reduce import MEAN as MEAN
 
-for _rule in (*STABILITY, *PERFORMANCE, *RESULT_CHANGING, *STABILITY_FAST, MEAN):
-    _register(_rule)
-del _rule
+
+def _register_all() -> None:
+    for rule in (*STABILITY, *PERFORMANCE, *RESULT_CHANGING, *STABILITY_FAST, MEAN):
+        _register(rule)
+
+
+_register_all()
 
 __all__ = ["MEAN", "PERFORMANCE", "RESULT_CHANGING", "STABILITY", "STABILITY_FAST"]
