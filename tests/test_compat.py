@@ -1,4 +1,4 @@
-"""_compat.py on the running JAX (make test: 0.12.x; make test-compat: 0.10.2)."""
+"""_compat/ on the running JAX (make test: 0.12.x; make test-compat: 0.10.2)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _program(x, y):
 
 def test_declared_jax_range_is_the_one_test_compat_runs():
     # The oldest JAX in pyproject's dependencies is the one `make test-compat` installs and the one
-    # _compat.py says it supports; bumping one of the three without the others fails here.
+    # _compat/ says it supports; bumping one of the three without the others fails here.
     import pathlib
     import re
     import tomllib
@@ -235,7 +235,7 @@ def test_user_callee_positions_keep_their_own_line():
 
 
 def test_only_compat_touches_jax_internals():
-    # issue 2's contract: a JAX release that moves an internal breaks _compat.py and nothing else
+    # issue 2's contract: a JAX release that moves an internal breaks _compat/ and nothing else
     import pathlib
     import re
 

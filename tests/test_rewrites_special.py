@@ -311,7 +311,7 @@ def test_jax_log_ndtr_gradient_is_jax_own_error_and_the_rewrite_is_accurate():
 
 # (not in -13.4 < x < -12.95 float32 / -38.4 < x < -37.5 float64, where Φ(x) is subnormal and the
 # derivative is not: grad's transpose adds the flushed Φ(x) on its own, 0.6% short; see
-# _forms_special._scaled_ndtr_jvp)
+# forms/_special._scaled_ndtr_jvp)
 @pytest.mark.parametrize(("dtype", "points"), [(np.float32, [-12.9, -12.5, -9.5, -5.0, 3.0]),
                                                (np.float64, [-37.0, -30.3, -12.9, -5.0, 3.0])],
                          ids=["float32", "float64"])

@@ -234,7 +234,7 @@ def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
     if int(max_precision) < 16:
         raise ArgumentError(f"max_precision={max_precision!r}: expected at least 16 bits")
     closed, flat_args, out_tree = _prepare(fn_or_jaxpr, args)
-    closed = inline_routines(closed)  # routines JAX inlines on this version (``_library_inline``)
+    closed = inline_routines(closed)  # routines JAX inlines on this version (``library/_inline``)
     check_supported(closed)
     in_avals = [_compat.aval(v) for v in _compat.invars(closed)]
     out_avals = [_compat.aval(v) for v in _compat.outvars(closed)]

@@ -1,9 +1,9 @@
 """``jaxstab_exact``: one oracle-only equation standing for a library routine, and its exact derivative.
 
-The primitive both library passes write: the gradient's reference (``_library_reference``: a routine call
-with an exact derivative) and the routines JAX inlines (``_library_inline``: a region of the routine's
+The primitive both library passes write: the gradient's reference (``_reference``: a routine call
+with an exact derivative) and the routines JAX inlines (``_inline``: a region of the routine's
 equations). Its JVP is the same primitive carrying the routine's exact partial derivative
-(``_library_derivatives``, or the ``derivative=`` a user gave :func:`~pytest_jaxstab.oracles.define`).
+(``_derivatives``, or the ``derivative=`` a user gave :func:`~pytest_jaxstab.oracles.define`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ derivative of the function the routine stands for.
 
 So the reference is built from a copy of the function in which each routine call is one equation of
 an oracle-only primitive, ``jaxstab_exact``, whose JVP is the same primitive carrying the routine's
-exact partial derivative (``_library_derivatives``, or the ``derivative=`` a user gave
+exact partial derivative (``_derivatives``, or the ``derivative=`` a user gave
 :func:`~pytest_jaxstab.oracles.define`); JAX's reverse mode over that copy gives a program whose exact
 value is the derivative of the exact function. The program JAX runs is not touched. A routine without
 a known derivative (a ``define`` without ``derivative=``, ``expn`` with a variable order) keeps the

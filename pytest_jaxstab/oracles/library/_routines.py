@@ -13,7 +13,7 @@ Routines whose bodies are exact formulas (``softplus = logaddexp(x, 0)``, ``log_
 listed too: their exact value is the same either way, but the routine then counts as one operation for
 ``jst.local_error`` and the NaN walk, which blame the routine and the user's line that called it.
 
-Users declare their own routines with ``define`` (``_library_define``; a decorator or a call): the
+Users declare their own routines with ``define`` (``_define``; a decorator or a call): the
 oracle then judges the function by the ``exact`` ball function given, wherever a program calls it.
 
 Every entry is elementwise: each output element is a function of the input elements at the same index
@@ -41,7 +41,7 @@ __all__ = ["BUILTIN", "EXACT_BODIES", "EXACT_PRIMITIVE", "NOT_COVERED", "PIECEWI
            "Routine", "lookup", "routine_name"]
 
 #: The oracle-only primitive that stands for a routine call in a gradient's reference program
-#: (``_library_reference``): its ``routine`` parameter is the :class:`Routine` evaluated.
+#: (``_reference``): its ``routine`` parameter is the :class:`Routine` evaluated.
 EXACT_PRIMITIVE = "jaxstab_exact"
 
 Ball = Any
@@ -58,7 +58,7 @@ class Routine:
       origin: where it comes from (``jax.scipy.special``, ``jax.nn``, or ``user``).
       nout: how many results (``exact`` then returns a tuple of balls: ``sici``, ``fresnel``).
       partials: a user routine's exact partial derivatives, one scalar ball function per argument
-        (``define(..., derivative=...)``), or None; the built-in ones are in ``_library_derivatives``.
+        (``define(..., derivative=...)``), or None; the built-in ones are in ``_derivatives``.
       leading: the routine's arguments are the call's first ``nargs`` operands and the call's other
         operands are computed from them (``spence`` is a ``jnp.piecewise`` call on ``x`` and conditions
         on ``x``).
