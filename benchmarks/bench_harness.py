@@ -33,7 +33,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from pytest_jaxstab._check import StageTimes, check
+from pytest_jaxstab._check import StageTimes, check_case
 
 _STAGES = (("trace/rewrite", ("trace",)), ("draw", ("draw",)), ("jitted runs", ("run",)),
            ("oracle", ("oracle",)), ("metrics", ("metrics",)), ("shrink", ("minimise",)),
@@ -47,8 +47,8 @@ def logsumexp(x):
 
 def run_once(examples: int, seed: int) -> StageTimes:
     prof = StageTimes()
-    result = check(logsumexp, shapes=[(16,)], dtype="float32", domain=(-1e4, 1e4), max_examples=examples,
-                   seed=seed, name="bench_harness::logsumexp", profile=prof)
+    result = check_case(logsumexp, shapes=[(16,)], dtype="float32", domain=(-1e4, 1e4), max_examples=examples,
+                        seed=seed, name="bench_harness::logsumexp", profile=prof)
     assert result.outcome == "failed" and result.rewritten.verdict == "pass", result.message
     return prof
 
@@ -97,8 +97,8 @@ def fuzz_figures(examples: int, seeds: int) -> None:
         distinct, draw, strategy, repeats = [], [], [], []
         for seed in range(seeds):
             prof = StageTimes()
-            check(fn, shapes=shapes, dtype="float32", domain=domain, max_examples=examples, seed=seed,
-                  name=f"bench_harness::{label}", profile=prof)
+            check_case(fn, shapes=shapes, dtype="float32", domain=domain, max_examples=examples, seed=seed,
+                       name=f"bench_harness::{label}", profile=prof)
             # Distinct inputs over every input drawn: the judged ones (each counted once in the figures;
             # the shrunk one is not drawn) and the repeats the check skipped (examples and siblings).
             produced = prof["draws"] + prof.get("repeats", 0.0)
@@ -147,8 +147,8 @@ def local_error_split(examples: int, repeat: int) -> None:
     added = []
     for seed in range(repeat + 1):  # the first run compiles: not counted
         prof = StageTimes()
-        check(sqrt_gap, shapes=[(16,)], dtype="float32", domain=(1.0, 1e7), max_examples=examples, seed=seed,
-              name="bench_harness::sqrt_gap", profile=prof)
+        check_case(sqrt_gap, shapes=[(16,)], dtype="float32", domain=(1.0, 1e7), max_examples=examples,
+                   seed=seed, name="bench_harness::sqrt_gap", profile=prof)
         if seed:
             added.append(prof.get("local_error", 0.0) / (prof["total"] - prof.get("local_error", 0.0)))
     share = statistics.median(added)
@@ -170,8 +170,8 @@ def conditioning_split(examples: int, repeat: int) -> None:
         shares = []
         for seed in range(repeat + 1):  # the first run compiles: not counted
             prof = StageTimes()
-            check(fn, shapes=[(16,)], dtype="float32", domain=domain, max_examples=examples, seed=seed,
-                  name=f"bench_harness::{fn.__name__}", profile=prof)
+            check_case(fn, shapes=[(16,)], dtype="float32", domain=domain, max_examples=examples, seed=seed,
+                       name=f"bench_harness::{fn.__name__}", profile=prof)
             if seed:
                 shares.append(prof.get("conditioning", 0.0) / prof["total"])
         share = statistics.median(shares)

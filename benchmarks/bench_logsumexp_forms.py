@@ -36,8 +36,8 @@ import mpmath
 import numpy as np
 from jax import lax
 
-from pytest_jaxstab.oracles._metrics import error_bits
-from pytest_jaxstab.oracles._rounding import round_to_dtype
+from pytest_jaxstab.oracles.core._metrics import error_bits
+from pytest_jaxstab.oracles.core._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import forms
 
 GOAL = 1.3

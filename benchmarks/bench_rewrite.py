@@ -35,8 +35,8 @@ import mpmath
 import numpy as np
 
 import pytest_jaxstab as jst
-from pytest_jaxstab.oracles._metrics import error_bits
-from pytest_jaxstab.oracles._rounding import round_to_dtype
+from pytest_jaxstab.oracles.core._metrics import error_bits
+from pytest_jaxstab.oracles.core._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import STABILITY, STABILITY_FAST, rewrite_jaxpr
 
 RUNS = 101

@@ -17,14 +17,13 @@ check a function. The ``TYPE_CHECKING`` block repeats them for type checkers onl
 two in step.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
+# No `from __future__ import annotations` and no plain `import typing`/`importlib`: each would put a
+# non-public name in this namespace (`dir(pytest_jaxstab)` lists the public names only).
+import typing as _typing
 
 __version__: str  # annotation only: the value comes from __getattr__ at first use
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from . import oracles as oracles
     from . import rewrites as rewrites
     from . import strategies as strategies
@@ -91,30 +90,23 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
 __all__ = sorted(_EXPORTS)  # pyright: ignore[reportUnsupportedDunderAll]
 
 
-def _version() -> str:
-    # Read at first use, not at import: importlib.metadata costs ~70 ms, paid by every pytest run that
-    # loads the plugin.
-    from importlib import metadata
-
-    try:
-        return metadata.version("pytest-jaxstab")
-    except metadata.PackageNotFoundError:  # a source tree that was never installed
-        return "0+unknown"
-
-
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "_typing.Any":
     if name == "__version__":
-        globals()[name] = version = _version()
+        from ._files import jaxstab_version  # read at first use (importlib.metadata costs ~70 ms)
+
+        globals()[name] = version = jaxstab_version()
         return version
     try:
         module, attr = _EXPORTS[name]
     except KeyError:
         raise AttributeError(f"module 'pytest_jaxstab' has no attribute {name!r}") from None
-    mod = importlib.import_module(module, __name__)
+    from importlib import import_module
+
+    mod = import_module(module, __name__)
     value = mod if attr is None else getattr(mod, attr)
     globals()[name] = value  # later lookups skip __getattr__
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    return sorted(_EXPORTS)

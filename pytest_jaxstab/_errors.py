@@ -186,6 +186,15 @@ def function_name(fn: object) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
+def require_callable(entry: str, fn: object, what: str = "a function of JAX arrays") -> None:
+    """Raises :class:`ArgumentTypeError` unless ``fn`` is callable: every public entry point that takes a
+    user function checks it first, so ``jst.stabilize(5)`` says so instead of failing later."""
+    if not callable(fn):
+        raise ArgumentTypeError(
+            f"{entry}: fn must be {what}; got {fn!r:.60} ({type(fn).__name__}). Pass the function itself, "
+            "not its name or its result (e.g. jst.stabilize(loss), not jst.stabilize(loss(x))).")
+
+
 def trace_error(fn: object, exc: BaseException) -> TraceError:
     """The :class:`TraceError` for ``exc`` raised while tracing ``fn``: the user's line, JAX's reason, a hint.
 

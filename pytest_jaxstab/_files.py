@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["set_path_base", "short_path", "write_text_atomic"]
+__all__ = ["jaxstab_version", "set_path_base", "short_path", "write_text_atomic"]
+
+
+@functools.cache
+def jaxstab_version() -> str:
+    """pytest-jaxstab's version, as reports and baselines record it (``jst.__version__``).
+
+    Read at first use, not at import: ``importlib.metadata`` costs ~70 ms, paid by every pytest run that
+    loads the plugin.
+    """
+    from importlib import metadata
+
+    try:
+        return metadata.version("pytest-jaxstab")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:

@@ -1,6 +1,6 @@
 """The one module that touches Hypothesis's private API (``hypothesis.internal``, private attributes).
 
-``_compat.py`` plays this role for JAX. Everything else uses Hypothesis's public API only, so a
+``_compat/`` plays this role for JAX. Everything else uses Hypothesis's public API only, so a
 Hypothesis release that moves an internal changes this file and nothing else; every function here
 degrades to "no change" on a Hypothesis without the internal it needs. Tested on the Hypothesis of
 ``make test`` and ``make test-compat`` (6.170).

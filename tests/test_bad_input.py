@@ -5,6 +5,7 @@ is wrong and what to do."""
 from __future__ import annotations
 
 import functools
+import re
 import time
 
 import jax
@@ -14,6 +15,7 @@ import pytest
 
 import pytest_jaxstab as jst
 from pytest_jaxstab import ArgumentError, TraceError, UnsupportedPrimitive
+from pytest_jaxstab._check import check_case
 from pytest_jaxstab._check._message import CheckWarning
 from pytest_jaxstab._results import Witness
 
@@ -115,7 +117,7 @@ def test_witnesses_rejected_by_a_domain_predicate_are_skipped():
     positive = jst.strategies.Domain(-10, 10, where=lambda v: v > 0)
     witness = Witness([np.array([-1.0, 2.0], np.float32)], "original", 0.0, False)
     with pytest.warns(CheckWarning, match="skipped 1 baseline witnesses"):
-        result = jst.check(jnp.log, shapes=[(2,)], dtype="float32", domain=positive, max_examples=5, seed=0,
+        result = check_case(jnp.log, shapes=[(2,)], dtype="float32", domain=positive, max_examples=5, seed=0,
                            witnesses=[witness])
     assert result.discarded == 0  # log of -1 was never evaluated
 
@@ -404,3 +406,50 @@ def test_a_write_that_fails_at_the_end_is_reported_without_a_traceback(pytester,
     result.stdout.fnmatch_lines(["*error: could not write .jaxstab/baseline.json: No space left on device*",
                                  "*2 passed*"])  # the summary is still there
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+# --- issue 37 item 3: every public entry point refuses a bad argument by name ----------------------------
+
+
+def _sum(x):
+    return jnp.sum(x)
+
+
+@pytest.mark.parametrize(("call", "argument", "entry"), [
+    (lambda: jst.stabilize(5), "fn", "jst.stabilize"),  # pyright: ignore[reportArgumentType]
+    (lambda: jst.stabilize(_sum, search=3), "search", "jst.stabilize"),  # pyright: ignore[reportArgumentType]
+    (lambda: jst.stabilize(_sum, rules=5), "rules", "jst.stabilize"),  # pyright: ignore[reportArgumentType]
+    (lambda: jst.explain(5, jnp.ones(3)), "fn", "jst.explain"),  # pyright: ignore[reportArgumentType]
+    (lambda: jst.explain(_sum, jnp.ones(3), exclude=2),  # pyright: ignore[reportArgumentType]
+     "exclude", "jst.explain"),
+    (lambda: jst.check("f", shapes=[(3,)], dtype="float32"), "fn", "jst.check"),  # pyright: ignore[reportArgumentType]
+    (lambda: jst.improve(None, shapes=[(3,)], dtype="float32"), "fn", "jst.improve"),  # pyright: ignore[reportArgumentType]
+    (lambda: jst.find_nan_origin(5, jnp.ones(3)), "fn", "jst.find_nan_origin"),  # pyright: ignore[reportArgumentType]
+    (lambda: jst.local_error(5, jnp.ones(3)), "fn", "jst.local_error"),  # pyright: ignore[reportArgumentType]
+    (lambda: jst.time_backends(5, jnp.ones(3)), "fn", "jst.time_backends"),  # pyright: ignore[reportArgumentType]
+], ids=["stabilize-fn", "stabilize-search", "stabilize-rules", "explain-fn", "explain-exclude", "check-fn",
+        "improve-fn", "find_nan_origin-fn", "local_error-fn", "time_backends-fn"])
+def test_a_public_entry_point_refuses_an_argument_of_the_wrong_type(call, argument, entry):
+    with pytest.raises(jst.ArgumentTypeError) as info:
+        call()
+    message = str(info.value)
+    assert entry in message and f"{argument} must be" in message
+    assert isinstance(info.value, TypeError) and isinstance(info.value, jst.JaxstabError)
+
+
+@pytest.mark.parametrize(("kwargs", "named"), [
+    ({"dtype": "float33"}, "dtype='float33'"),
+    ({"shapes": [(-3,)]}, "shapes[0]"),
+    ({"shapes": "abc"}, "shapes='abc'"),
+])
+def test_check_refuses_a_bad_dtype_or_shape_by_name(kwargs, named):
+    with pytest.raises(ArgumentError, match=re.escape(named)):
+        jst.check(_sum, **{"shapes": [(3,)], "dtype": "float32", **kwargs})
+
+
+@pytest.mark.parametrize("internal",
+                         ["witnesses", "derandomize", "profile", "derivative", "gradient_witnesses"])
+def test_the_checks_internal_arguments_are_not_public_options(internal):
+    # they belong to _check.check_case (the plugin's, the baseline's and the gradient's entry point)
+    with pytest.raises(jst.SettingsError, match=internal):
+        jst.check(_sum, shapes=[(3,)], dtype="float32", **{internal: True})  # pyright: ignore[reportArgumentType]

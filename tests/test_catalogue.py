@@ -32,9 +32,9 @@ from jax import lax
 
 import pytest_jaxstab as jst
 from pytest_jaxstab.oracles import error_bits
-from pytest_jaxstab.oracles._rounding import round_to_dtype
+from pytest_jaxstab.oracles.core._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import RESULT_CHANGING, STABILITY
-from pytest_jaxstab.rewrites._stability_compose import COMPOSE_RULES
+from pytest_jaxstab.rewrites.catalogue._stability_compose import COMPOSE_RULES
 
 MP: Any = mpmath.mp.clone()  # mpmath adds its functions at run time: no static types
 MP.prec = 256  # 256-bit reference: far beyond the 53 bits any result is rounded to

@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import pytest
 
-from pytest_jaxstab import check
+from pytest_jaxstab._check import check_case
 from pytest_jaxstab.rewrites import STABILITY, STABILITY_FAST
 
 # The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
@@ -36,7 +36,7 @@ def test_every_stability_rule_has_an_example():
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
 def test_rewrite_is_never_worse(rule):
-    result = check(rule.example, shapes=list(rule.example_shapes), dtype="float32",
+    result = check_case(rule.example, shapes=list(rule.example_shapes), dtype="float32",
                    domain=rule.example_domain, max_examples=40, rules=[rule], derandomize=True,
                    name=f"catalogue::{rule.name}")
     assert [r.rule for r in result.rewrites][:1] == [rule.name], "the rule must fire on its own example"

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import pytest_jaxstab as jst
+from pytest_jaxstab._check import check_case
 from pytest_jaxstab._check._gradient import derivative_program
 from pytest_jaxstab._results import CaseResult, Witness
 
@@ -50,7 +51,7 @@ def test_gradient_of_norm_with_zero_vector_witness():
     # underflows in the squares, the rewritten one does not
     zero = Witness([np.zeros(3, F32)], "original", 0.0, False)
     f = lambda x: jnp.sqrt(jnp.sum(x * x))
-    r = jst.check(f, shapes=[(3,)], dtype="float32", max_examples=30, grad=True, seed=1,
+    r = check_case(f, shapes=[(3,)], dtype="float32", max_examples=30, grad=True, seed=1,
                   witnesses=[zero])
     g = r.gradient
     assert g is not None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import pytest
 
-from pytest_jaxstab._check import StageTimes, check
+from pytest_jaxstab._check import StageTimes, check_case
 
 
 def _weighted_gap(a, b, c):
@@ -21,7 +21,7 @@ def _weighted_gap(a, b, c):
 def test_strategy_time_is_a_part_of_the_draw_stage(shapes):
     fn = jnp.sum if len(shapes) == 1 else _weighted_gap
     prof = StageTimes()
-    check(fn, shapes=shapes, dtype="float32", domain=(-10.0, 10.0), max_examples=40, seed=3,
+    check_case(fn, shapes=shapes, dtype="float32", domain=(-10.0, 10.0), max_examples=40, seed=3,
           name=f"test_draw_profile::{len(shapes)}", profile=prof)
     # Every example runs the strategy, so it took time; it runs outside the evaluation of inputs, which
     # `draw` leaves out, so it is within `draw`.
@@ -32,7 +32,7 @@ def test_strategy_time_is_a_part_of_the_draw_stage(shapes):
 def test_strategy_time_counts_this_check_only():
     first, second = StageTimes(), StageTimes()
     for prof in (first, second):
-        check(jnp.sum, shapes=[(4,)], dtype="float32", domain=(-1.0, 1.0), max_examples=20, seed=1,
+        check_case(jnp.sum, shapes=[(4,)], dtype="float32", domain=(-1.0, 1.0), max_examples=20, seed=1,
               name="test_draw_profile::twice", profile=prof)
     # A running total would make the second check's figure include the first's.
     assert second["draw_strategy"] <= second["draw"]

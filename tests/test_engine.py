@@ -21,7 +21,7 @@ from jax import lax
 import pytest_jaxstab as jst
 from pytest_jaxstab import _compat
 from pytest_jaxstab.oracles import error_bits
-from pytest_jaxstab.oracles._rounding import round_to_dtype, to_mpf_array
+from pytest_jaxstab.oracles.core._rounding import round_to_dtype, to_mpf_array
 from pytest_jaxstab.rewrites import Rule
 from pytest_jaxstab.rewrites import pattern as p
 

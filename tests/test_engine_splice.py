@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from pytest_jaxstab import _compat
-from pytest_jaxstab.rewrites import STABILITY, _engine, rewrite_jaxpr
-from pytest_jaxstab.rewrites._match import Graph
+from pytest_jaxstab.rewrites import STABILITY, rewrite_jaxpr
+from pytest_jaxstab.rewrites.engine import _engine
+from pytest_jaxstab.rewrites.engine._match import Graph
 
 
 def _many(x, y):

@@ -18,7 +18,7 @@ import pytest_jaxstab as jst
 from pytest_jaxstab import _compat
 from pytest_jaxstab._check._gradient import derivative_program
 from pytest_jaxstab.oracles import evaluate
-from pytest_jaxstab.oracles._limits import GUARD_BITS, _shift, evaluate_near, resolve
+from pytest_jaxstab.oracles.interpreter._limits import GUARD_BITS, _shift, evaluate_near, resolve
 
 
 def _check(fn, shapes, domain, **kw):

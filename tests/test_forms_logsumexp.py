@@ -14,8 +14,8 @@ import mpmath
 import numpy as np
 import pytest
 
-from pytest_jaxstab.oracles._metrics import error_bits
-from pytest_jaxstab.oracles._rounding import round_to_dtype
+from pytest_jaxstab.oracles.core._metrics import error_bits
+from pytest_jaxstab.oracles.core._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import forms
 
 # The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
@@ -224,7 +224,7 @@ def test_a_maximal_term_a_few_ulps_off_one_is_still_the_maximum(dtype, off):
     # exp(+-a few ulps), not exactly 1. The masked re-sum must still drop it: a mask at exactly 1
     # counted it and returned log(2) too much (found by the search's re-check on
     # ``log(sum(exp(3.0 * x)))``). Emulated exactly: the shift moved ``off`` ulps off the max.
-    from pytest_jaxstab.rewrites._forms import _rest
+    from pytest_jaxstab.rewrites.forms._core import _rest
 
     row = np.array([1.0, -30.0, -41.5, -25.0, -60.0], dtype)
     shift = np.asarray(row[:1], dtype)

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import Phase, find, given, seed, settings, target
 
 import pytest_jaxstab as jst
-from pytest_jaxstab._check import StageTimes
+from pytest_jaxstab._check import StageTimes, check_case
 from pytest_jaxstab.strategies import Domain, _arrays, _related, arguments, arrays
 from pytest_jaxstab.strategies._arrays import _ArrayPlan
 from pytest_jaxstab.strategies._floats import Sampler
@@ -221,7 +221,7 @@ def test_classes_shrink_to_the_float_where_a_failure_starts(name: str) -> None:
 
 def test_a_check_evaluates_distinct_inputs() -> None:
     prof = StageTimes()
-    result = jst.check(lambda x: x * 2.0, shapes=[(4,)], dtype="float32", seed=0, max_examples=100,
+    result = check_case(lambda x: x * 2.0, shapes=[(4,)], dtype="float32", seed=0, max_examples=100,
                        profile=prof)
     assert result.samples >= 90  # distinct inputs counted in the figures, of 100 drawn
     assert prof["draws"] == 100

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, seed, settings
 
 import pytest_jaxstab as jst
-from pytest_jaxstab._check import StageTimes
+from pytest_jaxstab._check import StageTimes, check_case
 from pytest_jaxstab.strategies import Domain, _arrays
 from pytest_jaxstab.strategies._scenario import Scenario, scenarios
 
@@ -112,7 +112,7 @@ def test_siblings_respect_a_domain_predicate_and_per_argument_domains(where: Any
 def test_a_check_with_a_strict_predicate_still_judges_max_examples_inputs() -> None:
     prof = StageTimes()
     domain = Domain(-10, 10, where=lambda v: v > 0)  # half of every drawn array is redrawn
-    jst.check(lambda x: x * 2.0, shapes=[(8,)], dtype="float32", seed=1, max_examples=70, domain=domain,
+    check_case(lambda x: x * 2.0, shapes=[(8,)], dtype="float32", seed=1, max_examples=70, domain=domain,
               profile=prof)
     assert prof["draws"] == 70
 
@@ -212,7 +212,7 @@ def test_a_variant_is_never_its_example() -> None:
 
 def test_a_check_judges_max_examples_distinct_inputs() -> None:
     prof = StageTimes()
-    result = jst.check(lambda x, y: x * y, shapes=[(8,), (8,)], dtype="float32", seed=0, max_examples=140,
+    result = check_case(lambda x, y: x * y, shapes=[(8,), (8,)], dtype="float32", seed=0, max_examples=140,
                        profile=prof)
     assert prof["draws"] == 140  # examples, siblings and the top-up together, repeats not included
     assert result.samples == 140  # every drawn input new (repeats skipped); x * y passes: nothing shrunk

@@ -22,7 +22,7 @@ import pytest_jaxstab as jst
 from pytest_jaxstab import _compat, oracles
 from pytest_jaxstab._check._gradient import derivative_program
 from pytest_jaxstab._errors import ArgumentError, OracleError
-from pytest_jaxstab.oracles._library_reference import reference_primal
+from pytest_jaxstab.oracles.library._reference import reference_primal
 from tests.test_oracle_library import _round
 
 _MPC: Any = mpmath.mpc  # its stubs take ints only

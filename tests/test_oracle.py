@@ -26,10 +26,10 @@ from pytest_jaxstab.oracles import (
     SUPPORTED_PRIMITIVES,
     OracleError,
     UnsupportedPrimitive,
-    _interpreter,
     error_bits,
     evaluate,
 )
+from pytest_jaxstab.oracles.interpreter import _interpreter
 
 F32 = np.float32
 INF, NAN = float("inf"), float("nan")

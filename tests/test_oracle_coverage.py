@@ -25,7 +25,7 @@ import pytest
 from test_oracle import rounded
 
 from pytest_jaxstab import UnsupportedPrimitive, oracles
-from pytest_jaxstab.oracles._random import KEY_PRIMITIVES
+from pytest_jaxstab.oracles.primitives._random import KEY_PRIMITIVES
 
 # Not primitives of a traced program: the rewrite engine's and JAX's glue names the registry also holds.
 _NOT_IN_JAXPRS = frozenset({"copy_p"})

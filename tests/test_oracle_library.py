@@ -175,7 +175,7 @@ def test_activations(fn, ref, dtype):
 
 @newer_jax
 def test_recognition_names_the_routine_and_its_file():
-    from pytest_jaxstab.oracles._library import routine_name
+    from pytest_jaxstab.oracles.library._routines import routine_name
 
     def log_ndtr(x):  # a user's function of the same name is not JAX's routine
         return x * 2.0
@@ -255,12 +255,12 @@ def test_defined_exact_may_say_no_real_value():
 ], ids=["log_ndtr-20", "log_ndtr-1e5", "ndtri", "erfcx", "softplus", "silu", "log_sigmoid"])
 def test_routine_gradients_are_the_derivatives_of_the_mathematics(fn, x, ref):
     # The gradient's reference (what grad=True judges against) differentiates each routine by its exact
-    # derivative (oracles/_library_reference.py), not by JAX's rule or body: correctly rounded. (JAX's
+    # derivative (oracles/library/_reference.py), not by JAX's rule or body: correctly rounded. (JAX's
     # rules evaluated exactly were within 1 ulp here, through the float constants they hold, and on
     # jax 0.10 erfcx's rule was not the routine's formula.)
     from pytest_jaxstab import _compat
     from pytest_jaxstab._check._gradient import derivative_program
-    from pytest_jaxstab.oracles._library_reference import reference_primal
+    from pytest_jaxstab.oracles.library._reference import reference_primal
 
     with jax.enable_x64(True):
         closed, _, _ = _compat.trace(fn, np.float64(x))
@@ -362,7 +362,7 @@ def _jax_routines_called() -> dict[str, set[str]]:
 
 @newer_jax
 def test_every_jax_routine_is_covered_or_listed_with_a_reason():
-    from pytest_jaxstab.oracles._library import BUILTIN, EXACT_BODIES, NOT_COVERED
+    from pytest_jaxstab.oracles.library._routines import BUILTIN, EXACT_BODIES, NOT_COVERED
 
     known = {fname for _, fname in BUILTIN} | set(EXACT_BODIES) | set(NOT_COVERED)
     called = _jax_routines_called()
@@ -403,7 +403,7 @@ def test_routine_recognised_when_a_transformation_folds_its_consts():
     # them as ordinary operands (num_consts=0). d/dx F(x) = 1 - 2 x F(x), F Dawson's integral.
     from pytest_jaxstab import _compat
     from pytest_jaxstab._check._gradient import derivative_program
-    from pytest_jaxstab.oracles._library import routine_name
+    from pytest_jaxstab.oracles.library._routines import routine_name
 
     with jax.enable_x64(True):
         closed, _, _ = _compat.trace(sp.dawsn, np.float64(2.5))
@@ -419,7 +419,7 @@ def test_ndtri_is_judged_by_its_mathematics_on_every_jax():
     # At these p, Cephes' rational approximations (ndtri's body), evaluated exactly, round to another
     # float64 than the normal quantile sqrt(2) erfinv(2p - 1) does (mpmath at 2000 bits): the oracle's
     # value must be the quantile's. On jax 0.10 ndtri is inlined (no call): recognised by its frames
-    # (oracles/_library_inline.py); on newer JAX by its call.
+    # (oracles/library/_inline.py); on newer JAX by its call.
     ps = [4.2222947179297145e-19, 0.55740888009091, 0.8374714217984048, 0.3855872572300576]
     got, certain = _oracle(sp.ndtri, ps, np.float64)
     assert certain.all()

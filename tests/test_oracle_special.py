@@ -1,6 +1,6 @@
 """Infinite and NaN inputs and results at domain edges: the oracle's documented limits, all certain.
 
-Expected values follow the conventions in ``oracles/_arb.py`` (NaN outside the real domain, one-sided
+Expected values follow the conventions in ``oracles/core/_arb.py`` (NaN outside the real domain, one-sided
 limits at the edges, NaN where the limit depends on the side), written out by hand here.
 """
 

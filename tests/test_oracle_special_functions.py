@@ -22,7 +22,7 @@ from jax import lax
 from jax.scipy import special as jsp
 
 from pytest_jaxstab import oracles
-from pytest_jaxstab.oracles._special import FUNCTIONS_SPECIAL
+from pytest_jaxstab.oracles.primitives._special import FUNCTIONS_SPECIAL
 
 DTYPES = [np.float32, np.float64]
 SIG = {np.float32: 24, np.float64: 53}
@@ -127,7 +127,7 @@ def test_matches_mpmath_correctly_rounded(name, fn, ref, cases, dtype):
 # --------------------------------------------------------------- edges: the documented conventions
 INF, NAN = np.inf, np.nan
 EDGES = [
-    # (name, function, argument columns, expected): conventions of oracles/_special.py, by hand.
+    # (name, function, argument columns, expected): conventions of oracles/primitives/_special.py, by hand.
     # The far tails (a = 1.36e38, x = 9.7e23; a = 1e30, x = 1e31) are beyond Arb's routines: the proven
     # tail bounds of _special decide them (P <= x^a e^-x / Gamma(a+1) / (1 - x/(a+1)), astronomically small).
     ("igamma", lax.igamma, ([0.0, 1.0, -1.0, 1.0, 1.0, INF, 0.0, INF, 2.0, 1.3583006e38, 1e30],

@@ -35,7 +35,7 @@ def _type_checking_imports() -> dict[str, tuple[str, str | None]]:
     """The TYPE_CHECKING block of ``__init__.py`` as ``_EXPORTS`` writes it: name -> (module, attr)."""
     tree = ast.parse(pathlib.Path(jst.__file__).read_text(encoding="utf-8"))
     (block,) = [node for node in tree.body if isinstance(node, ast.If)
-                and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"]
+                and "TYPE_CHECKING" in ast.unparse(node.test)]
     found: dict[str, tuple[str, str | None]] = {}
     for stmt in block.body:
         assert isinstance(stmt, ast.ImportFrom) and stmt.level == 1, ast.unparse(stmt)
@@ -70,3 +70,25 @@ def test_names_in_the_architecture_pages_api_section_exist():
     for module, members in listed:
         for member in re.findall(r"`(\w+)", members):
             assert hasattr(getattr(jst, module), member), f"jst.{module}.{member}"
+
+
+@pytest.mark.parametrize("module", ["", "rewrites", "oracles", "strategies", "rewrites.forms"])
+def test_dir_and_all_list_exactly_the_public_names(module):
+    # issue 37 item 3: no Any, TYPE_CHECKING, annotations, importlib or submodule in the namespace
+    obj = jst
+    for part in filter(None, module.split(".")):
+        obj = getattr(obj, part)
+    assert sorted(dir(obj)) == sorted(obj.__all__)
+    assert not {"Any", "TYPE_CHECKING", "annotations", "importlib", "engine", "catalogue"} & set(dir(obj))
+    for name in obj.__all__:
+        assert not name.startswith("_") and hasattr(obj, name)
+
+
+def test_checks_signature_is_the_public_one():
+    # issue 37 item 3: fn, shapes, dtype, domain, settings, name and **options; the run's internals
+    # (witnesses, derandomize, profile, derivative, gradient_witnesses) are _check.check_case's.
+    import inspect
+
+    params = inspect.signature(jst.check).parameters
+    assert list(params) == ["fn", "shapes", "dtype", "domain", "settings", "name", "options"]
+    assert params["options"].kind is inspect.Parameter.VAR_KEYWORD

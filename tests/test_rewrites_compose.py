@@ -32,7 +32,7 @@ from jax import lax
 
 import pytest_jaxstab as jst
 from pytest_jaxstab.oracles import error_bits
-from pytest_jaxstab.oracles._rounding import round_to_dtype
+from pytest_jaxstab.oracles.core._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import STABILITY, rewrite_jaxpr
 from tests.test_rewrites_generalise import MP
 

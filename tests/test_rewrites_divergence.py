@@ -35,8 +35,8 @@ from jax import lax
 
 import pytest_jaxstab as jst
 from pytest_jaxstab.oracles import error_bits
-from pytest_jaxstab.oracles._rounding import round_to_dtype
-from pytest_jaxstab.rewrites import _forms_divergence as fd
+from pytest_jaxstab.oracles.core._rounding import round_to_dtype
+from pytest_jaxstab.rewrites.forms import _divergence as fd
 from tests.test_rewrites_generalise import F32, F64, MP
 
 # The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,

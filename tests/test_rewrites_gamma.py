@@ -25,7 +25,7 @@ from jax.scipy.special import digamma, gammaln
 
 import pytest_jaxstab as jst
 from pytest_jaxstab.oracles import error_bits
-from pytest_jaxstab.oracles._rounding import round_to_dtype
+from pytest_jaxstab.oracles.core._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import forms
 from tests.test_rewrites_generalise import F32, F64, MP
 

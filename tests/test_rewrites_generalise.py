@@ -30,7 +30,7 @@ from jax import lax
 
 import pytest_jaxstab as jst
 from pytest_jaxstab.oracles import error_bits
-from pytest_jaxstab.oracles._rounding import round_to_dtype
+from pytest_jaxstab.oracles.core._rounding import round_to_dtype
 from pytest_jaxstab.rewrites import Rule
 from pytest_jaxstab.rewrites import pattern as p
 

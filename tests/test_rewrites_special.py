@@ -1,4 +1,4 @@
-"""The catalogue's normal-distribution and inverse-hyperbolic rules (``rewrites/_stability_special.py``).
+"""The catalogue's normal-distribution and inverse-hyperbolic rules (``catalogue/_stability_special.py``).
 
 Each family is written in several spellings users write (constants folded or traced, ``jax.lax`` vs
 ``jax.scipy``, operand order, the library's own ``ndtr``/``log_ndtr``/``ndtri``), and judged against
@@ -37,7 +37,7 @@ import pytest
 import pytest_jaxstab as jst
 from pytest_jaxstab._compat import enable_x64
 from pytest_jaxstab.oracles import error_bits
-from pytest_jaxstab.oracles._rounding import round_to_dtype
+from pytest_jaxstab.oracles.core._rounding import round_to_dtype
 from tests.test_rewrites_generalise import MP, _mp
 
 # The slow tier (`make test-slow`, run in full by CI; `make test` leaves it out): docs/architecture.md,
@@ -315,7 +315,7 @@ def test_jax_log_ndtr_gradient_is_jax_own_error_and_the_rewrite_is_accurate():
 
 # (not in -13.4 < x < -12.95 float32 / -38.4 < x < -37.5 float64, where Φ(x) is subnormal and the
 # derivative is not: grad's transpose adds the flushed Φ(x) on its own, 0.6% short; see
-# _forms_special._scaled_ndtr_jvp)
+# forms/_special._scaled_ndtr_jvp)
 @pytest.mark.parametrize(("dtype", "points"), [(np.float32, [-12.9, -12.5, -9.5, -5.0, 3.0]),
                                                (np.float64, [-37.0, -30.3, -12.9, -5.0, 3.0])],
                          ids=["float32", "float64"])

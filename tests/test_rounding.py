@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from pytest_jaxstab._dtypes import dtype_info
-from pytest_jaxstab.oracles._rounding import round_to_dtype, to_mpf_array
+from pytest_jaxstab.oracles.core._rounding import round_to_dtype, to_mpf_array
 
 DTYPES = [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32), np.dtype(np.float64)]
 UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -457,7 +457,7 @@ def test_to_mpf_array_accepts_jax_arrays():
 def test_round_balls_decides_only_when_both_ends_agree():
     from flint import arb
 
-    from pytest_jaxstab.oracles._balls import round_balls
+    from pytest_jaxstab.oracles.core._balls import round_balls
 
     f32 = np.float32
     big = float(np.finfo(f32).max)

@@ -21,7 +21,7 @@ import pytest
 import pytest_jaxstab as jst
 from pytest_jaxstab.rewrites import PERFORMANCE, STABILITY, STABILITY_FAST, Rule, get, registered
 from pytest_jaxstab.rewrites import pattern as p
-from pytest_jaxstab.rewrites._forms_stats import exp_scaled
+from pytest_jaxstab.rewrites.forms._stats import exp_scaled
 
 OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
 # The mean rule is opt-in but registered: users name it, so it is held to the same rule.

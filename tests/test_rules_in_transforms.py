@@ -31,7 +31,7 @@ OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
 # jax 0.10 inlines ndtri into its own equations, so a rule on ndtri(1 - p) has nothing to match there
 OLD_JAX_CANNOT_FIRE = {"ndtri_complement"} if OLD_JAX else set()
 # jax 0.10's erfcx and ndtri close over coefficient arrays: a replacement calling them has constants,
-# which a cond branch or scan body cannot take (rewrites/_engine._rebindable), so there the rule is
+# which a cond branch or scan body cannot take (rewrites/engine/_engine._rebindable), so there the rule is
 # not applied on 0.10 (the program keeps its written form; jit and vmap are rewritten)
 OLD_JAX_CONSTS = {(name, ctx) for name in ("normal_cdf", "scaled_normal_cdf", "log_normal_cdf",
                                            "log_erfc", "normal_quantile")

@@ -22,7 +22,7 @@ import pytest
 
 import pytest_jaxstab as jst
 from pytest_jaxstab.oracles import error_bits
-from pytest_jaxstab.oracles._rounding import round_to_dtype
+from pytest_jaxstab.oracles.core._rounding import round_to_dtype
 
 MP: Any = mpmath.mp.clone()  # a private context: the precision set here stays here
 MP.prec = 300

@@ -26,9 +26,8 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from .._errors import BaselineError
-from .._files import write_text_atomic
+from .._files import jaxstab_version, write_text_atomic
 from .._results import CaseResult, VariantStats, Witness
 
 __all__ = [
@@ -283,7 +282,7 @@ def save_baseline(
         entries.pop(nodeid, None)
     for case in cases:
         entries[case.nodeid] = BaselineEntry.from_case(case)
-    baseline = Baseline(entries, __version__, str(path))
+    baseline = Baseline(entries, jaxstab_version(), str(path))
     # Serialised first: a value JSON cannot hold (NaN bits) fails here, before the disk is touched.
     text = json.dumps(baseline.to_json(), indent=2, allow_nan=False) + "\n"
     write_text_atomic(path, text)

@@ -9,4 +9,5 @@ function ``jst.check``.
 """
 
 from ._case import check as check
+from ._case import check_case as check_case
 from ._evaluate import StageTimes as StageTimes

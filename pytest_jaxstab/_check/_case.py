@@ -35,7 +35,7 @@ from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord,
 from .._settings import layered
 from .._settings import option as _option
 from .._settings import settings as Settings
-from ..rewrites import rewrite_jaxpr
+from ..rewrites.engine._engine import rewrite_jaxpr
 from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes, uniform_undefined_share
 from ._explore import Runner, fits
 from ._gradient import derivative_case, with_gradient
@@ -84,11 +84,6 @@ def check(
     domain: Any = None,
     settings: Settings | None = None,
     name: str | None = None,
-    witnesses: Sequence[Witness] = (),
-    derandomize: bool = False,
-    profile: StageTimes | None = None,
-    derivative: bool = False,
-    gradient_witnesses: Sequence[Witness] = (),
     **options: Any,
 ) -> CaseResult:
     """Fuzz ``fn`` for numerical stability: both the function as written and its rewritten form.
@@ -119,14 +114,6 @@ def check(
             judged on what was drawn with a :class:`CheckWarning`; None: no limit), ``timing`` (time
             both jitted variants on every backend present). ``help(jst.settings)`` lists them all.
         name: the case's name in reports and baselines (default ``module.qualname`` of ``fn``).
-        witnesses: inputs to re-check before fuzzing (a baseline's worst inputs). Those that do not
-            fit the case's current domain, shapes and dtype are skipped (a :class:`CheckWarning` says
-            how many), as are stored failures of the example database.
-        derandomize: fixed draws (as a baseline comparison needs); no example database.
-        profile: a :class:`StageTimes` to fill with the seconds spent per stage.
-        derivative: check the gradient only (what ``grad=True`` runs for ``result.gradient``).
-        gradient_witnesses: with ``grad=True``, inputs to re-check first in the gradient's check only
-            (a baseline's gradient witnesses), before ``witnesses``.
 
     Returns:
         A :class:`CaseResult`: figures of both variants, verdicts, ``outcome`` ("passed"/"failed" for
@@ -153,6 +140,41 @@ def check(
         >>> result = jst.check(logsumexp, shapes=[(16,)], dtype="float32", seed=0)
         >>> result.original.overflows > 0, result.rewritten.verdict
         (True, 'pass')
+    """
+    # Resolved here, so an internal argument of check_case (witnesses=, profile=, ...) given to
+    # jst.check is an unknown option, named, like any other (SettingsError).
+    chosen = layered(Settings.default, {"settings": settings, **options}, "check", where="jst.check()")
+    return check_case(fn, shapes=shapes, dtype=dtype, domain=domain, settings=chosen, name=name)
+
+
+def check_case(
+    fn: Callable[..., Any],
+    *,
+    shapes: Any,
+    dtype: Any,
+    domain: Any = None,
+    settings: Settings | None = None,
+    name: str | None = None,
+    witnesses: Sequence[Witness] = (),
+    derandomize: bool = False,
+    profile: StageTimes | None = None,
+    derivative: bool = False,
+    gradient_witnesses: Sequence[Witness] = (),
+    **options: Any,
+) -> CaseResult:
+    """``jst.check`` with what a run brings beyond the settings: the plugin's, the baseline's and the
+    gradient's entry point (``jst.check``'s arguments, plus the ones below; not public).
+
+    Args:
+        witnesses: inputs to re-check before fuzzing (a baseline's worst inputs). Those that do not
+            fit the case's current domain, shapes and dtype are skipped (a :class:`CheckWarning` says
+            how many), as are stored failures of the example database.
+        derandomize: fixed draws (as a baseline comparison needs); no example database.
+        profile: a :class:`StageTimes` to fill with the seconds spent per stage.
+        derivative: check the gradient only (what ``grad=True`` runs for ``result.gradient``).
+        gradient_witnesses: with ``grad=True``, inputs to re-check first in the gradient's check only
+            (a baseline's gradient witnesses), before ``witnesses``.
+
     """
     chosen = layered(Settings.default, {"settings": settings, **options}, "check", where="jst.check()")
     case = make_case(fn, shapes, dtype, domain, name)

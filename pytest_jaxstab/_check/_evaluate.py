@@ -24,7 +24,7 @@ from .._errors import JaxstabError
 from .._primitives import DISCONTINUOUS
 from .._results import Point, VariantStats, Witness
 from ..oracles import error_bits, evaluate
-from ..oracles._limits import confirm, evaluate_near, resolve
+from ..oracles.interpreter._limits import confirm, evaluate_near, resolve
 from ._conditioning import conditioning_ulps, reduction_terms
 from ._trace import x64_scope
 from ._verdict import judge_elements
@@ -93,7 +93,7 @@ class SampleResult:
     discarded: bool  # some output element has no real exact result (nor a limit)
     uncertain: bool  # some output element never settled in the oracle
     judged_elements: int
-    limits: int = 0  # output elements judged against a limit (oracles/_limits.py)
+    limits: int = 0  # output elements judged against a limit (oracles/interpreter/_limits.py)
     kinks: int = 0  # derivative elements where the function has a kink: no derivative, not judged
     undefined_elements: int = 0  # proven to have no real exact result (nor a limit)
 

@@ -6,7 +6,7 @@ ordinary primitives; the oracle evaluates that jaxpr exactly, and since automati
 over the reals gives the real derivative, its exact value is the exact gradient of the function as
 written. Where the function calls a library routine judged by its mathematics (``log_ndtr``,
 ``ndtri``, one declared with ``jst.oracles.define``), the reference is the derivative of that exact
-function instead (``oracles/_library_reference.py``), never the derivative of the routine's body.
+function instead (``oracles/library/_reference.py``), never the derivative of the routine's body.
 The rewritten function's derivative is JAX's derivative of the *rewritten* program (custom
 derivative rules of the stable forms included), i.e. what ``jax.grad(jst.stabilize(fn))`` runs,
 never a rewrite of the derivative program. Both then go through the same pipeline as values do:
@@ -59,7 +59,7 @@ class Derivative:
       rewritten: the rewritten program's derivative.
       reference: the program the oracle evaluates exactly: ``case.closed`` itself unless the function
         calls library routines, which it differentiates by their exact derivatives
-        (``oracles/_library_reference.py``).
+        (``oracles/library/_reference.py``).
       note: what the reference leaves to a body's derivative (empty when nothing).
     """
 
@@ -79,7 +79,7 @@ _BODY_NOTE = ("The gradient's reference for ",
 
 def derivative_case(traced: TracedCase, rewritten: Any) -> Derivative:
     """The derivative programs of ``traced`` and of its ``rewritten`` program, and the reference."""
-    from ..oracles._library_reference import reference_primal
+    from ..oracles.library._reference import reference_primal
 
     grad_closed = derivative_program(traced.closed, traced.judged_outputs)
     grad_rewritten = (grad_closed if rewritten is traced.closed

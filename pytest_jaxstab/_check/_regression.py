@@ -104,8 +104,7 @@ def find_culprits(applied: Sequence[Any], rules: Sequence[Any],
 def _builtin(rules: Sequence[Any]) -> set[str]:
     """The names of the rules among ``rules`` that are pytest-jaxstab's own (by identity: a user's
     rule that borrows a catalogue name is still the user's)."""
-    from ..rewrites import PERFORMANCE, RESULT_CHANGING, STABILITY, STABILITY_FAST
-    from ..rewrites._stability_reduce import MEAN
+    from ..rewrites.catalogue import MEAN, PERFORMANCE, RESULT_CHANGING, STABILITY, STABILITY_FAST
 
     ours = {id(r) for r in (*STABILITY, *PERFORMANCE, *RESULT_CHANGING, *STABILITY_FAST, MEAN)}
     return {r.name for r in rules if id(r) in ours}

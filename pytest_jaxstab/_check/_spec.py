@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import component_dtype, dtype_info, is_complex_dtype, resolve_dtype
-from .._errors import ArgumentError
-from ..rewrites import STABILITY
-from ..rewrites._rule import resolve as resolve_rule_names
+from .._errors import ArgumentError, require_callable
+from ..rewrites.catalogue import STABILITY
+from ..rewrites.engine._rule import resolve as resolve_rule_names
 from ..strategies._domain import per_argument_domains
 from ..strategies._scenario import scenarios as draw_scenarios
 from ._complex_case import split_complex
@@ -58,8 +58,7 @@ class Case:
 
 def make_case(fn: Callable[..., Any], shapes: Any, dtype: Any, domain: Any, name: str | None) -> Case:
     """The :class:`Case`; a bad ``shapes``, ``dtype`` or ``domain`` is an :class:`ArgumentError` naming it."""
-    if not callable(fn):
-        raise ArgumentError(f"fn={fn!r}: expected a function of arrays (a callable)")
+    require_callable("jst.check", fn)
     if name is not None and not isinstance(name, str):
         raise ArgumentError(f"name={name!r}: expected a string (the case's name in reports) or None")
     names, shape_list, by_keyword = normalize_shapes(shapes)

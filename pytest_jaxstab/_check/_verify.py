@@ -39,8 +39,9 @@ from .. import _compat
 from .._dtypes import from_ordinal, to_ordinal
 from .._errors import ArgumentTypeError, UnsupportedPrimitive
 from ..oracles import error_bits, evaluate
-from ..rewrites import Rule, rewrite_jaxpr
-from ..rewrites._instances import ATTEMPTS, alternative_rule, alternatives, build, describe_program
+from ..rewrites.engine._engine import rewrite_jaxpr
+from ..rewrites.engine._instances import ATTEMPTS, alternative_rule, alternatives, build, describe_program
+from ..rewrites.engine._rule import Rule
 from ._conditioning import conditioning_ulps, reduction_terms
 
 __all__ = ["CONTEXTS", "ROUNDING_BITS", "SLACK_BITS", "AlternativeReport", "Verification", "verify_rule"]
@@ -256,24 +257,14 @@ def _judge(index: int, label: str, rule: Rule, alt: Rule, prog: _Program, n: int
     return report
 
 
-@dataclasses.dataclass
-class _Context:
-    """One context of one alternative: the original and its rewritten variants, inputs, reference."""
-
-    context: str
-    fns: list[Callable[..., Any]]  # the original first
-    labels: list[str]  # per rewritten variant
-    args_list: list[list[np.ndarray]]
-    closed: Any  # the program whose exact value is the reference
-    primal: Callable[..., Any] | None  # for "grad": the function differentiated
-
-
-def _prepare(context: str, prog: _Program, name: str, sets: list[tuple[str, list[Rule]]], n: int,
-             rng: np.random.Generator) -> _Context | None:
-    """The context's original and rewritten functions (one per rule set where the rule fires) and its
-    inputs; None when the context does not apply (no intermediate to share, no float argument to
-    differentiate) or the rule fires in no variant of it."""
-    from .._stabilize import stabilize
+def _run_context(context: str, prog: _Program, name: str, sets: list[tuple[str, list[Rule]]], n: int,
+                 rng: np.random.Generator) -> tuple[bool, str] | None:
+    """Build the context's original and rewritten functions (one per rule set), draw inputs, compare.
+    None when the context does not apply (no intermediate to share, no float argument to
+    differentiate). Under "jit" the original and every rewritten variant are one jitted function
+    (one compilation); the other contexts run op by op, which compiles each primitive once for the
+    whole verification instead of once per program (XLA's compile dominates otherwise)."""
+    from ..rewrites._transform import stabilize
 
     f, inner = prog.fn, prog.inner
     floats = [i for i, a in enumerate(prog.avals) if jnp.issubdtype(a.dtype, jnp.floating)]
@@ -340,7 +331,7 @@ def _grad_reference(primal: Callable[..., Any], avals: Sequence[Any], floats: Se
     """The program whose exact value is the gradient of ``primal`` (as ``jst.check(grad=True)`` takes
     it, ``_gradient``): library routines called (``log_ndtr``, erf's ``exp_neg_sq``) differentiated
     by the functions they stand for, never by their bodies' approximations."""
-    from ..oracles._library_reference import reference_primal
+    from ..oracles.library._reference import reference_primal
 
     ref, _ = reference_primal(jax.make_jaxpr(primal)(*avals))
     fun = _compat.as_fun(ref)

@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import _compat as C
 from .._dtypes import component_dtype, dtype_info
-from .._errors import ArgumentError, trace_error
+from .._errors import ArgumentError, require_callable, trace_error
 from .._primitives import ELEMENTWISE
 from .._results import LocalErrorRecord
 from ..oracles import error_bits, evaluate
@@ -119,8 +119,7 @@ def local_error(fn: Callable[..., Any], *args: Any, tolerance_bits: float = 8.0)
         >>> worst.primitive, worst.kind, worst.max_bits > 10
         ('sub', 'cancellation', True)
     """
-    if not callable(fn):
-        raise ArgumentError(f"local_error: fn must be a callable, got {type(fn).__name__}")
+    require_callable("jst.local_error", fn)
     leaves = jax.tree_util.tree_leaves(args)
     if any(C.is_tracer(x) for x in leaves):
         raise ArgumentError("local_error evaluates concrete inputs: call it outside jax.jit/grad/vmap.")

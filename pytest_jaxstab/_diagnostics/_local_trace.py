@@ -34,7 +34,7 @@ import jax.numpy as jnp
 
 from .. import _compat as C
 from .._primitives import CALLS, CUSTOM_DERIVATIVES
-from ..oracles._library import routine_name
+from ..oracles.library._routines import routine_name
 
 __all__ = ["Instrumented", "Site", "Slot", "instrument"]
 
@@ -71,7 +71,7 @@ class Site:
 
     @property
     def routine(self) -> str | None:
-        """The library routine this site calls (``oracles/_library.py``), else None."""
+        """The library routine this site calls (``oracles/library/_routines.py``), else None."""
         name = C.primitive_name(self.eqn)
         return routine_name(self.eqn) if name in CALLS or name in CUSTOM_DERIVATIVES else None
 
@@ -152,7 +152,7 @@ def _run(closed: Any, args: Sequence[tuple[Any, Slot | None]], frame: _Frame,
         here = (*path, C.eqn_name(eqn))
         outs: list[tuple[Any, Slot | None]] | None = None
         if (name in CALLS or name in CUSTOM_DERIVATIVES) and routine_name(eqn) is not None:
-            pass  # a library routine: one site, judged against its mathematics (oracles/_library.py)
+            pass  # a library routine: one site, judged against its mathematics (oracles/library/_routines.py)
         elif name in CALLS:
             subs = C.subjaxprs(eqn)
             if len(subs) == 1 and len(C.invars(subs[0][1])) == len(ins):

@@ -55,7 +55,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _compat as C
-from .._errors import ArgumentTypeError, tracing
+from .._errors import ArgumentTypeError, require_callable, tracing
 from ._nan_records import NanOrigin, OperandSummary
 from ._nan_walk import Ctx, Walker, every_finite
 
@@ -89,8 +89,7 @@ def find_nan_origin(fn: Callable[..., Any], *args: Any,
         >>> (o.kind, o.primitive, o.index)
         ('overflow', 'exp', (1,))
     """
-    if not callable(fn):
-        raise ArgumentTypeError(f"find_nan_origin: fn must be a callable, got {type(fn).__name__}")
+    require_callable("jst.find_nan_origin", fn)
     leaves = jax.tree_util.tree_leaves(args)
     if any(C.is_tracer(x) for x in leaves):
         raise ArgumentTypeError("find_nan_origin evaluates concrete inputs: call it outside jax.jit/grad/vmap"

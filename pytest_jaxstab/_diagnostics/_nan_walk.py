@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import _compat as C
 from .._primitives import ACCUMULATING, CALLS, CUSTOM_DERIVATIVES, ELEMENTWISE
-from ..oracles._library import routine_name
+from ..oracles.library._routines import routine_name
 from ._nan_records import Key, NanOrigin, _inexact, _letter, _summary
 
 __all__ = ["Ctx", "Walker", "all_finite", "every_finite", "origin_key"]
@@ -413,7 +413,7 @@ class Walker:
 # -------------------------------------------------------------------------------------------- helpers
 def _name(eqn: Any) -> str:
     """The primitive's name, or the library routine's (``log_ndtr``) for a call the oracle evaluates
-    by its mathematics (``oracles/_library.py``)."""
+    by its mathematics (``oracles/library/_routines.py``)."""
     name = C.primitive_name(eqn)
     if name in CALLS or name in CUSTOM_DERIVATIVES:
         return routine_name(eqn) or name

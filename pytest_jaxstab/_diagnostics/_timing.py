@@ -23,7 +23,7 @@ from typing import Any
 
 import jax
 
-from .._errors import ArgumentError, ArgumentTypeError, tracing
+from .._errors import ArgumentError, ArgumentTypeError, require_callable, tracing
 
 __all__ = ["BackendTiming", "time_backends"]
 
@@ -104,8 +104,7 @@ def time_backends(fn: Callable[..., Any], *args: Any, rewritten: Callable[..., A
         >>> recs[0].backend
         'cpu'
     """
-    if not callable(fn):
-        raise ArgumentTypeError(f"time_backends: fn must be a callable, got {type(fn).__name__}")
+    require_callable("jst.time_backends", fn)
     if rewritten is not None and not callable(rewritten):
         raise ArgumentTypeError(f"time_backends: rewritten must be a callable or None, got "
                                 f"{type(rewritten).__name__}")

@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
-from .._files import write_text_atomic
+from .._files import jaxstab_version, write_text_atomic
 from .._results import CaseResult, Point, VariantStats, Witness
 from ._json import GATE_DECISIONS
 
@@ -96,7 +95,7 @@ def write_html(path: str | os.PathLike[str], cases: Sequence[CaseResult], *, jax
         "<h1>pytest-jaxstab report</h1>",
         f"<p>{len(cases)} cases &middot; {_e(verdicts)}{decisions}</p>",
         f"<p>jax {_e(jax_version)} &middot; backends: "
-        f"{_e(', '.join(backends) or '-')} &middot; pytest-jaxstab {_e(__version__)}</p>",
+        f"{_e(', '.join(backends) or '-')} &middot; pytest-jaxstab {_e(jaxstab_version())}</p>",
         _summary_table(cases, gate),
     ]
     parts.extend(_case_section(i, case, gate, gradient_gate) for i, case in enumerate(cases))

@@ -14,8 +14,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .. import __version__
-from .._files import write_text_atomic
+from .._files import jaxstab_version, write_text_atomic
 from .._results import CaseResult
 
 __all__ = ["GATE_DECISIONS", "REPORT_VERSION", "build_report", "validate_report", "write_json"]
@@ -77,7 +76,7 @@ def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Seq
         "backends": [str(b) for b in backends],
         "cases": [_case_json(case, gate, gradient_gate) for case in cases],
         # extra keys (allowed by the schema): which pytest-jaxstab wrote the file; the gate's counts.
-        "jaxstab_version": __version__,
+        "jaxstab_version": jaxstab_version(),
         "gate": None if gate is None else {d: sum(1 for c in cases if gate.get(c.nodeid) == d)
                                            for d in GATE_DECISIONS},
         **({"run": dict(run)} if run is not None else {}),

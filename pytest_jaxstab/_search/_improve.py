@@ -14,7 +14,7 @@ import numpy as np
 
 from .._check._trace import normalize_shapes, x64_scope
 from .._dtypes import is_complex_dtype, resolve_dtype
-from .._errors import ArgumentError
+from .._errors import ArgumentError, require_callable
 from .._settings import layered
 from .._settings import settings as Settings
 from ._pipeline import run
@@ -61,6 +61,7 @@ def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = No
                           domain=(0, None))
         print(imp.source)   # def ...(x): return 1.0 / (jnp.sqrt(x + 1.0) + jnp.sqrt(x))
     """
+    require_callable("jst.improve", fn)
     s = layered(Settings.default, {"settings": settings, **options}, "improve", where="jst.improve()")
     if is_complex_dtype(dtype):
         raise ArgumentError(f"dtype={dtype!r}: jst.improve searches identities of real numbers; complex "

@@ -352,7 +352,7 @@ def _catalogue(fn: Callable[..., Any], names: list[str], by_keyword: bool, dt: n
                ) -> tuple[Term | None, Any, Callable[..., Any], np.ndarray] | None:
     """``jst.stabilize``'s rewrite of ``fn``: its term (None when it does not lower), where its operations
     were written, the rewritten function, and its errors on ``samples``. None when it cannot run."""
-    from .._stabilize import stabilize
+    from ..rewrites._transform import stabilize
 
     try:
         cat_fn = stabilize(positional(fn, names, by_keyword))

@@ -19,7 +19,7 @@ from typing import Any
 import jax.numpy as jnp
 import mpmath
 
-from ..rewrites._forms_gamma import lgamma_difference as lgamma_difference
+from ..rewrites.forms._gamma import lgamma_difference as lgamma_difference
 
 __all__ = ["HELPERS", "lgamma_difference", "logsumexp", "mp_lgamma", "mp_lgamma_difference", "mp_log_ndtr",
            "mp_logistic", "mp_ndtri", "mp_softplus", "mp_xlog1py", "mp_xlogy"]
@@ -68,7 +68,7 @@ def mp_lgamma_difference(x: Any, a: Any) -> Any:
 
 def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """log(sum(exp(x))) over ``axis``, the accurate form (``jst.rewrites.forms.logsumexp``)."""
-    from ..rewrites._forms import logsumexp as accurate
+    from ..rewrites.forms._core import logsumexp as accurate
 
     axes = None if axis is None else (axis,) if isinstance(axis, int) else tuple(axis)
     out = accurate(x, axes=axes)

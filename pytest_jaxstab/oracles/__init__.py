@@ -38,17 +38,17 @@ raises ``OracleError`` after ``MAX_WHILE_ITERATIONS`` iterations.
 
 What the oracle evaluates is the mathematics the program stands for. A call to a known library routine
 (``jax.scipy.special.log_ndtr``, ``ndtri``, the ``jax.nn`` activations, ...) is evaluated by its
-definition, not by the approximation in its body (``_library``); users declare their own routines with
+definition, not by the approximation in its body (``library/``); users declare their own routines with
 :func:`define`. ``jst.check`` also takes limits where a value is undefined and derivatives at JAX's
-ties from the exact neighbours of the point (``_limits``; docs/architecture.md, "The oracle").
+ties from the exact neighbours of the point (``interpreter/_limits``; docs/architecture.md, "The oracle").
 
 What it covers. Beyond arithmetic, reductions, control flow and linear algebra (solves, LU, Cholesky;
-eigenvalues and singular values, their vectors under a stated sign convention: ``_eigen``): complex
-values (Arb's ``acb``; ``_complex``), the special functions of
-``jax.lax`` (incomplete gamma and beta, scaled Bessel, zeta, polygamma; ``_special``), convolutions,
-pooling and ``top_k``, PRNG keys and integer bit arithmetic (bound eagerly: JAX's own exact integer
-arithmetic; ``_random``), value-neutral effects such as ``jax.debug.print`` and one-device
-``shard_map``/``pmap`` (``_effects``). Everything else is refused with a reason
+eigenvalues and singular values, their vectors under a stated sign convention: ``linalg/``): complex
+values (Arb's ``acb``; ``complex/``), the special functions of ``jax.lax`` (incomplete gamma and
+beta, scaled Bessel, zeta, polygamma; ``primitives/_special``), convolutions, pooling and
+``top_k``, PRNG keys and integer bit arithmetic (bound eagerly: JAX's own exact integer arithmetic;
+``primitives/_random``), value-neutral effects such as ``jax.debug.print`` and one-device
+``shard_map``/``pmap`` (``primitives/_effects``). Everything else is refused with a reason
 (``REFUSED_PRIMITIVES``: the short ``REFUSED_NUMERIC`` list of numeric primitives, and the
 ``REFUSED_CATEGORIES`` of primitives with nothing numeric to judge), before any evaluation.
 
@@ -66,22 +66,22 @@ Example:
   29.99
 """
 
-from ._common import OracleError as OracleError
-from ._common import UnsupportedPrimitive as UnsupportedPrimitive
-from ._evaluate import DEFAULT_MAX_PRECISION as DEFAULT_MAX_PRECISION
-from ._evaluate import OracleResult as OracleResult
-from ._evaluate import evaluate as evaluate
-from ._interpreter import MAX_WHILE_ITERATIONS as MAX_WHILE_ITERATIONS
-from ._interpreter import SUPPORTED_PRIMITIVES as SUPPORTED_PRIMITIVES
-from ._library_define import define as define
-from ._metrics import error_bits as error_bits
-from ._metrics import ordinals as ordinals
-from ._metrics import summarize as summarize
-from ._refusals import REFUSED_CATEGORIES as REFUSED_CATEGORIES
-from ._refusals import REFUSED_NUMERIC as REFUSED_NUMERIC
-from ._refusals import REFUSED_PRIMITIVES as REFUSED_PRIMITIVES
-from ._rounding import round_to_dtype as round_to_dtype
-from ._rounding import to_mpf_array as to_mpf_array
+from .core._common import OracleError as OracleError
+from .core._common import UnsupportedPrimitive as UnsupportedPrimitive
+from .core._metrics import error_bits as error_bits
+from .core._metrics import ordinals as ordinals
+from .core._metrics import summarize as summarize
+from .core._rounding import round_to_dtype as round_to_dtype
+from .core._rounding import to_mpf_array as to_mpf_array
+from .interpreter._evaluate import DEFAULT_MAX_PRECISION as DEFAULT_MAX_PRECISION
+from .interpreter._evaluate import OracleResult as OracleResult
+from .interpreter._evaluate import evaluate as evaluate
+from .interpreter._interpreter import MAX_WHILE_ITERATIONS as MAX_WHILE_ITERATIONS
+from .interpreter._interpreter import SUPPORTED_PRIMITIVES as SUPPORTED_PRIMITIVES
+from .library._define import define as define
+from .primitives._refusals import REFUSED_CATEGORIES as REFUSED_CATEGORIES
+from .primitives._refusals import REFUSED_NUMERIC as REFUSED_NUMERIC
+from .primitives._refusals import REFUSED_PRIMITIVES as REFUSED_PRIMITIVES
 
 __all__ = [
     "DEFAULT_MAX_PRECISION",
@@ -101,3 +101,7 @@ __all__ = [
     "summarize",
     "to_mpf_array",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

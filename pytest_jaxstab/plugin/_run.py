@@ -17,7 +17,7 @@ import pytest
 # before any input is drawn: Hypothesis mixes constants of loaded local modules into its draws, so
 # a module first imported between two cases would make draws depend on test order (xdist vs serial).
 from .. import _baseline  # noqa: F401  (loaded before any case runs)
-from .._check import check
+from .._check import check_case
 from .._errors import JaxstabError
 from ._marker import MARKER, MarkerError, parse_marker
 from ._session import CASES_KEY, COMPLETE_KEY, PENDING_KEY, SESSION_KEY, JaxstabSession, pending_failures
@@ -73,7 +73,7 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
     try:
         chosen = case_settings(session, settings, options or {}, entry,
                                "jaxstab.check()" if entry == "fixture" else f"@pytest.mark.{MARKER}")
-        result = check(fn, shapes=shapes, dtype=dtype, domain=domain, settings=_for_check(chosen),
+        result = check_case(fn, shapes=shapes, dtype=dtype, domain=domain, settings=_for_check(chosen),
                        name=nodeid, witnesses=session.witnesses(nodeid),
                        derandomize=session.options.derandomize,
                        gradient_witnesses=session.gradient_witnesses(nodeid) if chosen.grad else ())

@@ -18,3 +18,10 @@ from ._arrays import arrays as arrays
 from ._domain import Domain as Domain
 from ._floats import floats as floats
 from ._targeting import target_error as target_error
+
+__all__ = ["FLOAT_DTYPE_NAMES", "Domain", "DtypeInfo", "arguments", "arrays", "dtype_info", "floats",
+           "target_error"]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

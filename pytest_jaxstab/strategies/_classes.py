@@ -23,7 +23,7 @@ import functools
 import hashlib
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
@@ -31,10 +31,8 @@ from hypothesis import strategies as st
 from .._dtypes import from_ordinal, to_ordinal
 from .._hypothesis_compat import record_fixed_integer
 from ._floats import Sampler, Side, index
+from ._plan import ArrayPlan
 from ._source import source_of
-
-if TYPE_CHECKING:
-    from ._arrays import _ArrayPlan
 
 __all__ = ["CLASSES", "FAR_BINADES", "Header", "clamp", "independent", "noise_ordinals", "values_to_ordinals"]
 
@@ -156,7 +154,7 @@ def _words(rng: Noise | None, n: int) -> np.ndarray:
     return rng.words(n) if rng is not None else np.zeros(n, dtype=np.uint64)
 
 
-def clamp(plan: _ArrayPlan, ordinals: np.ndarray) -> np.ndarray:
+def clamp(plan: ArrayPlan, ordinals: np.ndarray) -> np.ndarray:
     """Ordinals clamped to the domain's interval."""
     resolved = plan.sampler.resolved
     # np.minimum/np.maximum: np.clip's dispatch costs more than the clamping of a short array.
@@ -174,7 +172,7 @@ def bounds(sampler: Sampler) -> tuple[float, float]:
     return cached
 
 
-def values_to_ordinals(plan: _ArrayPlan, values: np.ndarray) -> np.ndarray:
+def values_to_ordinals(plan: ArrayPlan, values: np.ndarray) -> np.ndarray:
     """Real values (float64) clipped to the domain's ends, rounded to the dtype, as clamped ordinals."""
     sampler = plan.sampler
     lo, hi = bounds(sampler)
@@ -321,7 +319,7 @@ def _special_ordinals(sampler: Sampler) -> np.ndarray:
 # --- the classes --------------------------------------------------------------------------------------
 
 
-def independent(plan: _ArrayPlan, draw: st.DrawFn) -> np.ndarray:
+def independent(plan: ArrayPlan, draw: st.DrawFn) -> np.ndarray:
     """Every element on its own, Herbie-style: its bit pattern uniform over the domain's magnitudes (so
     binades uniformly, subnormals included), one in four a special value. Each element is recorded as a
     code (positive magnitudes first, then negative ones) that shrinks as a `shrinkable` value does, so a
@@ -396,7 +394,7 @@ def _scale_words(words: np.ndarray, bits: int, span: int) -> np.ndarray:
     return np.asarray([(int(w) * span) >> bits for w in words.tolist()], dtype=np.int64)
 
 
-def spread(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
+def spread(plan: ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     """Per-element magnitude spread: bit patterns uniform over the domain (binades uniformly, as Herbie),
     magnitudes spanning the binades evenly from the smallest to the largest in a shuffled order, or
     alternating signs. Each element's bytes shrink on their own, towards small positive magnitudes."""
@@ -435,7 +433,7 @@ def spread(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     return _by_side(sides, choice, per_side)
 
 
-def offset_noise(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
+def offset_noise(plan: ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     """An offset at any binade plus relative noise of 2^-1 down to 2^-(significand + 10)."""
     info = plan.sampler.info
     base = offset(draw, header, plan.sampler)
@@ -443,7 +441,7 @@ def offset_noise(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarra
     return base + noise_ordinals(header.rng(), plan.drawn, level, info.mantissa_bits)
 
 
-def constant(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
+def constant(plan: ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     """Every element equal: an offset, or (one in four) a special value."""
     specials = _special_ordinals(plan.sampler)
     if header.below(4) == 3 and specials.size:
@@ -451,7 +449,7 @@ def constant(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     return np.full(plan.drawn, offset(draw, header, plan.sampler), dtype=np.int64)
 
 
-def linear(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
+def linear(plan: ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     """Uniform in linear scale over the domain (half the time), or over [-B, B] within it, B an offset:
     on each side of zero (or the domain's point nearest it), uniform, each element from its own bytes,
     which shrink towards that point."""
@@ -470,7 +468,7 @@ def linear(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     return values_to_ordinals(plan, values)
 
 
-def dominant(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
+def dominant(plan: ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     """One dominant element, the rest 8 to 60 binades below it: in magnitude (a sum's terms), or in
     exp-space (below it by 8 to 60 times ln 2, as logsumexp and softmax see them, the dominant value near
     zero half the time); or one huge element among values near 1."""
@@ -511,7 +509,7 @@ def dominant(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     return ordinals
 
 
-def near_ties(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
+def near_ties(plan: ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     """Near-ties around the maximum (half the elements within a few ulps below it, the rest up to eight
     binades below), or every element within a few ulps of one large value (cancellation)."""
     sampler, n, info = plan.sampler, plan.drawn, plan.sampler.info
@@ -531,7 +529,7 @@ def near_ties(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     return ordinals
 
 
-def cancelling(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
+def cancelling(plan: ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
     """Sign-cancelling pairs (x, -x (1 + noise)), in place or shuffled; or a sum that cancels: elements of
     mixed signs around an offset, one of them minus the sum of the others."""
     sampler, n, info = plan.sampler, plan.drawn, plan.sampler.info
@@ -562,7 +560,7 @@ def cancelling(plan: _ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
 
 
 #: (name, draw, fewest drawn elements, needs both signs, weight, header bytes): the bulk classes
-#: `_ArrayPlan` picks from after its `independent` one (which has weight 1). The header holds exactly
+#: `ArrayPlan` picks from after its `independent` one (which has weight 1). The header holds exactly
 #: the fields a class reads (two bytes per choice among a few, eight per offset magnitude and per noise
 #: seed, four more per offset for its sign and window): bytes it never read would only give Hypothesis
 #: choices to mutate without changing the input.

@@ -9,7 +9,6 @@ argument's own domain, so it never leaves that domain's interval nor the dtype's
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 from hypothesis import strategies as st
@@ -17,9 +16,7 @@ from hypothesis import strategies as st
 from .._dtypes import from_ordinal, to_ordinal
 from ._classes import Header, clamp, far_binades, noise_level, noise_ordinals, values_to_ordinals
 from ._floats import index
-
-if TYPE_CHECKING:
-    from ._arrays import _ArrayPlan
+from ._plan import ArrayPlan
 
 __all__ = ["RELATIONS", "derive", "project"]
 
@@ -42,15 +39,15 @@ def project(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
     return np.array(full[selector], copy=True).reshape(shape)
 
 
-def _same(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
+def _same(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
     return ords
 
 
-def _negated(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
+def _negated(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
     return -ords
 
 
-def _ulps(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
+def _ulps(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
     """One ulp up or down (nextafter), four up or down, or plus the dtype's smallest normal."""
     step = header.below(5)
     if step == 4:
@@ -59,18 +56,18 @@ def _ulps(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
     return ords + (1, -1, 4, -4)[step]
 
 
-def _approx(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
+def _approx(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
     """x (1 + noise), the noise's level from 2^-1 down to 2^-(significand + 10)."""
     info = plan.sampler.info
     level = noise_level(header, info.significand_bits)
     return ords + noise_ordinals(header.rng(), ords.size, level, info.mantissa_bits).reshape(ords.shape)
 
 
-def _approx_negated(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
+def _approx_negated(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
     return -_approx(plan, header, ords)
 
 
-def _scaled(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
+def _scaled(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
     """x * 2^-k (x >> y) or x * 2^k (x << y), k from 8 to 60 binades; magnitudes stop at 0 and at max."""
     up = header.below(2) == 1
     shift = far_binades(header) << plan.sampler.info.mantissa_bits
@@ -87,7 +84,7 @@ def _scaled(plan: _ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
 
 
 #: name -> how argument j is derived from an earlier argument's ordinals (projected to j's shape).
-RELATIONS: dict[str, Callable[[_ArrayPlan, Header, np.ndarray], np.ndarray]] = {
+RELATIONS: dict[str, Callable[[ArrayPlan, Header, np.ndarray], np.ndarray]] = {
     "same": _same,
     "negated": _negated,
     "ulps": _ulps,
@@ -98,7 +95,7 @@ RELATIONS: dict[str, Callable[[_ArrayPlan, Header, np.ndarray], np.ndarray]] = {
 _SLOTS: tuple[str | None, ...] = (None,) * _INDEPENDENT_SLOTS + ("approx",) + tuple(RELATIONS)
 
 
-def derive(plan: _ArrayPlan, draw: st.DrawFn, sources: list[np.ndarray]) -> tuple[str, np.ndarray] | None:
+def derive(plan: ArrayPlan, draw: st.DrawFn, sources: list[np.ndarray]) -> tuple[str, np.ndarray] | None:
     """Argument values derived from one of `sources` (earlier arguments whose shapes broadcast with the
     plan's), and the relation's name; None when the argument is to be drawn on its own."""
     name = _SLOTS[index(draw, len(_SLOTS))] if sources else None

@@ -1,0 +1,8 @@
+"""The oracle's run: the interpreter over balls and ``evaluate`` at rising precisions.
+
+``_interpreter`` walks a closed jaxpr over Arb balls at one working precision, dispatching each
+primitive to ``primitives/``, ``linalg/``, ``complex/`` or ``library/``; ``_evaluate``
+(``jst.oracles.evaluate``) runs it at rising precisions until every output element is proven;
+``_limits`` takes limits where a value is undefined and derivatives at JAX's ties from the exact
+neighbours of the point. See docs/architecture.md, "The oracle".
+"""

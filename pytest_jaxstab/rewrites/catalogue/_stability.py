@@ -1,0 +1,401 @@
+"""The stability catalogue, written in the public pattern DSL (no private shortcut).
+
+Order matters where two rules share a root (see ``_engine``): ``log_softmax``, ``logsumexp``,
+``softplus``, ``log_sigmoid`` and ``logaddexp`` come before ``log1p``, so ``log(1 + exp(x))`` becomes
+softplus and not ``log1p(exp(x))``; ``sigmoid_ratio`` before ``softmax``-like division rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from ... import _compat
+from ..engine._guards import GUARDED_WHERE, MASKED_WHERE
+from ..engine._match import Match
+from ..engine._pattern import any_of, const, op, param, square_of, var
+from ..engine._rule import Rule
+from ..forms import _core as _forms
+from ._derivatives import PRIMAL_DERIVATIVE
+from ._stability_compose import COMPOSE_RULES
+from ._stability_divergence import BREGMAN, DIVERGENCE_RULES
+from ._stability_gamma import GAMMA_RULES
+from ._stability_logs import (
+    INV_SOFTPLUS,
+    LOG1MEXP,
+    LOG_COSH,
+    LOG_SIGMOID_PLUS,
+    LOG_SIGMOID_RATIO,
+    ONE_MINUS_SIGMOID,
+)
+from ._stability_ml import (
+    DIV_EXP,
+    EXP_POWER,
+    LOG_MEAN_EXP,
+    LOG_PROD,
+    LOG_SCALED_EXP,
+    LOGIT,
+    ONE_PLUS_TANH,
+    P_LOG_P,
+    PROD_POWER,
+    SQDIST,
+    STD,
+    SUM_P_LOG_P,
+)
+from ._stability_reduce import REDUCE_RULES
+from ._stability_select import SELECT_RULES
+from ._stability_special import SPECIAL_RULES
+from ._stability_written import SCALED_SIGMOID, WRITTEN_RULES
+
+x, y, a, b, A = var("x"), var("y"), var("a"), var("b"), var("A")
+ONE = const(1.0)
+AXES = param("axes")
+
+
+def _example(f: Any, shapes: Any = ((8,),), domain: Any = None) -> dict[str, Any]:
+    return {"example": f, "example_shapes": shapes, "example_domain": domain}
+
+
+# 1 ------------------------------------------------------------------------------------ logsumexp
+def _logsumexp(x: Any, axes: tuple[int, ...]) -> Any:
+    """log(sum(exp(x))) = m + log1p(sum_{j≠argmax} exp(x_j - m)), m = max(x) (shift not differentiated)."""
+    return _forms.logsumexp(x, axes)
+
+
+# jax.nn.logsumexp writes log(abs(sum(exp(x - m)))) + m (its sign, unused, also reads the sum): the
+# same identity on x - m, whose max is 0, gives the accurate m + log1p(...) once m is added back.
+LOGSUMEXP = Rule("logsumexp",
+                 any_of(op("log", op("reduce_sum", op("exp", x), axes=AXES)),
+                        op("log", op("abs", op("reduce_sum", op("exp", x), axes=AXES, recompute=True)))),
+                 _logsumexp, **_example(lambda x: jnp.log(jnp.sum(jnp.exp(x)))))
+
+# 2 -------------------------------------------------------------------------------------- softmax
+_EX = op("exp", x, name="ex", recompute=True)
+
+
+def _softmax(x: Any, axes: tuple[int, ...]) -> Any:
+    """exp(x) / sum(exp(x)) = exp(x - m) / sum(exp(x - m)), m = max(x)."""
+    return _forms.softmax(x, axes)
+
+
+SOFTMAX = Rule("softmax", op("div", _EX, op("reduce_sum", _EX, axes=AXES)), _softmax,
+               **_example(lambda x: jnp.exp(x) / jnp.sum(jnp.exp(x))))
+
+
+# 3 ---------------------------------------------------------------------------------- log_softmax
+def _log_softmax(x: Any, axes: tuple[int, ...]) -> Any:
+    """x - log(sum(exp(x))) = log(softmax(x)) = (x - m) - log1p(sum_{j≠argmax} exp(x_j - m))."""
+    return _forms.log_softmax(x, axes)
+
+
+LOG_SOFTMAX = Rule(
+    "log_softmax",
+    any_of(op("sub", x, op("log", op("reduce_sum", op("exp", x), axes=AXES))),
+           op("log", op("div", _EX, op("reduce_sum", _EX, axes=AXES, recompute=True),
+                         recompute=True))),
+    _log_softmax,
+    **_example(lambda x: x - jnp.log(jnp.sum(jnp.exp(x)))),
+)
+
+
+# 4 -------------------------------------------------------------------------------------- softplus
+def _softplus(x: Any) -> Any:
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)) = logaddexp(0, x)."""
+    return _forms.softplus(x)
+
+
+SOFTPLUS = Rule("softplus", any_of(op("log", op("add", ONE, op("exp", x, recompute=True))),
+                                   op("log1p", op("exp", x, recompute=True))), _softplus,
+                **_example(lambda x: jnp.log(1 + jnp.exp(x))))
+
+
+# 5 ----------------------------------------------------------------------------------- log_sigmoid
+def _log_sigmoid(x: Any = None, y: Any = None) -> Any:
+    """log(sigmoid(x)) = log(1/(1+exp(-x))) = -softplus(-x);  log(1 - sigmoid(y)) = log1p(-sigmoid(y))
+    = -softplus(y). A sigmoid the program also uses elsewhere (binary cross-entropy computes
+    p = sigmoid(z) once for both logs) is recomputed: each log gets its own softplus."""
+    return -_forms.softplus(-x) if x is not None else -_forms.softplus(y)
+
+
+def _sig(v: Any) -> Any:
+    """The spellings of sigmoid(v), each recomputed where the program shares it."""
+    return any_of(op("logistic", v, recompute=True),
+                  op("div", ONE, op("add", ONE, op("exp", op("neg", v))), recompute=True))
+
+
+LOG_SIGMOID = Rule(
+    "log_sigmoid",
+    any_of(op("log", _sig(x)),
+           op("log", op("sub", ONE, _sig(y))),
+           op("log1p", op("neg", _sig(y)))),
+    _log_sigmoid,
+    **_example(lambda x: jnp.log(1 / (1 + jnp.exp(-x)))),
+)
+
+
+# 6 --------------------------------------------------------------------------------------- sigmoid
+def _sigmoid(x: Any) -> Any:
+    """1/(1 + exp(-x)) = logistic(x) (its gradient is finite where the naive one is inf/inf)."""
+    return _forms.sigmoid(x)
+
+
+SIGMOID = Rule("sigmoid", op("div", ONE, op("add", ONE, op("exp", op("neg", x)))), _sigmoid,
+               **_example(lambda x: 1 / (1 + jnp.exp(-x))))
+
+
+# 7 ------------------------------------------------------------------------------------- logaddexp
+def _logaddexp(a: Any, b: Any) -> Any:
+    """log(exp(a) + exp(b)) = max(a, b) + log1p(exp(-|a - b|))."""
+    return _forms.logaddexp(a, b)
+
+
+LOGADDEXP = Rule("logaddexp", op("log", op("add", op("exp", a), op("exp", b))), _logaddexp,
+                 **_example(lambda a, b: jnp.log(jnp.exp(a) + jnp.exp(b)), ((8,), (8,))))
+
+
+# 8 ----------------------------------------------------------------------------------------- log1p
+def _log1p(x: Any = None, y: Any = None) -> Any:
+    """log(1 + x) = log1p(x);  log(1 - y) = log1p(-y)."""
+    return jnp.log1p(x) if x is not None else jnp.log1p(-y)
+
+
+LOG1P = Rule("log1p", any_of(op("log", op("add", ONE, x)), op("log", op("sub", ONE, y))), _log1p,
+             **_example(lambda x: jnp.log(1 + x), domain=(-1.0, 1e30)))
+
+
+# 9 ----------------------------------------------------------------------------------------- expm1
+@jax.custom_jvp
+def _expm1_exact_derivative(x: Any) -> Any:
+    return jnp.expm1(x)
+
+
+_expm1_exact_derivative.defjvp(lambda p, t: (_expm1_exact_derivative(p[0]), jnp.exp(p[0]) * t[0]))
+# JAX before 0.11 differentiates expm1 as `expm1(x) + 1`, which cancels to 0 for x < -16 in float32
+# (the derivative is exp(x) = 2e-9 at -20) and is 1.2 where it is 1.0000001 next to 0 (the soundness
+# fuzz found both): the rule gives its result exp(x) as the derivative there. Newer JAX writes exp(x)
+# itself, and keeps the plain expm1 equation (which other rules and explain() read).
+_EXPM1 = jnp.expm1 if _compat.JAX_VERSION >= (0, 11) else _expm1_exact_derivative
+
+
+def _expm1(x: Any = None, y: Any = None) -> Any:
+    """exp(x) - 1 = expm1(x);  1 - exp(y) = -expm1(y)."""
+    return _EXPM1(x) if x is not None else -_EXPM1(y)
+
+
+EXPM1 = Rule("expm1", any_of(op("sub", op("exp", x), ONE), op("sub", ONE, op("exp", y))), _expm1,
+             **_example(lambda x: jnp.exp(x) - 1))
+
+
+# 10 --------------------------------------------------------------------------------------- log_exp
+def _log_exp(x: Any) -> Any:
+    """log(exp(x)) = x (exp overflows above log(max); the composition is the identity)."""
+    return x
+
+
+LOG_EXP = Rule("log_exp", op("log", op("exp", x, recompute=True)), _log_exp,
+               **_example(lambda x: jnp.log(jnp.exp(x))))
+
+
+# 11 ----------------------------------------------------------------------------------------- hypot
+def _hypot(x: Any, y: Any) -> Any:
+    """sqrt(x² + y²) = hypot(x, y) = m·sqrt(1 + (n/m)²), m = max(|x|,|y|), n = min(|x|,|y|)."""
+    return _forms.hypot(x, y)
+
+
+HYPOT = Rule("hypot", op("sqrt", op("add", square_of(x), square_of(y))), _hypot,
+             **_example(lambda x, y: jnp.sqrt(x * x + y * y), ((8,), (8,))))
+
+
+# 12 ------------------------------------------------------------------------------------------ norm
+def _norm(x: Any, axes: tuple[int, ...]) -> Any:
+    """sqrt(sum(x²)) = m·sqrt(sum((x/m)²)), m = max|x| (0 for the zero vector)."""
+    return _forms.norm(x, axes)
+
+
+NORM = Rule("norm", op("sqrt", op("reduce_sum", square_of(x), axes=AXES)), _norm,
+            **_example(lambda x: jnp.sqrt(jnp.sum(x * x))))
+
+
+# 13 -------------------------------------------------------------------------------------- variance
+def _mean_of(inner: Any, axes_name: str, n_name: str, **kw: Any) -> Any:
+    return op("div", op("reduce_sum", inner, axes=param(axes_name)), const(lambda v: v > 0, name=n_name),
+              **kw)
+
+
+# The mean is kept: batch-norm code also returns it or centres x with it; it is computed once and
+# the replacement reuses it.
+_MEAN = _mean_of(x, "axes2", "n2", name="mean", keep=True)
+_VARIANCE_PATTERN = op("sub", _mean_of(square_of(x), "axes", "n"), square_of(_MEAN))
+
+
+def _variance_where(m: Match) -> bool:
+    shape = m.aval("x").shape
+    axes = tuple(m.captures["axes"])
+    count = math.prod(shape[i] for i in axes)
+    return (tuple(m.captures["axes2"]) == axes and m.captures["n"] == m.captures["n2"] == float(count))
+
+
+def _variance(x: Any, mean: Any, axes: tuple[int, ...], axes2: Any = None, n: Any = None,
+              n2: Any = None) -> Any:
+    """mean(x²) - mean(x)² = s²·(mean(d²) - mean(d)²), d = (x - mean(x))/s, s a power of two
+    (corrected two-pass, scaled so the squares cannot overflow); the program's mean is reused."""
+    return _forms.variance(x, axes, mean=mean)
+
+
+VARIANCE = Rule("variance", _VARIANCE_PATTERN, _variance, where=_variance_where,
+                **_example(lambda x: jnp.mean(x * x) - jnp.mean(x) ** 2, domain=(-1e15, 1e15)))
+
+
+# 14 ------------------------------------------------------------------------------------------ tanh
+_EP = op("exp", x, name="ep")
+_EN = op("exp", op("neg", x), name="en")
+
+
+def _tanh(x: Any) -> Any:
+    """(exp(x) - exp(-x)) / (exp(x) + exp(-x)) = tanh(x)."""
+    return _forms.tanh(x)
+
+
+TANH = Rule("tanh", op("div", op("sub", _EP, _EN), op("add", _EP, _EN)), _tanh,
+            **_example(lambda x: (jnp.exp(x) - jnp.exp(-x)) / (jnp.exp(x) + jnp.exp(-x))))
+
+
+# 15 --------------------------------------------------------------------------------- one_minus_cos
+def _one_minus_cos(x: Any) -> Any:
+    """1 - cos(x) = 2·sin(x/2)²."""
+    return _forms.one_minus_cos(x)
+
+
+ONE_MINUS_COS = Rule("one_minus_cos", op("sub", ONE, op("cos", x)), _one_minus_cos,
+                     **_example(lambda x: 1 - jnp.cos(x), domain=(-1e4, 1e4)))
+
+# 16 ------------------------------------------------------------------------------- sigmoid_ratio
+_EA = op("exp", a, name="ea")
+
+
+def _sigmoid_ratio(a: Any, b: Any) -> Any:
+    """exp(a) / (exp(a) + exp(b)) = logistic(a - b)."""
+    return _forms.sigmoid(a - b)
+
+
+SIGMOID_RATIO = Rule("sigmoid_ratio", op("div", _EA, op("add", _EA, op("exp", b))), _sigmoid_ratio,
+                     **_example(lambda a, b: jnp.exp(a) / (jnp.exp(a) + jnp.exp(b)), ((8,), (8,))))
+
+# 17 ------------------------------------------------------------------------------------ inv_matmul
+_INV = op("jit", A, params={"name": "inv"})
+_MATVEC_DIMS = (((1,), (0,)), ((), ()))
+
+
+def _dims(dn: Any) -> Any:
+    (lc, rc), (lb, rb) = dn
+    return ((tuple(int(i) for i in lc), tuple(int(i) for i in rc)),
+            (tuple(int(i) for i in lb), tuple(int(i) for i in rb)))
+
+
+def _inv_matmul_where(m: Match) -> bool:
+    return (len(m.aval("A").shape) == 2 and _dims(m.captures["dn"]) == _MATVEC_DIMS
+            and len(m.aval("b").shape) in (1, 2))
+
+
+def _inv_matmul(A: Any, b: Any, dn: Any = None) -> Any:
+    """inv(A) @ b = solve(A, b): one LU solve, never forming the inverse (better conditioned)."""
+    return jnp.linalg.solve(A, b)
+
+
+INV_MATMUL = Rule("inv_matmul", op("dot_general", _INV, b, dimension_numbers=param("dn")), _inv_matmul,
+                  where=_inv_matmul_where,
+                  # a diagonally dominant matrix (entries of A in (-1, 1)): invertible, well conditioned
+                  examples=((lambda A, v: jnp.linalg.inv(A + 8 * jnp.eye(4)) @ v, ((4, 4), (4,)),
+                             (-1.0, 1.0)),))
+
+
+# 18 ------------------------------------------------------------------------------ inv_jitter (opt-in)
+def _inv_jitter(A: Any) -> Any:
+    """inv(A) -> inv(A + εI), ε = 8·eps·mean|diag A|. CHANGES THE RESULT on purpose (regularises a
+    nearly singular A); opt-in only, never in ``STABILITY``."""
+    return _forms.inv_jitter(A)
+
+
+INV_JITTER = Rule("inv_jitter", op("jit", A, params={"name": "inv"}), _inv_jitter,
+                  where=lambda m: len(m.aval("A").shape) >= 2)
+
+#: The default catalogue, in the order rules are tried at one root.
+STABILITY: tuple[Rule, ...] = (
+    *SELECT_RULES,
+    *WRITTEN_RULES,
+    *SPECIAL_RULES,  # before log1p: log(1 + erf(z)) is a log_erfc, not log1p(erf(z))
+    *DIVERGENCE_RULES,  # before log_sigmoid_ratio: the Bernoulli KL's whole sum, not its two logs
+    SUM_P_LOG_P,
+    P_LOG_P,
+    LOGIT,
+    LOG_SIGMOID_RATIO,  # after logit: log(s(x) / (1 - s(x))) is x exactly
+    LOG_SOFTMAX,
+    LOG_MEAN_EXP,
+    LOGSUMEXP,
+    SOFTMAX,
+    SIGMOID_RATIO,
+    SOFTPLUS,
+    LOG_SIGMOID,
+    LOG_SIGMOID_PLUS,
+    LOGADDEXP,
+    *COMPOSE_RULES,  # after the whole forms' log rules; before log1p (log(1 - stable sigmoid))
+    INV_SOFTPLUS,
+    LOG1MEXP,
+    LOG_COSH,
+    LOG1P,
+    SIGMOID,
+    SCALED_SIGMOID,  # after sigmoid: 1 / (1 + exp(-x)) is logistic(x) itself
+    ONE_MINUS_SIGMOID,
+    EXPM1,
+    LOG_EXP,
+    LOG_SCALED_EXP,
+    LOG_PROD,
+    PROD_POWER,
+    DIV_EXP,
+    EXP_POWER,
+    ONE_PLUS_TANH,
+    SQDIST,
+    STD,
+    *REDUCE_RULES,  # after std: sqrt(mean((x - mean)²)) is a standard deviation first
+    HYPOT,
+    NORM,
+    VARIANCE,
+    TANH,
+    ONE_MINUS_COS,
+    INV_MATMUL,
+    *GAMMA_RULES,  # structural (add/sub trees of lgamma terms); before the where guards
+    GUARDED_WHERE,  # structural: runs after the pattern rules (a guarded branch they fixed is left)
+    MASKED_WHERE,  # where guarded_where finds no guard of the form x OP c: any mask, constant too
+    BREGMAN,  # structural: reads sums the pattern rules left (and their expm1, exp(-b) results)
+)
+
+# 19 ------------------------------------------------------------------ fast logsumexp / log_softmax
+def _logsumexp_fast(x: Any, axes: tuple[int, ...]) -> Any:
+    """log(sum(exp(x))) = m + log(sum(exp(x - m))), m = max(x): no overflow, the library's speed,
+    but the small terms are lost where the result is near 0 (``logsumexp`` keeps them)."""
+    return _forms.logsumexp_fast(x, axes)
+
+
+def _log_softmax_fast(x: Any, axes: tuple[int, ...]) -> Any:
+    """x - log(sum(exp(x))) = (x - m) - log(sum(exp(x - m))): the library's formula and speed."""
+    return _forms.log_softmax_fast(x, axes)
+
+
+LOGSUMEXP_FAST = dataclasses.replace(LOGSUMEXP, name="logsumexp_fast", replacement=_logsumexp_fast,
+                                     doc="")
+LOG_SOFTMAX_FAST = dataclasses.replace(LOG_SOFTMAX, name="log_softmax_fast",
+                                       replacement=_log_softmax_fast, doc="")
+
+#: The default catalogue with the two fast variants in place of ``logsumexp`` and ``log_softmax``:
+#: overflow-free and as fast as ``jax.nn`` on CPU, where the accurate forms cost about 1.8x
+#: (``benchmarks/bench_rewrite.py`` prints both); they lose the small terms the accurate forms keep.
+STABILITY_FAST: tuple[Rule, ...] = tuple(
+    {"logsumexp": LOGSUMEXP_FAST, "log_softmax": LOG_SOFTMAX_FAST}.get(r.name, r) for r in STABILITY)
+
+#: Rules that change results on purpose; never applied unless named. ``primal_derivative`` changes
+#: gradients: a custom derivative rule is replaced by the derivative of the stabilised primal.
+RESULT_CHANGING: tuple[Rule, ...] = (INV_JITTER, PRIMAL_DERIVATIVE)

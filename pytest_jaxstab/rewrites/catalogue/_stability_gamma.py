@@ -1,0 +1,471 @@
+"""Sums of log-gamma (and digamma) terms: paired so that no two large values cancel.
+
+Statistics code writes normalisers as signed sums of ``lgamma`` terms: ``lgamma(n + 1) -
+lgamma(k + 1) - lgamma(n - k + 1)``, ``lgamma((nu + 1) / 2) - lgamma(nu / 2)``, ``lgamma(a) + lgamma(b)
+- lgamma(a + b)``. A structural rule (``Rule(matcher=...)``) reads the add/sub/neg tree rooted at an
+``add`` or ``sub`` (any order, any nesting; terms that are not ``lgamma``/``digamma`` are kept as
+they are), analyses each argument as a linear form over the program's variables with constant
+coefficients (``n - k + 1`` is ``{n: 1, k: -1, 1: 1}``; ``(nu + 1) / 2`` is ``{nu: 1/2, 1: 1/2}``), and
+forms groups whose arguments' difference simplifies symbolically:
+
+- a pair of opposite signs, ``lgamma(A) - lgamma(B)`` with ``A - B = d`` exactly, becomes
+  ``lgamma_difference(B, d)``, d computed from the symbolic form (``k``, ``0.5``, ``b``), never as
+  ``fl(A) - fl(B)`` (that subtraction of two rounded arguments is off by ulp(A): at n = 1e7 in float64
+  it costs ~18 bits of the result, the cancellation the rule exists to remove);
+- three terms ``lgamma(P) + lgamma(Q) - lgamma(R)`` (or all negated) with ``P + Q - R = c`` a
+  constant become ``betaln(P, Q) + lgamma_difference(R, c)`` (``c = 1``: ``log R``), which is
+  accurate whichever of P and Q is large (the log binomial coefficient is ``-log(n + 1) -
+  betaln(k + 1, n - k + 1)``).
+
+A pair is formed only where the difference cancels at least one variable of the arguments
+(``lgamma(x) - lgamma(y)`` with unrelated x and y is left as written: nothing symbolic is gained).
+Where groups compete for a term (a beta-binomial has many), the choice is made per element at run
+time: greedily, the group whose accurate value is smallest against the magnitudes of its terms
+(the most cancellation removed) first; groups that share no term are all taken, with no run-time
+choice. The remaining terms are summed as written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from fractions import Fraction
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ... import _compat
+from ..engine._match import Graph, Match
+from ..engine._pattern import any_of, const, op, var
+from ..engine._rule import Rule
+from ..forms import _gamma as fg
+
+__all__ = ["GAMMA_RULES", "LGAMMA_SUM"]
+
+_KINDS = ("lgamma", "digamma")
+_TREE = frozenset({"add", "sub", "neg"})
+_MAX_TERMS = 16  # gamma terms in one tree (candidate groups grow with their square/cube)
+_MAX_NODES = 64  # nodes of one add/sub tree a match walks
+_MAX_CANDIDATES = 48
+
+_HAS_GAMMA: weakref.WeakKeyDictionary[Graph, bool] = weakref.WeakKeyDictionary()
+_ALONE: weakref.WeakKeyDictionary[Graph, bool] = weakref.WeakKeyDictionary()
+
+Linear = dict[Any, Fraction]  # atom -> coefficient; None -> the constant
+
+
+def _has_gamma(g: Graph) -> bool:
+    got = _HAS_GAMMA.get(g)
+    if got is None:
+        got = _HAS_GAMMA[g] = any(_compat.primitive_name(e) in _KINDS for e in g.eqns)
+    return got
+
+
+def _shape(atom: Any) -> tuple[int, ...]:
+    return tuple(_compat.aval(atom).shape)
+
+
+def _fits(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    """A scalar, or the same rank with each axis equal or 1 (a jaxpr's implicit broadcasting)."""
+    return shape == () or (len(shape) == len(out) and all(s in (1, o) for s, o in zip(shape, out)))
+
+
+def _constant(g: Graph, atom: Any) -> Fraction | None:
+    """The exact value of a scalar constant (a literal or a captured constant), else None."""
+    if _compat.is_literal(atom):
+        v = _compat.literal_value(atom)
+    elif atom in g.const_values and not _compat.is_tracer(g.const_values[atom]):
+        v = g.const_values[atom]
+    else:
+        return None
+    try:
+        arr = np.asarray(v)
+    except (TypeError, ValueError):
+        return None
+    if arr.size != 1 or arr.dtype.kind not in "fiu":
+        return None
+    val = float(arr.reshape(()))
+    return Fraction(val) if np.isfinite(val) else None
+
+
+def _through_glue(g: Graph, atom: Any, swallow: set[int] | None) -> Any:
+    """``atom`` with shape-keeping glue (or a scalar's broadcast) seen through. With ``swallow``, only
+    glue whose result has no other use is passed, and it is recorded there."""
+    for _ in range(8):
+        prod = g.producer_eqn(atom)
+        if prod is None:
+            return atom
+        j, eqn = prod
+        if j in g.claimed or not g.is_glue(eqn) or len(eqn.invars) != 1:
+            return atom
+        inner = eqn.invars[0]
+        if _shape(inner) not in ((), _shape(atom)):
+            return atom
+        if swallow is not None:
+            if g.uses[atom] != 1:
+                return atom
+            swallow.add(j)
+        atom = inner
+    return atom
+
+
+def _linear(g: Graph, atom: Any, depth: int = 0) -> Linear:
+    """``atom`` as a linear form over the program's variables with exact rational coefficients."""
+    c = _constant(g, atom)
+    if c is not None:
+        return {None: c}
+    atom = _through_glue(g, atom, None)
+    c = _constant(g, atom)
+    if c is not None:
+        return {None: c}
+    prod = g.producer_eqn(atom)
+    if prod is None or depth > 12:
+        return {atom: Fraction(1)}
+    eqn = prod[1]
+    name = _compat.primitive_name(eqn)
+    ins = eqn.invars
+    if name in ("add", "sub") and len(ins) == 2:
+        left, right = _linear(g, ins[0], depth + 1), _linear(g, ins[1], depth + 1)
+        return _combine(left, right, 1 if name == "add" else -1)
+    if name == "neg":
+        return _scale(_linear(g, ins[0], depth + 1), Fraction(-1))
+    if name == "mul" and len(ins) == 2:
+        for k in (0, 1):
+            c = _constant(g, ins[k])
+            if c is not None:
+                return _scale(_linear(g, ins[1 - k], depth + 1), c)
+    if name == "div" and len(ins) == 2:
+        c = _constant(g, ins[1])
+        if c is not None and c != 0:
+            return _scale(_linear(g, ins[0], depth + 1), 1 / c)
+    return {atom: Fraction(1)}
+
+
+def _combine(left: Linear, right: Linear, sign: int) -> Linear:
+    out = dict(left)
+    for k, v in right.items():
+        out[k] = out.get(k, Fraction(0)) + sign * v
+    return {k: v for k, v in out.items() if v != 0}
+
+
+def _scale(form: Linear, c: Fraction) -> Linear:
+    return {k: v * c for k, v in form.items() if v * c != 0}
+
+
+def _variables(form: Linear) -> set[Any]:
+    return {k for k in form if k is not None}
+
+
+def _walk(g: Graph, root: int) -> tuple[list[Any], list[Any], set[int]] | None:
+    """The signed terms of the add/sub/neg tree at ``root``: ``(gamma, others, swallowed)``, gamma
+    terms as ``(kind, sign, argument, eqn index)``, others as ``(sign, atom)``."""
+    gamma: list[Any] = []
+    others: list[Any] = []
+    swallow: set[int] = {root}
+    out_shape = _shape(g.eqns[root].outvars[0])
+    todo: list[tuple[Any, int]] = []
+    eqn = g.eqns[root]
+    name = _compat.primitive_name(eqn)
+    if name == "neg":
+        return None
+    todo.append((eqn.invars[0], 1))
+    todo.append((eqn.invars[1], 1 if name == "add" else -1))
+    nodes = 1
+    while todo:
+        atom, sign = todo.pop()
+        if not _fits(_shape(atom), out_shape):
+            return None
+        inner = _through_glue(g, atom, swallow)
+        prod = None if _compat.is_literal(inner) else g.producer_eqn(inner)
+        if prod is None or prod[0] in g.claimed:
+            others.append((sign, atom))
+            continue
+        j, e = prod
+        kind = _compat.primitive_name(e)
+        private = g.uses[inner] == 1
+        if kind in _TREE and private and nodes < _MAX_NODES:
+            nodes += 1
+            swallow.add(j)
+            if kind == "neg":
+                todo.append((e.invars[0], -sign))
+            else:
+                todo.append((e.invars[0], sign))
+                todo.append((e.invars[1], sign if kind == "add" else -sign))
+        elif kind in _KINDS and len(e.invars) == 1:
+            if private:
+                swallow.add(j)
+            gamma.append((kind, sign, e.invars[0], j))
+        else:
+            others.append((sign, atom))
+    return gamma, others, swallow
+
+
+def _candidates(g: Graph, gamma: list[Any], forms: list[Linear]) -> list[tuple[Any, ...]]:
+    """Pairs ``("pair", p, q, d)`` (sign_p = -sign_q, value sign_p * diff(arg_q, d)) and triples
+    ``("beta", p, q, r, c)``; d and c as linear forms."""
+    out: list[tuple[Any, ...]] = []
+    n = len(gamma)
+    for p in range(n):
+        for q in range(n):
+            kp, sp, _, _ = gamma[p]
+            kq, sq, _, _ = gamma[q]
+            if p == q or kp != kq or sp != 1 or sq != -1:
+                continue
+            d = _combine(forms[p], forms[q], -1)
+            if not d or _variables(d) >= _variables(forms[p]) | _variables(forms[q]):
+                continue  # nothing cancels (or equal arguments: the compiler's business)
+            out.append(("pair", p, q, d))
+    for p in range(n):
+        for q in range(p + 1, n):
+            for r in range(n):
+                kinds = {gamma[p][0], gamma[q][0], gamma[r][0]}
+                if kinds != {"lgamma"} or r in (p, q):
+                    continue
+                if not gamma[p][1] == gamma[q][1] == -gamma[r][1]:
+                    continue
+                c = _combine(_combine(forms[p], forms[q], 1), forms[r], -1)
+                if _variables(c) or abs(c.get(None, Fraction(0))) > 8:
+                    continue
+                out.append(("beta", p, q, r, c))
+    return out[:_MAX_CANDIDATES]
+
+
+def _match_gamma_sum(g: Graph, i: int) -> Match | None:
+    eqn = g.eqns[i]
+    if _compat.primitive_name(eqn) not in ("add", "sub") or not _has_gamma(g):
+        return None
+    out_aval = _compat.aval(eqn.outvars[0])
+    if not jnp.issubdtype(out_aval.dtype, jnp.floating):
+        return None
+    walked = _walk(g, i)
+    if walked is None:
+        return None
+    gamma, others, swallow = walked
+    if len(gamma) < 2 or len(gamma) > _MAX_TERMS:
+        return None
+    forms = [_linear(g, arg) for _, _, arg, _ in gamma]
+    cands = _candidates(g, gamma, forms)
+    if not cands:
+        return None
+    operands: list[Any] = []
+    index: dict[Any, int] = {}
+
+    def ref(atom: Any) -> int:
+        key = id(atom) if _compat.is_literal(atom) else atom
+        if key not in index:
+            index[key] = len(operands)
+            operands.append(atom)
+        return index[key]
+
+    def lin(form: Linear) -> tuple[tuple[tuple[int, float], ...], float]:
+        return (tuple((ref(k), float(v)) for k, v in form.items() if k is not None),
+                float(form.get(None, Fraction(0))))
+
+    plan_terms = tuple((kind, sign, ref(arg)) for kind, sign, arg, _ in gamma)
+    plan_others = tuple((sign, ref(atom)) for sign, atom in others)
+    plan_cands = tuple((c[0], *c[1:-1], lin(c[-1])) for c in cands)
+    captures: dict[str, Any] = {f"o{k}": a for k, a in enumerate(operands)}
+    atoms = dict(captures)
+    for k in [k for k, a in atoms.items() if _compat.is_literal(a)]:
+        captures[k] = _compat.literal_value(atoms.pop(k))
+    captures["plan"] = (plan_terms, plan_others, plan_cands, len(operands))
+    return Match(i, captures, atoms, swallow)
+
+
+def _value_of(form: tuple[tuple[tuple[int, float], ...], float], ops: list[Any]) -> Any:
+    terms, const = form
+    if not terms:
+        return int(const) if float(const).is_integer() else const
+    total: Any = None
+    for k, coef in terms:
+        t = ops[k] if coef == 1 else -ops[k] if coef == -1 else coef * ops[k]
+        total = t if total is None else total + t
+    return total + const if const else total
+
+
+def _gamma_sum(plan: Any, **ops: Any) -> Any:
+    """sum of ±lgamma(A_i) (± digamma) = sum over groups of lgamma_difference(B, A - B) (d exact,
+    symbolic) and betaln(P, Q) + lgamma_difference(R, P + Q - R) (c constant), plus the rest."""
+    terms, others, cands, n_ops = plan
+    o = [jnp.asarray(ops[f"o{k}"]) for k in range(n_ops)]
+    shape = jnp.broadcast_shapes(*(jnp.shape(v) for v in o))
+    dtype = jnp.result_type(*[o[k] for _, _, k in terms])
+
+    def full(v: Any) -> Any:
+        return jnp.broadcast_to(jnp.asarray(v, dtype), shape)
+
+    singles = []
+    for kind, sign, k in terms:
+        v = lax.lgamma(o[k]) if kind == "lgamma" else lax.digamma(o[k])
+        singles.append(full(v if sign > 0 else -v))
+    groups = []
+    for cand in cands:
+        if cand[0] == "pair":
+            _, p, q, d = cand
+            groups.append(_Group(terms[p][0], (p, q), full(o[terms[q][2]]), _value_of(d, o),
+                                 full(o[terms[p][2]])))
+        else:
+            _, p, q, r, c = cand
+            cval = _value_of(c, o)
+            rr = full(o[terms[r][2]])
+            groups.append(_Group("beta", (p, q, r), rr, cval, None, full(o[terms[p][2]]),
+                                 full(o[terms[q][2]]), terms[p][1]))
+    total = _groups(groups, singles, dtype)
+    for sign, k in others:
+        total = total + full(o[k] if sign > 0 else -o[k])
+    return total
+
+
+@dataclasses.dataclass
+class _Group:
+    """One group's operands: a pair ``sign * diff(v, d)`` (kind "lgamma"/"digamma", sign +1: the
+    positive term is the first member) or a triple ``sign * (betaln(p, q) + lgamma_difference(v, d))``."""
+
+    kind: str
+    members: tuple[int, ...]
+    v: Any
+    d: Any
+    xa: Any = None
+    p: Any = None
+    q: Any = None
+    sign: int = 1
+
+    def value(self) -> Any:
+        if self.kind == "digamma":
+            return fg.digamma_difference(self.v, self.d, xa=self.xa)
+        out = fg.lgamma_difference(self.v, self.d, xa=self.xa) if not _is_zero(self.d) else 0.0
+        if self.kind == "beta":
+            ab = self.v if _is_zero(self.d) else None
+            out = fg.betaln(self.p, self.q, ab=ab) + out
+        return out if self.sign > 0 else -out
+
+    def estimate(self) -> Any:
+        """A cheap estimate of ``|value|`` for ranking (the accurate value is computed once chosen)."""
+        d = jnp.abs(jnp.asarray(self.d, self.v.dtype))
+        span = d * (jnp.abs(jnp.log(jnp.maximum(jnp.abs(self.v), jnp.abs(self.v + self.d)) + 1)) + 1)
+        if self.kind != "beta":
+            return span
+        lo, hi = jnp.minimum(self.p, self.q), jnp.maximum(self.p, self.q)
+        lo = jnp.maximum(jnp.abs(lo), jnp.finfo(self.v.dtype).tiny)
+        return lo * (jnp.log1p(jnp.abs(hi) / lo) + 1) + span
+
+
+def _is_zero(d: Any) -> bool:
+    return isinstance(d, (int, float)) and d == 0
+
+
+def _groups(groups: list[_Group], singles: list[Any], dtype: Any) -> Any:
+    """The sum of the chosen groups and of the terms no group took."""
+    n = len(singles)
+    counts = [sum(t in g.members for g in groups) for t in range(n)]
+    total = jnp.zeros_like(singles[0])
+    if all(c <= 1 for c in counts):  # disjoint groups: all taken, no run-time choice
+        taken = {t for g in groups for t in g.members}
+        for g in groups:
+            total = total + g.value()
+        for t in range(n):
+            if t not in taken:
+                total = total + singles[t]
+        return total
+    # groups compete: per element, greedily the group whose value is smallest against its terms
+    # (the most cancellation removed); each round evaluates one group, chosen per element
+    tiny = jnp.finfo(dtype).tiny
+    scores = [g.estimate() / (sum(jnp.abs(singles[t]) for t in g.members) + tiny) for g in groups]
+    used = [jnp.zeros(singles[0].shape, bool) for _ in range(n)]
+    one = jnp.ones_like(singles[0])
+    rounds: dict[str, list[dict[str, Any]]] = {"lgamma": [], "digamma": []}
+    for _ in range(n // 2):
+        avail = [~_any([used[t] for t in g.members]) for g in groups]
+        best = jnp.argmin(jnp.stack([jnp.where(a, s, jnp.inf) for a, s in zip(avail, scores)]), axis=0)
+        picks = [(best == c) & avail[c] for c in range(len(groups))]
+        for family in ("lgamma", "digamma"):
+            mine = [(c, g) for c, g in enumerate(groups) if (g.kind == "digamma") == (family == "digamma")]
+            if not mine:
+                continue
+            safe_v = 1.0 if family == "digamma" else 2.0
+            fields: dict[str, Any] = {"v": one * safe_v, "d": one * 0.0, "xa": one * safe_v,
+                                      "p": one, "q": one, "sign": one, "beta": one < 0, "on": one < 0}
+            for c, g in mine:
+                k = picks[c]
+                fields["v"] = jnp.where(k, g.v, fields["v"])
+                fields["d"] = jnp.where(k, g.d, fields["d"])
+                fields["xa"] = jnp.where(k, g.v + g.d if g.xa is None else g.xa, fields["xa"])
+                if g.kind == "beta":
+                    fields["p"] = jnp.where(k, g.p, fields["p"])
+                    fields["q"] = jnp.where(k, g.q, fields["q"])
+                    fields["beta"] = fields["beta"] | k
+                fields["sign"] = jnp.where(k, float(g.sign), fields["sign"])
+                fields["on"] = fields["on"] | k
+            rounds[family].append(fields)
+        for c, g in enumerate(groups):
+            for t in g.members:
+                used[t] = used[t] | picks[c]
+    # every round's chosen group evaluated at once (stacked): one form in the program, not one per
+    # round and candidate
+    for family, got in rounds.items():
+        if not got:
+            continue
+        st = {k: jnp.stack([r[k] for r in got]) for k in got[0]}
+        if family == "digamma":
+            val = fg.digamma_difference(st["v"], st["d"], xa=st["xa"])
+        else:
+            val = fg.lgamma_difference(st["v"], st["d"], xa=st["xa"])
+            if any(g.kind == "beta" for g in groups):
+                p = jnp.where(st["beta"], st["p"], 1.0)
+                q = jnp.where(st["beta"], st["q"], 1.0)
+                val = val + jnp.where(st["beta"], fg.betaln(p, q), 0.0)
+        total = total + jnp.sum(jnp.where(st["on"], st["sign"] * val, 0.0), axis=0)
+    for t in range(n):
+        total = total + jnp.where(used[t], 0.0, singles[t])
+    return total
+
+
+def _any(masks: list[Any]) -> Any:
+    out = masks[0]
+    for m in masks[1:]:
+        out = out | m
+    return out
+
+
+LGAMMA_SUM = Rule(
+    "lgamma_sum", None, _gamma_sum, matcher=_match_gamma_sum,
+    example=lambda n, k: (lax.lgamma(n + 1.0) - lax.lgamma(k + 1.0) - lax.lgamma(n - k + 1.0)),
+    example_shapes=((8,), (8,)), example_domain=(1.0, 1e6))
+
+def _lgamma_near_one(k: Any, c: float) -> Any:
+    """lgamma(c + k), c = 1 or 2 (lgamma's zeros), through ``forms.lgamma1p``: ``c + k`` rounds to
+    c for tiny k and lgamma of it is 0, where the value is -gamma·k (c = 1) or (1 - gamma)·k (c = 2): a log
+    binomial coefficient's ``lgamma(k + 1)`` at k = 1e-20. The problem is well conditioned in k
+    there (relative condition number about 1); lgamma of the rounded sum is not."""
+    if c == 1.0:
+        return fg.lgamma1p(k)
+    # Γ(2+k) = (1+k)Γ(1+k) near k = 0 only: beyond the series' range lgamma1p is gammaln(1 + k), and
+    # log1p(k) + gammaln(1 + k) cancels (2 bits more than gammaln(2 + k) at k = -0.31, the soundness
+    # check on JAX 0.10 found it), so there the sum is taken as written
+    from jax.scipy.special import gammaln
+
+    near = jnp.abs(k) < fg.SERIES_BELOW
+    kn = jnp.where(near, k, jnp.zeros_like(k))  # each branch reads a safe input
+    return jnp.where(near, jnp.log1p(kn) + fg.lgamma1p(kn), gammaln(2 + jnp.where(near, 1.0, k)))
+
+
+_NEAR_ONE = const(lambda v: v in (1.0, 2.0), name="c")
+
+
+def _alone(g: Graph, i: int) -> bool:
+    """The only lgamma/digamma of the program: sums of several are lgamma_sum's (the structural
+    phase runs after this pattern rule, and a term this rule took would be hidden from it)."""
+    got = _ALONE.get(g)
+    if got is None:
+        got = _ALONE[g] = sum(_compat.primitive_name(e) in _KINDS for e in g.eqns) == 1
+    return got
+
+#: ``lgamma(1 + k)`` and ``lgamma(2 + k)`` (either order): lgamma at its zeros, see above.
+LGAMMA_NEAR_ONE = Rule(
+    "lgamma_near_one", op("lgamma", any_of(op("add", var("k"), _NEAR_ONE))), _lgamma_near_one,
+    gate=_alone, example=lambda k: lax.lgamma(k + 1.0), example_domain=(-0.5, 0.5))
+
+#: The rules of this module, in catalogue order.
+GAMMA_RULES: tuple[Rule, ...] = (LGAMMA_NEAR_ONE, LGAMMA_SUM)

@@ -1,0 +1,276 @@
+"""Stability rules for reductions that overflow where their result does not: mean, RMS, cosine.
+
+``sum(x) / n`` overflows in the sum where the mean of terms near the float max is finite;
+``sqrt(mean(x²))`` squares before it roots; a cosine similarity ``a·b / (|a| |b|)`` overflows in the
+dot product and in the product of the norms. Each rule's docstring states the identity; each holds
+over the reals on the whole domain.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ... import _compat
+from ..engine._match import Match
+from ..engine._pattern import any_of, const, op, param, square_of, var
+from ..engine._rule import Rule
+from ..forms import _core as _forms
+from ..forms import _stats as _fs
+
+x, a, b = var("x"), var("a"), var("b")
+AXES = param("axes")
+_N = const(lambda v: v > 0 and math.isfinite(v), name="n")
+_CALLS = ("jit", "pjit")
+
+
+def _example(f: Any, shapes: Any = ((8,),), domain: Any = None) -> dict[str, Any]:
+    return {"example": f, "example_shapes": shapes, "example_domain": domain}
+
+
+def _count(m: Match, name: str = "x", key: str = "axes") -> int:
+    shape = m.aval(name).shape
+    return math.prod(shape[i] for i in tuple(m.captures[key]))
+
+
+# ------------------------------------------------------------------------------------------ mean
+def _mean(x: Any, axes: tuple[int, ...], n: float) -> Any:
+    """sum(x) / n = sum(x / 2^k) / (n / 2^k), 2^k >= n the power of two (exact scalings), where the
+    sum overflows; sum(x) / n elsewhere (the mean of terms near the float max is finite)."""
+    ax = tuple(int(i) for i in axes)
+    s = jnp.sum(x, axis=ax)
+    k = 2.0 ** math.ceil(math.log2(n))
+    scaled = jnp.sum(x * jnp.asarray(1 / k, x.dtype), axis=ax) / jnp.asarray(n / k, x.dtype)
+    return jnp.where(jnp.isfinite(s), s / jnp.asarray(n, x.dtype), scaled)
+
+
+MEAN = Rule("mean", op("div", op("reduce_sum", x, axes=AXES), _N), _mean,
+            where=lambda m: m.captures["n"] == float(_count(m)) and _real(m),
+            **_example(lambda x: jnp.mean(x), domain=(-3e38, 3e38)))
+
+
+def _real(m: Match, name: str = "x") -> bool:
+    return bool(jnp.issubdtype(m.aval(name).dtype, jnp.floating))
+
+
+# ------------------------------------------------------------------------------------------- rms
+def _rms(x: Any, axes: tuple[int, ...], n: float) -> Any:
+    """sqrt(sum(x²) / n) = s·sqrt(sum((x/s)²) / n), s a power of two near max|x| (the squares
+    overflow, or underflow, long before the root mean square does; it is at most max|x|)."""
+    ax = tuple(int(i) for i in axes)
+    m = lax.stop_gradient(jnp.max(jnp.abs(x), axis=ax, keepdims=True))
+    scale, inv = _forms._pow2_scale(m)
+    y = x * inv
+    ms = jnp.sum(y * y, axis=ax, keepdims=True) / jnp.asarray(n, x.dtype)
+    positive = ms > 0  # the double where: sqrt's derivative at 0 is never formed (0 for x = 0)
+    root = jnp.where(positive, jnp.sqrt(jnp.where(positive, ms, jnp.ones_like(ms))),
+                     jnp.zeros_like(ms))
+    return jnp.squeeze(scale * root, axis=ax)
+
+
+RMS = Rule("rms", op("sqrt", op("div", op("reduce_sum", square_of(x), axes=AXES), _N)), _rms,
+           where=_real, **_example(lambda x: jnp.sqrt(jnp.mean(x**2))))
+
+
+# ---------------------------------------------------------------------------------------- cosine
+def _norm_of(v: Any, tag: str) -> Any:
+    return any_of(op("sqrt", _sumsq(v, tag)),
+                  op(_CALLS, v, params={"name": "norm", "jaxpr": param(tag + "_body")}))
+
+
+def _sumsq(v: Any, tag: str) -> Any:
+    """sum(v²) over an axis, or ``jnp.dot(v, v)`` / ``v @ v`` (a dot_general of v with itself)."""
+    return any_of(op("reduce_sum", square_of(v), axes=param(tag)),
+                  op("dot_general", v, v, dimension_numbers=param(tag + "_dn")))
+
+
+_DOT = any_of(op("dot_general", a, b, dimension_numbers=param("dn")),
+              op("reduce_sum", op("mul", a, b), axes=param("axes_d")))
+_DEN = any_of(op("mul", _norm_of(a, "axes_a"), _norm_of(b, "axes_b")),
+              op("sqrt", op("mul", _sumsq(a, "axes_a"), _sumsq(b, "axes_b"))))
+
+
+def _two_norm_body(body: Any, last: int) -> bool:
+    """Whether a ``jnp.linalg.norm`` call's body is the 2-norm over the last axis: sqrt(sum(v·v))."""
+    eqns = _compat.eqns(_compat.as_closed(body))
+    names = [_compat.primitive_name(e) for e in eqns]
+    if names not in (["mul", "reduce_sum", "sqrt"], ["integer_pow", "reduce_sum", "sqrt"],
+                     ["abs", "mul", "reduce_sum", "sqrt"]):
+        return False
+    return tuple(int(i) for i in eqns[-2].params["axes"]) == (last,)
+
+
+def _cosine_where(m: Match) -> bool:
+    sa, sb = m.aval("a"), m.aval("b")
+    rank = len(sa.shape)
+    if tuple(sa.shape) != tuple(sb.shape) or rank == 0 or not (_real(m, "a") and _real(m, "b")):
+        return False
+    last = rank - 1  # vectors, or vectors batched along the leading axes
+    for key in ("axes_a", "axes_b", "axes_d"):
+        if key in m.captures and tuple(int(i) for i in m.captures[key]) != (last,):
+            return False
+    for key in ("axes_a_body", "axes_b_body"):
+        if key in m.captures and not _two_norm_body(m.captures[key], last):
+            return False
+    batch = tuple(range(rank - 1))
+    for key in ("dn", "axes_a_dn", "axes_b_dn"):  # dot products over the last axis, batched on the rest
+        if key in m.captures:
+            (lc, rc), (lb, rb) = m.captures[key]
+            if not (tuple(lc) == (last,) and tuple(rc) == (last,) and tuple(lb) == batch
+                    and tuple(rb) == batch):
+                return False
+    return True
+
+
+def _cosine(a: Any, b: Any, **_: Any) -> Any:
+    """a·b / (|a| |b|) = a·b / sqrt(|a|² |b|²) = (a / |a|)·(b / |b|), each norm scaled by a power of
+    two near the largest element (the dot product and the products of norms overflow first); its
+    derivative (b̂ - cos·â)·da/|a| + (â - cos·b̂)·db/|b| in the unit vectors."""
+    return _cosine_form(a, b)
+
+
+@jax.custom_jvp
+def _cosine_form(a: Any, b: Any) -> Any:
+    last = jnp.ndim(a) - 1
+    return jnp.sum(_unit(a, last) * _unit(b, last), axis=last)
+
+
+@_cosine_form.defjvp
+def _cosine_jvp(primals: Any, tangents: Any) -> Any:
+    # Differentiated as written, b / |b| gives 1/|b| - b_k²/|b|³ for a dominant b_k: an ulp of 1/|b|
+    # where the derivative is 0 (6e-30 for |b| = 1.5e22 in float32; the written cosine's two terms
+    # round alike there). In the unit vectors the difference â_k - cos·b̂_k is exactly 0 then.
+    (a, b), (da, db) = primals, tangents
+    last = jnp.ndim(a) - 1
+    ua, na = _unit(a, last), _norm(a, last)
+    ub, nb = _unit(b, last), _norm(b, last)
+    c = jnp.sum(ua * ub, axis=last, keepdims=True)
+    # the gradient in a is b̂ without its component along â, and rounding leaves an ulp of that
+    # component (6e-30 at a b nearly along one axis, |b| = 1.5e22): projected out a second time, as
+    # Gram-Schmidt is re-orthogonalised ("twice is enough")
+    ra = _reject(ub - c * ua, ua, last)
+    rb = _reject(ua - c * ub, ub, last)
+    ta = jnp.sum(ra * da, axis=last, keepdims=True) / na
+    tb = jnp.sum(rb * db, axis=last, keepdims=True) / nb
+    return jnp.squeeze(c, last), jnp.squeeze(ta + tb, last)
+
+
+def _unit(v: Any, last: int) -> Any:
+    """v / |v| as (v / s) / |v / s|: dividing by |v| itself would multiply by 1/|v|, subnormal (and
+    flushed to zero on CPU) for |v| above 2^126; |v / s| is between 1 and 2·sqrt(n)."""
+    m = lax.stop_gradient(jnp.max(jnp.abs(v), axis=last, keepdims=True))
+    _, inv = _forms._pow2_scale(m)
+    y = v * inv
+    return y / jnp.sqrt(jnp.sum(y * y, axis=last, keepdims=True))
+
+
+def _reject(r: Any, u: Any, last: int) -> Any:
+    """``r`` without its component along the unit vector ``u``."""
+    return r - jnp.sum(r * u, axis=last, keepdims=True) * u
+
+
+def _norm(v: Any, last: int) -> Any:
+    """|v| as s·|v / s| (keepdims), s the power of two of :func:`_unit`."""
+    m = lax.stop_gradient(jnp.max(jnp.abs(v), axis=last, keepdims=True))
+    _, inv = _forms._pow2_scale(m)
+    y = v * inv
+    return jnp.sqrt(jnp.sum(y * y, axis=last, keepdims=True)) / inv
+
+
+COSINE = Rule("cosine", op("div", _DOT, _DEN), _cosine, where=_cosine_where,
+              **_example(lambda a, b: jnp.dot(a, b) / (jnp.linalg.norm(a) * jnp.linalg.norm(b)),
+                         ((8,), (8,)), domain=(0.0, 3e38)))
+
+# ----------------------------------------------------------------------------------------- var
+def _var_axes(body: Any) -> tuple[int, ...] | None:
+    for eqn in _compat.eqns(_compat.as_closed(body)):
+        if _compat.primitive_name(eqn) == "reduce_sum":
+            return tuple(int(i) for i in eqn.params["axes"])
+    return None
+
+
+def _var(x: Any, body: Any, ddof: Any) -> Any:
+    """var(x) = std(x)², the standard deviation computed on x / s and its deviations divided by a
+    second power of two (``jnp.var`` squares the deviations: x = [1e20, -1e20] overflows in float32
+    where the variance, 1e40, does too, but [1e19, -1e19] as well, where it is 1e38)."""
+    ax = _var_axes(body)
+    assert ax is not None  # the where below refused the match otherwise
+    return jnp.square(_fs.std(x, ax, ddof))
+
+
+VAR = Rule("var", op(_CALLS, x, var("ddof"), params={"name": "_var", "jaxpr": param("body")}), _var,
+           where=lambda m: (_var_axes(m.captures["body"]) is not None and len(m.aval("ddof").shape) == 0
+                            and _real(m)),
+           **_example(lambda x: jnp.var(x), domain=(-1e30, 1e30)))
+
+
+# ---------------------------------------------------------------------------------- exp_mean_log
+def _exp_mean_log(x: Any, axes: tuple[int, ...], n: float | None = None, r: float | None = None) -> Any:
+    """exp(sum(log x) / n) = exp(sum(log x) · r) = prod(x) ** (1/n), the geometric power formed
+    exactly (the exp of a rounded sum of logs near ±88 carries 88·2^-24 relative, 6.5 bits);
+    NaN where some x < 0, as the logs are."""
+    c = 1.0 / n if n is not None else float(r or 1.0)
+    nan = jnp.full_like(x, jnp.nan)
+    out = _fs.geometric_power(jnp.where(x < 0, nan, x), c, tuple(axes))
+    return out
+
+
+_SUM_LOG = op("reduce_sum", op("log", x), axes=AXES)
+EXP_MEAN_LOG = Rule(
+    "exp_mean_log",
+    any_of(op("exp", op("div", _SUM_LOG, _N)),
+           op("exp", op("mul", _SUM_LOG, const(lambda v: math.isfinite(v) and v != 0, name="r")))),
+    _exp_mean_log, where=_real,
+    **_example(lambda x: jnp.exp(jnp.mean(jnp.log(x))), domain=(0.0, 1e30)),
+)
+
+# -------------------------------------------------------------------------------- weighted_lse
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _weighted_lse_form(w: Any, x: Any, ax: tuple[int, ...]) -> Any:
+    t = x + jnp.log(jnp.abs(w))  # log|w| = -inf for w = 0: its term is exp(-inf) = 0
+    m = lax.stop_gradient(jnp.max(t, axis=ax, keepdims=True))
+    m = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
+    signed = jnp.log(jnp.sum(jnp.sign(w) * jnp.exp(t - m), axis=ax, keepdims=True)) + m
+    nonneg = jnp.all(w >= 0, axis=ax, keepdims=True)
+    # where no weight is negative: the accurate logsumexp of t (m + log1p of the others)
+    safe_t = jnp.where(nonneg, t, jnp.zeros_like(t))
+    accurate = jnp.expand_dims(_forms.logsumexp(safe_t, ax), ax)
+    return jnp.squeeze(jnp.where(nonneg, accurate, signed), axis=ax)
+
+
+@_weighted_lse_form.defjvp
+def _weighted_lse_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
+    (w, x), (tw, tx) = primals, tangents
+    out = _weighted_lse_form(w, x, ax)
+    # d/dw_i = exp(x_i - r), d/dx_i = w_i exp(x_i - r), r the result (finite where w_i = 0, where
+    # the form's log|w| has an infinite derivative)
+    e = jnp.exp(x - jnp.expand_dims(out, ax))
+    return out, jnp.sum(e * (tw + w * tx), axis=ax)
+
+
+def _weighted_lse(w: Any, x: Any, axes: tuple[int, ...]) -> Any:
+    """log(sum(w·exp(x))) = logsumexp(x + log w) where every w >= 0 (w = 0 adds nothing);
+    m + log(sum(sign(w)·exp(x + log|w| - m))), m = max(x + log|w|), elsewhere (exp overflows for
+    x > 88 in float32 and underflows below -103, where the weighted sum is still a normal number)."""
+    return _weighted_lse_form(w, x, tuple(int(i) for i in axes))
+
+
+WEIGHTED_LSE = Rule(
+    "weighted_lse",
+    op("log", op("reduce_sum", op("mul", var("w"), op("exp", x, recompute=True)), axes=AXES)),
+    _weighted_lse,
+    where=lambda m: (tuple(m.aval("w").shape) == tuple(m.aval("x").shape) and _real(m)
+                     and _real(m, "w")),
+    **_example(lambda w, x: jnp.log(jnp.sum(w * jnp.exp(x))), ((8,), (8,)), domain=(0.0, 1e4)),
+)
+
+#: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``).
+REDUCE_RULES: tuple[Rule, ...] = (COSINE, RMS, VAR, EXP_MEAN_LOG, WEIGHTED_LSE)
+#: Opt-in (``rules=[*STABILITY, "mean"]``), not in ``STABILITY``: it would add a second reduction
+#: to every mean of every program, where the sum overflows only for terms near the float max, and
+#: the variance rule's contract is that the program's own mean is computed once and reused.

@@ -1,0 +1,204 @@
+"""Stability rules that see through a selection of a softmax: the cross-entropies with integer labels.
+
+A *selection* (``p[..., i]``, ``p[rows, labels]``, ``jnp.take_along_axis``, ``jnp.take``,
+``lax.dynamic_slice``: any ``slice``, ``gather``, ``dynamic_slice`` or call whose body only selects
+elements of ``p``) commutes with every elementwise function: ``log(sel(p)) = sel(log(p))``. So the
+cross-entropy that picks the label's probability before its log, ``-log(softmax(x)[label])``,
+becomes ``-log_softmax(x)[label]`` (the log of an underflowed probability was ``-inf``).
+
+Each rule's docstring states the identity; each holds over the reals on the whole domain.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ... import _compat
+from ..engine._match import Graph, Match
+from ..engine._pattern import any_of, op, param, var
+from ..engine._rule import Rule
+from ..forms import _core as _forms
+
+x = var("x")
+AXES = param("axes")
+
+# Primitives that only move or pick elements: an elementwise function commutes with them.
+_SELECTING = frozenset({"gather", "slice", "dynamic_slice", "squeeze", "reshape", "broadcast_in_dim",
+                        "expand_dims", "transpose", "rev", "copy", "copy_p"})
+_CALLS = ("jit", "pjit")
+
+
+def _example(f: Any, shapes: Any = ((8,),), domain: Any = None) -> dict[str, Any]:
+    return {"example": f, "example_shapes": shapes, "example_domain": domain}
+
+
+# ----------------------------------------------------------------------------------- selections
+_GATHER_PARAMS = ("dimension_numbers", "slice_sizes", "indices_are_sorted", "unique_indices", "mode",
+                  "fill_value")
+
+
+def _selections(p: Any) -> list[Any]:
+    """The forms a selection of ``p`` takes in a jaxpr, each capturing what re-applies it."""
+    gather = op("gather", p, var("idx"), params={k: param(f"g_{k}") for k in _GATHER_PARAMS})
+    dynamic = [op("dynamic_slice", p, *(var(f"i{k}") for k in range(r)), slice_sizes=param("ds_sizes"))
+               for r in range(1, 5)]
+    sliced = op("slice", p, start_indices=param("sl_start"), limit_indices=param("sl_limit"),
+                strides=param("sl_strides"))
+    call = op(_CALLS, p, var("idx"), params={"jaxpr": param("body")})
+    plain = [sliced, gather, *dynamic, call]
+    # x[..., i] drops the picked axis after the slice: a squeeze the glue check would refuse
+    return [*(op("squeeze", s, dimensions=param("sq_dims")) for s in plain), *plain]
+
+
+def _fill_commutes(fill: Any) -> bool:
+    # an out-of-bounds gather fills with fill_value (NaN for floats when None): f(NaN) is NaN, so
+    # only a NaN fill commutes with every elementwise function
+    return fill is None or (isinstance(fill, float) and math.isnan(fill))
+
+
+def _selects_only(body: Any) -> bool:
+    """Whether a call's body computes its result from its first operand by selections only."""
+    closed = _compat.as_closed(body)
+    reach = {_compat.invars(closed)[0]}
+    for eqn in _compat.eqns(closed):
+        if not any(not _compat.is_literal(a) and a in reach for a in eqn.invars):
+            continue
+        name = _compat.primitive_name(eqn)
+        if name not in _SELECTING or eqn.invars[0] not in reach or len(eqn.outvars) != 1:
+            return False
+        if any(not _compat.is_literal(a) and a in reach for a in eqn.invars[1:]):
+            return False  # the selected array also used as an index
+        if name == "gather" and not _fill_commutes(eqn.params.get("fill_value")):
+            return False
+        reach.add(eqn.outvars[0])
+    outs = _compat.outvars(closed)
+    return len(outs) == 1 and not _compat.is_literal(outs[0]) and outs[0] in reach
+
+
+def _selection_where(m: Match) -> bool:
+    c = m.captures
+    if "body" in c:
+        return _selects_only(c["body"])
+    if "g_fill_value" in c:
+        return _fill_commutes(c["g_fill_value"])
+    return True
+
+
+def _reselect(v: Any, c: dict[str, Any]) -> Any:
+    """The captured selection applied to ``v`` (an array of the selected array's shape)."""
+    if "sq_dims" in c:
+        return lax.squeeze(_reselect(v, {k: a for k, a in c.items() if k != "sq_dims"}),
+                           c["sq_dims"])
+    if "sl_start" in c:
+        return lax.slice(v, c["sl_start"], c["sl_limit"], c["sl_strides"])
+    if "g_dimension_numbers" in c:
+        return lax.gather(v, c["idx"], c["g_dimension_numbers"], c["g_slice_sizes"],
+                          indices_are_sorted=c["g_indices_are_sorted"],
+                          unique_indices=c["g_unique_indices"], mode=c["g_mode"],
+                          fill_value=c["g_fill_value"])
+    if "ds_sizes" in c:
+        starts = [c[f"i{k}"] for k in range(4) if f"i{k}" in c]
+        return lax.dynamic_slice(v, starts, c["ds_sizes"])
+    return _compat.eval_jaxpr(_compat.as_closed(c["body"]), v, c["idx"])[0]
+
+
+_SELECTION_HEADS = frozenset({"slice", "gather", "dynamic_slice", *_CALLS})
+
+
+def _selected(g: Graph, atom: Any) -> bool:
+    return g.head(atom)[0] in _SELECTION_HEADS  # through glue: a squeeze after a slice
+
+
+def _log_of_selection(g: Graph, i: int) -> bool:
+    """The gate: the log's operand is a selection (most logs are refused before a full match)."""
+    return _selected(g, g.eqns[i].invars[0])
+
+
+def _lse_minus_selection(g: Graph, i: int) -> bool:
+    invars = g.eqns[i].invars
+    return len(invars) == 2 and g.head(invars[0])[0] == "add" and _selected(g, invars[1])
+
+
+# ------------------------------------------------------------------------- log of a selected softmax
+_EX = op("exp", x, name="ex", recompute=True)
+_SOFTMAX = op("div", _EX, op("reduce_sum", _EX, axes=AXES, recompute=True), recompute=True)
+
+
+def _log_select_softmax(x: Any, axes: tuple[int, ...], **sel: Any) -> Any:
+    """log(sel(softmax(x))) = sel(log_softmax(x)) for any selection sel (a selection commutes with
+    an elementwise function): the cross-entropy picking the label's probability before its log."""
+    return _reselect(_forms.log_softmax(x, tuple(axes)), sel)
+
+
+LOG_SELECT_SOFTMAX = Rule(
+    "log_select_softmax",
+    op("log", any_of(*_selections(_SOFTMAX))),  # one root: the log is looked at once
+    _log_select_softmax, where=_selection_where, gate=_log_of_selection,
+    **_example(lambda x: -jnp.log(jax.nn.softmax(x)[..., 3]), shapes=((4, 8),)),
+)
+
+
+# ------------------------------------------------------------------- logsumexp minus the label's logit
+_SG = op("stop_gradient", var("m0"), name="sg")
+# jax.nn.logsumexp's own formula: log(|sum(exp(x - m))|) + m, m = stop_gradient(max(x)) (its sign,
+# unused, also reads the sum)
+_LSE_NN = op("add", op("log", op("abs", op("reduce_sum", op("exp", op("sub", x, op("broadcast_in_dim", _SG))),
+                                          axes=AXES, recompute=True))), _SG)
+
+
+def _lse_minus_selected(x: Any, axes: tuple[int, ...], m0: Any = None, **sel: Any) -> Any:
+    """logsumexp(x) - sel(x) = -sel(log_softmax(x)) where the selection picks, for each row the
+    logsumexp reduces, an element of that same row (optax's cross-entropy with integer labels: the
+    difference cancels where the label's logit dominates its row, and the loss is then the small
+    log1p of the others). Which row each selected element comes from is checked as the program
+    runs (the selection applied to the row numbers); elsewhere the accurate logsumexp minus sel(x)."""
+    ax = tuple(int(i) for i in axes)
+    kept = [d for d in range(x.ndim) if d not in ax]
+    fallback = _forms.logsumexp(x, ax) - _reselect(x, sel)
+    picked = -_reselect(_forms.log_softmax(x, ax), sel)
+    rows = [jnp.shape(x)[d] for d in kept]
+    if tuple(jnp.shape(picked)) != tuple(rows) or max(rows, default=1) > 2**20:
+        return fallback
+    aligned = jnp.ones(jnp.shape(picked), bool)
+    for j, d in enumerate(kept):
+        ids = lax.broadcasted_iota(x.dtype, jnp.shape(x), d)  # row numbers: exact below 2^20
+        aligned = aligned & (_reselect(ids, sel) == lax.broadcasted_iota(x.dtype, tuple(rows), j))
+    return jnp.where(aligned, picked, fallback)
+
+
+def _at_max(x: Any) -> tuple[Any, ...]:
+    """The indices of the largest entry of ``x``: an index the program computes, as a label is."""
+    return jnp.unravel_index(jnp.argmax(x), x.shape)
+
+
+_LSE = jax.nn.logsumexp
+#: The spellings of a selection from the row the logsumexp reduces, one per alternative of the
+#: pattern that `jst.rewrites.verify` cannot build alone (the index must come from that row).
+_LSE_SELECTIONS = (
+    (lambda x: _LSE(x) - x[3:4], ((8,),), None),
+    *((f, (shape,), None) for shape in ((8,), (4, 8), (2, 4, 8), (2, 2, 4, 8)) for f in (
+        lambda x: _LSE(x) - x[_at_max(x)],
+        lambda x: _LSE(x) - lax.dynamic_slice(x, _at_max(x), (1,) * x.ndim))),
+    (lambda x: _LSE(x, -1) - x[jnp.arange(4), jnp.argmax(x, -1)], ((4, 8),), None),
+    (lambda x: _LSE(x) - x[jnp.argmax(x)[None]][0], ((8,),), None),
+    (lambda x: _LSE(x, -1) - jnp.take_along_axis(x, jnp.argmax(x, -1)[:, None], -1)[:, 0], ((4, 8),), None),
+    (lambda x: _LSE(x) - jnp.take(x, jnp.argmax(x)), ((8,),), None),
+)
+
+
+LSE_MINUS_SELECTED = Rule(
+    "lse_minus_selected",
+    op("sub", _LSE_NN, any_of(*_selections(x))),
+    _lse_minus_selected, where=_selection_where, gate=_lse_minus_selection,
+    examples=_LSE_SELECTIONS,
+    **_example(lambda x: jax.nn.logsumexp(x, -1) - x[:, 3], shapes=((4, 8),)),
+)
+
+
+#: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``).
+SELECT_RULES: tuple[Rule, ...] = (LOG_SELECT_SOFTMAX, LSE_MINUS_SELECTED)

@@ -1,0 +1,154 @@
+"""The graph a rewrite pass works on, and what a match of a pattern in it is (``Graph``, ``Match``).
+
+Split from ``_match`` (the matcher) so that the glue rules (``_glue``) and the matcher both read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any
+
+from ... import _compat
+from ..._primitives import GLUE
+
+#: Equations created by a rule's replacement carry this scope and are never matched again, so a
+#: replacement containing its own pattern (the corrected variance contains a variance) is final.
+SCOPE_PREFIX = "jaxstab_"
+#: Names of rules whose replacements other rules may match (``Rule(composable=True)``): a small
+#: identity (``exp(a)**2 = exp(2a)``) whose result another rule continues (``x / exp(2a)``).
+OPEN_SCOPES: set[str] = set()
+
+
+def _final(eqn: Any) -> bool:
+    """Whether ``eqn`` was created by a replacement whose result is final (never matched again):
+    inside the scope of any rule that is not composable, also where a composable rule's scope
+    encloses it (a composable replacement that inlines code a final rule produced)."""
+    if not _compat.in_scope_named(eqn, SCOPE_PREFIX):
+        return False
+    if not OPEN_SCOPES:
+        return True
+    return any(name.startswith(SCOPE_PREFIX) and name[len(SCOPE_PREFIX):] not in OPEN_SCOPES
+               for name in _compat.scope_names(eqn))
+
+
+
+class Graph:
+    """Producer and use-count index of one (closed) jaxpr, built once per rewrite pass."""
+
+    def __init__(self, closed: Any, claimed: set[int] | None = None) -> None:
+        """``claimed``: the equations already known to be a rule's replacement (the rewrite pass
+        passes the set its splice produced); None finds them by their name scope."""
+        self.closed = closed
+        self.eqns = _compat.eqns(closed)
+        self.producer: dict[Any, int] = {}
+        self.uses: Counter[Any] = Counter()
+        for i, eqn in enumerate(self.eqns):
+            for v in eqn.outvars:
+                self.producer[v] = i
+            for a in eqn.invars:
+                if not _compat.is_literal(a):
+                    self.uses[a] += 1
+        for a in _compat.outvars(closed):
+            if not _compat.is_literal(a):
+                self.uses[a] += 1
+        self.const_values = dict(zip(_compat.constvars(closed), closed.consts))
+        self.claimed: set[int] = set(claimed) if claimed is not None else {
+            i for i, eqn in enumerate(self.eqns) if _final(eqn)}
+        self._heads: dict[int, tuple[str | None, bool]] = {}
+        #: The final equations (earlier replacements) as the pass found them, and the equations
+        #: this pass's matches took so far: a ``recompute`` sub-term may read a final result
+        #: (``log(1 - p)`` after ``1 - p`` became a stable sigmoid) but never what another match of
+        #: the same pass replaces.
+        self.final: frozenset[int] = frozenset(self.claimed)
+        self.taken: set[int] = set()
+
+    def producer_eqn(self, atom: Any) -> tuple[int, Any] | None:
+        if _compat.is_literal(atom):
+            return None
+        i = self.producer.get(atom)
+        return None if i is None else (i, self.eqns[i])
+
+    def producer_past_glue(self, atom: Any, limit: int = 16) -> Any:
+        """The first non-glue equation producing ``atom``, seeing through at most ``limit`` glue
+        equations (None for an input or a literal, or past the limit)."""
+        for _ in range(limit):
+            prod = self.producer_eqn(atom)
+            if prod is None:
+                return None
+            if not self.is_glue(prod[1]):
+                return prod[1]
+            atom = prod[1].invars[0]
+        return None
+
+    def head(self, atom: Any) -> tuple[str | None, bool]:
+        """``(primitive, constant)``: the primitive producing ``atom`` once glue is seen through (None
+        for an input or a literal), and whether it is a constant a ``const`` pattern may match."""
+        key = id(atom)
+        got = self._heads.get(key)
+        if got is None:
+            got = self._heads[key] = self._head(atom)
+        return got
+
+    def _head(self, atom: Any) -> tuple[str | None, bool]:
+        name: str | None = None
+        a = atom
+        for _ in range(16):  # an op pattern sees through glue to the first other equation
+            if _compat.is_literal(a) or a in self.const_values:
+                break
+            prod = self.producer_eqn(a)
+            if prod is None:
+                break
+            if not self.is_glue(prod[1]):
+                name = _compat.primitive_name(prod[1])
+                break
+            a = prod[1].invars[0]
+        constant = False
+        a = atom
+        for _ in range(6):  # a const pattern sees through glue and conversions (_scalar_value)
+            if _compat.is_literal(a) or a in self.const_values:
+                constant = True
+                break
+            prod = self.producer_eqn(a)
+            if prod is None or not (self.is_glue(prod[1])
+                                    or _compat.primitive_name(prod[1]) == "convert_element_type"):
+                break
+            a = prod[1].invars[0]
+        return name, constant
+
+    def is_glue(self, eqn: Any) -> bool:
+        name = _compat.primitive_name(eqn)
+        if name in GLUE:
+            return len(eqn.outvars) == 1
+        if name == "convert_element_type":
+            return _compat.aval(eqn.invars[0]).dtype == _compat.aval(eqn.outvars[0]).dtype
+        return False
+
+
+@dataclasses.dataclass
+class Match:
+    """A successful match: captures for the replacement and the equations it replaces.
+
+    Pattern matches fill the first four fields only. Two optional fields serve structural rules
+    (``Rule(matcher=...)``) whose region has several results, e.g. ``reduce_into_scan``, which
+    replaces a ``scan`` whose carry and other outputs stay in use:
+
+    - ``extra_outputs``: outvars of swallowed equations (other than the root's) that stay in use
+      outside the match. The replacement then returns ``(root_value, [value per extra output])``
+      in this order; each value must have the variable's shape (its dtype is cast).
+    - ``at``: the index of the equation after which the replacement runs (default: at the root).
+      A matcher sets it when the replacement's results are needed before the root: it must be no
+      earlier than the producer of every operand the swallowed equations read from outside, and
+      every outside use of the root's and the extra outputs must come after it.
+    """
+
+    root: int
+    captures: dict[str, Any]  # name -> operand atom (Var captures) or value (Param/Const)
+    atoms: dict[str, Any]  # name -> atom, for Var captures (avals for predicates)
+    swallowed: set[int]
+    extra_outputs: tuple[Any, ...] = ()
+    at: int | None = None
+
+    def aval(self, name: str) -> Any:
+        """The abstract value (``.shape``, ``.dtype``) of a captured operand."""
+        return _compat.aval(self.atoms[name])

@@ -1,0 +1,314 @@
+"""The "double where": a ``where``-guarded branch fed a safe input, so its gradient is finite.
+
+``jnp.where(x > 0, jnp.sqrt(x), 0.0)`` is fine forward, but its gradient at x < 0 is NaN: the untaken
+branch ``sqrt(x)`` is still computed, its derivative there is NaN (or inf), and a zero cotangent
+times NaN is NaN. The standard fix feeds the guarded branch an input it is safe at wherever its
+value is not used::
+
+    safe_x = jnp.where(x > 0, x, 1.0)
+    jnp.where(x > 0, jnp.sqrt(safe_x), 0.0)
+
+The values are unchanged (where the branch is taken, it sees x itself); where it is not, its
+derivative is evaluated at a point inside the guard. The rule matches ``where(x OP c, A, B)`` with
+``OP`` a comparison of an operand ``x`` with a constant ``c``, and ``A`` and/or ``B`` computed from ``x``
+by element-wise equations used nowhere else; each such branch is re-computed on its safe input.
+A pattern cannot say "any element-wise function of x", so this is a structural rule
+(``Rule(matcher=...)``) built on the same :class:`Match` as the pattern rules.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ... import _compat
+from ..._primitives import ELEMENTWISE
+from ._match import SCOPE_PREFIX, Graph, Match
+from ._rule import Rule
+
+__all__ = ["GUARDED_WHERE", "MASKED_WHERE"]
+
+# x OP c holds for a point strictly inside the guard: c shifted by half its magnitude (at least 0.5)
+_FLIP = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le", "ne": "ne", "eq": "eq"}
+_NEGATE = {"lt": "ge", "ge": "lt", "gt": "le", "le": "gt", "ne": "eq", "eq": "ne"}
+
+
+def _inside(op: str, c: float) -> float | None:
+    """A point where ``x OP c`` holds, away from the boundary (None: no such finite point)."""
+    step = max(0.5, abs(c) / 2)
+    point = {"lt": c - step, "le": c - step, "gt": c + step, "ge": c + step,
+             "ne": c + step, "eq": c}[op]
+    return point if math.isfinite(point) else None
+
+
+def _constant(g: Graph, atom: Any) -> float | None:
+    if _compat.is_literal(atom):
+        v = _compat.literal_value(atom)
+    elif atom in g.const_values:
+        v = g.const_values[atom]
+    else:
+        return None
+    if _compat.is_tracer(v):  # a value of an enclosing trace: not a constant here
+        return None
+    try:  # numpy, not jnp: under an enclosing jit a jnp operation would be staged, not computed
+        arr = np.asarray(v)
+        if arr.size != 1 or arr.dtype.kind not in "fiu":
+            return None
+        return float(arr.reshape(()))
+    except (TypeError, ValueError):
+        return None
+
+
+def _where_operands(g: Graph, i: int) -> tuple[Any, Any, Any] | None:
+    """``(pred, on_true, on_false)`` of a ``jnp.where`` at equation ``i`` (a ``jit`` named
+    ``_where`` around ``select_n``, or a bare two-way ``select_n``). None for an integer or boolean
+    ``where`` (index arithmetic, as ``take_along_axis`` wraps negative indices): it has no derivative
+    to guard."""
+    eqn = g.eqns[i]
+    if len(eqn.outvars) != 1 or not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.inexact):
+        return None
+    name = _compat.primitive_name(eqn)
+    if name == "select_n" and len(eqn.invars) == 3:
+        p, f, t = eqn.invars
+        return p, t, f
+    if name in ("jit", "pjit") and eqn.params.get("name") == "_where" and len(eqn.invars) == 3:
+        subs = _compat.subjaxprs(eqn)
+        if len(subs) != 1:
+            return None
+        inner = _compat.eqns(subs[0][1])
+        if not inner or _compat.primitive_name(inner[-1]) != "select_n" or len(inner[-1].invars) != 3:
+            return None
+        p, t, f = eqn.invars  # jnp.where(condition, x, y)
+        return p, t, f
+    return None
+
+
+def _elementwise_cone(g: Graph, branch: Any, shape: tuple[int, ...] | None, stop: Any = None) -> set[int]:
+    """The unclaimed single-output element-wise equations of ``shape`` that compute ``branch``,
+    walked back from it (not past ``stop``): the cone a guard may re-bind."""
+    members: set[int] = set()
+    stack = [branch]
+    while stack:
+        a = stack.pop()
+        if _compat.is_literal(a) or a is stop:
+            continue
+        prod = g.producer_eqn(a)
+        if prod is None:
+            continue
+        j, e = prod
+        if j in members:
+            continue
+        if (j in g.claimed or _compat.primitive_name(e) not in ELEMENTWISE or len(e.outvars) != 1
+                or tuple(_compat.aval(e.outvars[0]).shape) != shape):
+            continue  # computed outside the cone: an operand of it
+        members.add(j)
+        stack.extend(e.invars)
+    return members
+
+
+def _private(g: Graph, members: set[int], root: int) -> bool:
+    """Whether every use of a member's result is inside the cone or the root (so re-binding the cone
+    leaves every other use as it is)."""
+    consumers: dict[Any, int] = {}
+    for k in members | {root}:
+        for a in g.eqns[k].invars:
+            if not _compat.is_literal(a):
+                consumers[a] = consumers.get(a, 0) + 1
+    return all(g.uses[g.eqns[j].outvars[0]] == consumers.get(g.eqns[j].outvars[0], 0) for j in members)
+
+
+def _cone(g: Graph, branch: Any, x: Any, root: int) -> list[int] | None:
+    """Equations computing ``branch`` element-wise from ``x`` (and outside operands) that nothing
+    outside the cone and the root uses; None when ``branch`` does not depend on x through one."""
+    out_shape = tuple(_compat.aval(branch).shape) if not _compat.is_literal(branch) else None
+    members = _elementwise_cone(g, branch, out_shape, stop=x)
+    # private, and it must use x: some member reads x directly
+    if not members or not _private(g, members, root):
+        return None
+    if not any(any(a is x for a in g.eqns[j].invars) for j in members):
+        return None
+    return sorted(members)
+
+
+def _replayer(g: Graph, cone: list[int], x: Any, out: Any) -> tuple[Callable[..., Any], list[Any]]:
+    """A function of (x, *free operands) re-binding the cone's equations; and the free operands."""
+    produced = {v for j in cone for v in g.eqns[j].outvars}
+    free: list[Any] = []
+    for j in cone:
+        for a in g.eqns[j].invars:
+            if not _compat.is_literal(a) and a is not x and a not in produced and a not in free:
+                free.append(a)
+    eqns = [g.eqns[j] for j in cone]
+
+    def replay(xv: Any, *free_values: Any) -> Any:
+        env: dict[Any, Any] = {x: xv, **dict(zip(free, free_values))}
+
+        def read(a: Any) -> Any:
+            if _compat.is_literal(a):
+                return _compat.literal_value(a)
+            if a in env:
+                return env[a]
+            return g.const_values[a]
+
+        for e in eqns:
+            (v,) = _compat.bind(e, [read(a) for a in e.invars])
+            env[e.outvars[0]] = v
+        return env[out]
+
+    return replay, free
+
+
+def _match_guard(g: Graph, i: int) -> Match | None:
+    ops = _where_operands(g, i)
+    if ops is None:
+        return None
+    pred, on_true, on_false = ops
+    prod = g.producer_eqn(pred)
+    if prod is None:
+        return None
+    _, cmp = prod
+    op = _compat.primitive_name(cmp)
+    if op not in _FLIP or len(cmp.invars) != 2:
+        return None
+    a0, a1 = cmp.invars
+    c = _constant(g, a1)
+    x = a0
+    if c is None:
+        c, x, op = _constant(g, a0), a1, _FLIP[op]
+    if c is None or _compat.is_literal(x) or x in g.const_values:
+        return None
+    shape = tuple(_compat.aval(g.eqns[i].outvars[0]).shape)
+    if tuple(_compat.aval(x).shape) != shape or tuple(_compat.aval(pred).shape) != shape:
+        return None
+    captures: dict[str, Any] = {"pred": pred, "x": x}
+    atoms: dict[str, Any] = {"pred": pred, "x": x}
+    swallowed = {i}
+    plans = []
+    for label, branch, holds in (("t", on_true, op), ("f", on_false, _NEGATE[op])):
+        cone = None if _compat.is_literal(branch) else _cone(g, branch, x, i)
+        safe = _inside(holds, c)
+        if cone is None or safe is None or any(j in swallowed for j in cone):
+            captures[label] = branch
+            atoms[label] = branch
+            continue
+        replay, free = _replayer(g, cone, x, branch)
+        swallowed |= set(cone)
+        plans.append((label, replay, len(free), safe))
+        for k, a in enumerate(free):
+            captures[f"{label}{k}"] = a
+            atoms[f"{label}{k}"] = a
+    return _planned_match(i, captures, atoms, swallowed, plans)
+
+
+def _planned_match(i: int, captures: dict[str, Any], atoms: dict[str, Any], swallowed: set[int],
+                   plans: list[Any]) -> Match | None:
+    """The guard's match at equation ``i`` once its branches are planned (None: no branch to guard).
+    Operands that are literals (a constant branch) become static values, not operands."""
+    if not plans:
+        return None
+    captures["plans"] = tuple(plans)
+    for k in [k for k, a in atoms.items() if _compat.is_literal(a)]:
+        captures[k] = _compat.literal_value(atoms.pop(k))
+    return Match(i, captures, atoms, swallowed)
+
+
+def _guarded_where(pred: Any, x: Any, plans: tuple[Any, ...], **rest: Any) -> Any:
+    """where(x OP c, A(x), B(x)) = where(x OP c, A(where(x OP c, x, a)), B(where(x OP c, b, x))),
+    a and b points where the guard holds and fails (values unchanged; finite gradients)."""
+    branches: dict[str, Any] = {"t": rest.get("t"), "f": rest.get("f")}
+    for label, replay, n_free, safe in plans:
+        free = [rest[f"{label}{k}"] for k in range(n_free)]
+        keep = pred if label == "t" else jnp.logical_not(pred)
+        safe_x = jnp.where(keep, x, jnp.asarray(safe, x.dtype))
+        branches[label] = replay(safe_x, *free)
+    return jnp.where(pred, branches["t"], branches["f"])
+
+
+GUARDED_WHERE = Rule("guarded_where", None, _guarded_where, matcher=_match_guard,
+                     example=lambda x: jnp.where(x > 0, x * jnp.log(x), 0.0), example_shapes=((8,),))
+
+
+# ------------------------------------------------------------------------------------ masked where
+# Primitives whose derivative is inf or NaN somewhere its value is finite (or that overflow): an
+# untaken branch made of one of them gives 0·inf = NaN in the gradient of a where.
+_RISKY = frozenset({"exp", "exp2", "expm1", "log", "log1p", "div", "sqrt", "rsqrt", "cbrt", "pow",
+                    "integer_pow", "tan", "atanh", "acos", "asin", "lgamma", "digamma", "erf_inv",
+                    "cosh", "sinh", "logistic"})
+
+
+def _masked_cone(g: Graph, branch: Any, root: int) -> list[int] | None:
+    """The private element-wise equations computing ``branch`` (of the where's shape); None when
+    there are none or none of them is risky, or an operand from outside has another shape."""
+    if _compat.is_literal(branch):
+        return None
+    shape = tuple(_compat.aval(branch).shape)
+    members = _elementwise_cone(g, branch, shape)
+    if not any(_compat.primitive_name(g.eqns[j]) in _RISKY for j in members):
+        return None
+    if not _private(g, members, root):
+        return None  # a member's value is used outside: it must stay as it is
+    produced = {g.eqns[j].outvars[0] for j in members}
+    for j in members:  # every operand from outside has the where's shape or is a scalar
+        for a in g.eqns[j].invars:
+            if (not _compat.is_literal(a) and a not in produced
+                    and tuple(_compat.aval(a).shape) not in (shape, ())):
+                return None
+    return sorted(members)
+
+
+def _match_masked(g: Graph, i: int) -> Match | None:
+    if _compat.in_scope_named(g.eqns[i], SCOPE_PREFIX):  # a replacement's own where: left alone
+        return None
+    ops = _where_operands(g, i)
+    if ops is None:
+        return None
+    pred, on_true, on_false = ops
+    shape = tuple(_compat.aval(g.eqns[i].outvars[0]).shape)
+    if _compat.is_literal(pred) or tuple(_compat.aval(pred).shape) != shape:
+        return None
+    captures: dict[str, Any] = {"pred": pred}
+    atoms: dict[str, Any] = {"pred": pred}
+    swallowed = {i}
+    plans = []
+    for label, branch in (("t", on_true), ("f", on_false)):
+        cone = _masked_cone(g, branch, i)
+        if cone is None or any(j in swallowed for j in cone):
+            captures[label] = branch
+            atoms[label] = branch
+            continue
+        replay, free = _replayer(g, cone, None, branch)
+        swallowed |= set(cone)
+        plans.append((label, replay, len(free)))
+        for k, a in enumerate(free):
+            captures[f"{label}{k}"] = a
+            atoms[f"{label}{k}"] = a
+    return _planned_match(i, captures, atoms, swallowed, plans)
+
+
+def _masked_where(pred: Any, plans: tuple[Any, ...], **rest: Any) -> Any:
+    """where(m, A(u, ...), B(v, ...)) = where(m, A(u', ...), B(v', ...)), each operand u of a branch
+    replaced by u' = where(m, u, stop_gradient(u)) (the mask negated for the false branch): the
+    same values, and the untaken branch's derivative (inf or NaN at a masked element: exp of a
+    large masked logit, log of a masked 0) never meets the zero cotangent it would be multiplied by.
+    """
+    branches: dict[str, Any] = {"t": rest.get("t"), "f": rest.get("f")}
+    for label, replay, n_free in plans:
+        keep = pred if label == "t" else jnp.logical_not(pred)
+        free = []
+        for k in range(n_free):
+            v = rest[f"{label}{k}"]
+            if jnp.issubdtype(jnp.result_type(v), jnp.inexact):
+                v = jnp.where(keep, v, lax.stop_gradient(v))
+            free.append(v)
+        branches[label] = replay(None, *free)
+    return jnp.where(pred, branches["t"], branches["f"])
+
+
+MASKED_WHERE = Rule(
+    "masked_where", None, _masked_where, matcher=_match_masked,
+    example=lambda x, m: jnp.where(m > 0, jnp.exp(x), 0.0), example_shapes=((8,), (8,)))
