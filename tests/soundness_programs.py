@@ -523,7 +523,7 @@ def check_program(program: Program, samples: Sequence[tuple[np.ndarray, ...]] | 
     def total(fn: Callable[..., Any]) -> Callable[..., Any]:
         return lambda *a: jnp.sum(fn(*a))
 
-    grads = (jax.grad(total(f), argnums), jax.grad(total(g), argnums)) if grad else ()
+    grads: tuple[Any, ...] = (jax.grad(total(f), argnums), jax.grad(total(g), argnums)) if grad else ()
     batch = tuple(np.stack([s[i] for s in samples[:VMAP_BATCH]]) for i in range(program.nargs))
     vmaps = (jax.vmap(f), jax.vmap(g)) if vmap else ()
 

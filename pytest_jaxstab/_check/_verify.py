@@ -257,13 +257,23 @@ def _judge(index: int, label: str, rule: Rule, alt: Rule, prog: _Program, n: int
     return report
 
 
-def _run_context(context: str, prog: _Program, name: str, sets: list[tuple[str, list[Rule]]], n: int,
-                 rng: np.random.Generator) -> tuple[bool, str] | None:
-    """Build the context's original and rewritten functions (one per rule set), draw inputs, compare.
-    None when the context does not apply (no intermediate to share, no float argument to
-    differentiate). Under "jit" the original and every rewritten variant are one jitted function
-    (one compilation); the other contexts run op by op, which compiles each primitive once for the
-    whole verification instead of once per program (XLA's compile dominates otherwise)."""
+@dataclasses.dataclass
+class _Context:
+    """One context of one alternative: the original and its rewritten variants, inputs, reference."""
+
+    context: str
+    fns: list[Callable[..., Any]]  # the original first
+    labels: list[str]  # per rewritten variant
+    args_list: list[list[np.ndarray]]
+    closed: Any  # the program whose exact value is the reference
+    primal: Callable[..., Any] | None  # for "grad": the function differentiated
+
+
+def _prepare(context: str, prog: _Program, name: str, sets: list[tuple[str, list[Rule]]], n: int,
+             rng: np.random.Generator) -> _Context | None:
+    """The context's original and rewritten functions (one per rule set where the rule fires) and its
+    inputs; None when the context does not apply (no intermediate to share, no float argument to
+    differentiate) or the rule fires in no variant of it."""
     from ..rewrites._transform import stabilize
 
     f, inner = prog.fn, prog.inner
