@@ -191,8 +191,9 @@ def require_callable(entry: str, fn: object, what: str = "a function of JAX arra
     user function checks it first, so ``jst.stabilize(5)`` says so instead of failing later."""
     if not callable(fn):
         raise ArgumentTypeError(
-            f"{entry}: fn must be {what}; got {fn!r:.60} ({type(fn).__name__}). Pass the function itself, "
-            "not its name or its result (e.g. jst.stabilize(loss), not jst.stabilize(loss(x))).")
+            f"{entry}: fn must be a callable ({what}); got {fn!r:.60} ({type(fn).__name__}). Pass the "
+            "function itself, not its name or its result (e.g. jst.stabilize(loss), not "
+            "jst.stabilize(loss(x))).")
 
 
 def trace_error(fn: object, exc: BaseException) -> TraceError:
