@@ -11,10 +11,8 @@ import dataclasses
 import math
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 
-from ... import _compat
 from ..engine._guards import GUARDED_WHERE, MASKED_WHERE
 from ..engine._match import Match
 from ..engine._pattern import any_of, const, op, param, square_of, var
@@ -168,22 +166,9 @@ LOG1P = Rule("log1p", any_of(op("log", op("add", ONE, x)), op("log", op("sub", O
 
 
 # 9 ----------------------------------------------------------------------------------------- expm1
-@jax.custom_jvp
-def _expm1_exact_derivative(x: Any) -> Any:
-    return jnp.expm1(x)
-
-
-_expm1_exact_derivative.defjvp(lambda p, t: (_expm1_exact_derivative(p[0]), jnp.exp(p[0]) * t[0]))
-# JAX before 0.11 differentiates expm1 as `expm1(x) + 1`, which cancels to 0 for x < -16 in float32
-# (the derivative is exp(x) = 2e-9 at -20) and is 1.2 where it is 1.0000001 next to 0 (the soundness
-# fuzz found both): the rule gives its result exp(x) as the derivative there. Newer JAX writes exp(x)
-# itself, and keeps the plain expm1 equation (which other rules and explain() read).
-_EXPM1 = jnp.expm1 if _compat.JAX_VERSION >= (0, 11) else _expm1_exact_derivative
-
-
 def _expm1(x: Any = None, y: Any = None) -> Any:
     """exp(x) - 1 = expm1(x);  1 - exp(y) = -expm1(y)."""
-    return _EXPM1(x) if x is not None else -_EXPM1(y)
+    return jnp.expm1(x) if x is not None else -jnp.expm1(y)
 
 
 EXPM1 = Rule("expm1", any_of(op("sub", op("exp", x), ONE), op("sub", ONE, op("exp", y))), _expm1,
