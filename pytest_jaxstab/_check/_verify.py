@@ -40,7 +40,14 @@ from .._dtypes import from_ordinal, to_ordinal
 from .._errors import ArgumentTypeError, UnsupportedPrimitive
 from ..oracles import error_bits, evaluate
 from ..rewrites.engine._engine import rewrite_jaxpr
-from ..rewrites.engine._instances import ATTEMPTS, alternative_rule, alternatives, build, describe_program
+from ..rewrites.engine._instances import (
+    ATTEMPTS,
+    _x64,
+    alternative_rule,
+    alternatives,
+    build,
+    describe_program,
+)
 from ..rewrites.engine._rule import Rule
 from ._conditioning import conditioning_ulps, reduction_terms
 
@@ -182,7 +189,7 @@ def _examples(rule: Rule, extra: Sequence[Any]) -> list[tuple[Callable[..., Any]
     out = []
     if rule.example is not None:
         out.append((rule.example, tuple(rule.example_shapes), rule.example_domain))
-    for ex in (*getattr(rule, "examples", ()), *extra):
+    for ex in (*rule.examples, *extra):
         if callable(ex):
             out.append((ex, tuple(rule.example_shapes), rule.example_domain))
         else:  # (fn, shapes, domain); a shape may be a jax.ShapeDtypeStruct (a float64 or int argument)
@@ -191,22 +198,12 @@ def _examples(rule: Rule, extra: Sequence[Any]) -> list[tuple[Callable[..., Any]
     return out
 
 
-def _fires(alt: Rule, fn: Callable[..., Any], avals: Sequence[Any], x64: bool) -> bool:
-    with _x64(x64):
-        try:
-            closed = jax.make_jaxpr(fn)(*avals)
-        except Exception:
-            return False
-        _, applied = rewrite_jaxpr(closed, [alt], describe=True)
-    return bool(applied)
-
-
 def _program_for(alt: Rule, tree: Any, hand: list[Any], rule: Rule) -> _Program | None:
     domain = _domain(rule.example_domain)
     if tree is not None:
         for attempt in range(ATTEMPTS):
             inst = build(tree, attempt)
-            if inst is not None and _fires(alt, inst.fn, inst.avals(), inst.x64):
+            if inst is not None and _fires(alt.name, inst.fn, [alt], inst.avals(), inst.x64):
                 return _Program(inst.fn, tuple(inst.avals()), inst.inner, inst.x64, domain, "pattern",
                                 describe_program(inst))
     for k, (fn, shapes, dom) in enumerate(hand):
@@ -215,7 +212,7 @@ def _program_for(alt: Rule, tree: Any, hand: list[Any], rule: Rule) -> _Program 
                       for s in shapes)
         wide = any(jnp.dtype(a.dtype) == jnp.float64 for a in avals)
         for x64 in ((True,) if wide else (False, True)):
-            if _fires(alt, fn, avals, x64):
+            if _fires(alt.name, fn, [alt], avals, x64):
                 with _x64(x64):
                     text = str(jax.make_jaxpr(fn)(*avals))
                 return _Program(fn, avals, None, x64, dom, f"example {k}", text)
@@ -291,7 +288,7 @@ def _prepare(context: str, prog: _Program, name: str, sets: list[tuple[str, list
     primal = original
     base = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in prog.avals]
     variants = [(label, stabilize(original, rules=chosen)) for label, chosen in sets
-                if _fired(name, primal, chosen, base)]
+                if _fires(name, primal, chosen, base)]
     if not variants:
         return None
     if context == "grad":
@@ -332,8 +329,16 @@ def _run(prepared: list[_Context]) -> str:
     return ""
 
 
-def _fired(name: str, fn: Callable[..., Any], rules: Sequence[Rule], avals: Sequence[Any]) -> bool:
-    _, applied = rewrite_jaxpr(jax.make_jaxpr(fn)(*avals), rules, describe=True)
+def _fires(name: str, fn: Callable[..., Any], rules: Sequence[Rule], avals: Sequence[Any],
+           x64: bool = False) -> bool:
+    """Whether the rule called ``name`` fires when ``rules`` rewrite ``fn`` traced at ``avals`` (False
+    for a function that does not take them: a rule's example written for other shapes)."""
+    with _x64(x64):
+        try:
+            closed = jax.make_jaxpr(fn)(*avals)
+        except Exception:
+            return False
+        _, applied = rewrite_jaxpr(closed, rules, describe=True)
     return any(a.rule == name for a in applied)
 
 
@@ -396,8 +401,9 @@ def _compare(closed: Any, original: Any, rewritten: Any, args: Sequence[np.ndarr
         if not (blowup.any() or worse.any()):
             continue
         if worse.any() and not blowup.any():
-            cond = conditioning_ulps(closed, list(args), [np.asarray(v) for v in values],
-                                     list(range(len(values))), [np.asarray(v).dtype for v in values])[leaf]
+            # this output's conditioning only: one exact evaluation per input element, per output
+            dtypes = [np.asarray(v).dtype for v in values]
+            (cond,) = conditioning_ulps(closed, list(args), [e], [leaf], dtypes)
             with np.errstate(all="ignore"):
                 c_bits = np.where(np.isfinite(cond), np.log2(1.0 + np.nan_to_num(cond)), np.inf)
             worse &= (br - c_bits > np.maximum(bo - c_bits, 0.0) + ROUNDING_BITS) & \
@@ -466,9 +472,3 @@ def _draw(avals: Sequence[Any], domain: Any, rng: np.random.Generator, batch: in
         value = np.where(pick == 0, ordinary, np.where(pick == 1, np.clip(mags, lo, hi), bits))
         out.append(value.astype(dtype).reshape(shape))
     return out
-
-
-def _x64(on: bool) -> Any:
-    import contextlib
-
-    return _compat.enable_x64() if on else contextlib.nullcontext()
