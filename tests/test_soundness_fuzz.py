@@ -10,7 +10,6 @@ these 120 programs on jax 0.12.
 
 from __future__ import annotations
 
-import jax
 import pytest
 from soundness_programs import check_program, describe, draw_inputs, programs
 
@@ -22,18 +21,9 @@ BLOCKS = 4
 TREES_PER_BLOCK = 30
 
 
-# A known defect on JAX 0.10 only, open: its expm1 is differentiated as expm1(x) + 1, which cancels to
-# 0 for x < -16 in float32 (the derivative is exp(x)), so the expm1 rule's gradient is worse than the
-# written exp(x) - 1's there (programs 19 and 68 of seed 0). A custom derivative on the rule's result
-# fixed it but hid the expm1 equation from the divergence rules that continue it (expm1mx), so on
-# that generation the fuzz leaves the expm1 rule out rather than fail on it; newer JAX writes exp(x).
-OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
-EXCLUDE = ("expm1",) if OLD_JAX else ()
-
-
 @pytest.mark.parametrize("block", range(BLOCKS))
 def test_random_programs_are_never_made_worse(block):
-    outcomes = [check_program(p, exclude=EXCLUDE)
+    outcomes = [check_program(p)
                 for p in programs(SEED, TREES_PER_BLOCK, start=block * TREES_PER_BLOCK)]
     failing = [o for o in outcomes if o.failures]
     if failing:

@@ -18,6 +18,9 @@ pattern rules have reached their fixed point: they restructure code that is alre
 loss fused into a ``scan`` keeps the stability rewrites of its terms and of the scan's body, which a
 fused region would otherwise hide from the pattern rules). A structural match may produce several
 results and run before its root (``Match.extra_outputs``, ``Match.at``).
+
+Lowerings (``_lowering``) run last, once, on a program some rule changed: what one JAX generation
+needs for a replacement's primitive to differentiate as well as what it replaced (``expm1`` on 0.10).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import jax.numpy as jnp
 
 from ... import _compat
 from ..._primitives import CALLS, CUSTOM_DERIVATIVES
+from ._lowering import LOWERINGS
 from ._match import SCOPE_PREFIX, Graph, Match, _final
 from ._rule import Rule
 
@@ -95,36 +99,43 @@ def _gc_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
 @_gc_paused
 def rewrite_jaxpr(closed: Any, rules: Sequence[Rule], *, describe: bool = False, max_passes: int = 8,
                   path: tuple[str, ...] = (), enclosing: _compat.SourceLine | None = None,
-                  ) -> tuple[Any, list[Applied]]:
+                  lowering: bool = False) -> tuple[Any, list[Applied]]:
     """Rewrite a closed jaxpr to a fixed point; returns ``(new_closed_jaxpr, applied)``.
 
     ``describe=True`` also renders each rewrite's expression before and after (``Applied.before``,
-    ``Applied.after``); ``jst.explain`` asks for it, ``jst.stabilize`` does not.
+    ``Applied.after``); ``jst.explain`` asks for it, ``jst.stabilize`` does not. ``lowering=True``
+    (the lowering pass, ``_lowering``): ``rules`` may match replacements' equations too.
     """
     if not rules:
         return closed, []
     kw: dict[str, Any] = {"describe": describe, "max_passes": max_passes, "path": path,
-                          "enclosing": enclosing}
+                          "enclosing": enclosing, "lowering": lowering}
+    if lowering:
+        closed, applied, _ = _fixed_point(closed, rules, None, **kw)
+        return closed, applied
     patterns = [r for r in rules if r.matcher is None]
     structural = [r for r in rules if r.matcher is not None]
     if patterns and structural:  # two phases (module docstring): pattern rules first
         closed, first, graph = _fixed_point(closed, patterns, None, **kw)
         # the pattern phase's last graph is the program the structural phase starts from
         closed, second, _ = _fixed_point(closed, structural, graph, **kw)
-        return closed, first + second
-    closed, applied, _ = _fixed_point(closed, rules, None, **kw)
+        applied = first + second
+    else:
+        closed, applied, _ = _fixed_point(closed, rules, None, **kw)
+    if applied and LOWERINGS and not path:  # once, on the whole program (``_lowering``); unlisted
+        closed, _ = rewrite_jaxpr(closed, LOWERINGS, max_passes=1, enclosing=enclosing, lowering=True)
     return closed, applied
 
 
 def _fixed_point(closed: Any, rules: Sequence[Rule], graph: Graph | None, *, describe: bool,
                  max_passes: int, path: tuple[str, ...], enclosing: _compat.SourceLine | None,
-                 ) -> tuple[Any, list[Applied], Graph | None]:
+                 lowering: bool = False) -> tuple[Any, list[Applied], Graph | None]:
     """Passes of ``rules`` until nothing matches: ``(closed, applied, graph)``, ``graph`` the index
     of the returned program when the last pass built one (None otherwise). ``graph``: the index of
     ``closed`` if the caller has it (a pass with no match leaves its graph unchanged)."""
     applied: list[Applied] = []
     for _ in range(max_passes):
-        g = graph if graph is not None else Graph(closed)
+        g = graph if graph is not None else Graph(closed, set() if lowering else None)
         graph = None
         plan = _plan(g, rules)
         sub_new: dict[int, dict[_compat.Site, Any]] = {}
@@ -138,7 +149,8 @@ def _fixed_point(closed: Any, rules: Sequence[Rule], graph: Graph | None, *, des
             src = _compat.refine_source(enclosing, eqn)
             for site, sub in subs:
                 new_sub, got = rewrite_jaxpr(sub, rules, describe=describe, max_passes=max_passes,
-                                             path=(*path, _compat.eqn_name(eqn)), enclosing=src)
+                                             path=(*path, _compat.eqn_name(eqn)), enclosing=src,
+                                             lowering=lowering)
                 if got and _rebindable(eqn, new_sub):
                     sub_new.setdefault(i, {})[site] = new_sub
                     sub_applied.setdefault(i, []).extend(got)
