@@ -212,6 +212,8 @@ def subjaxprs(eqn: Eqn) -> list[tuple[Site, ClosedJaxpr]]:
 
     Derivative rules of custom_jvp/vjp (thunks, not jaxprs) are not listed: they are left alone.
     """
+    if not eqn.params:  # most equations (exp, add, ...): the pass asks about every one, every pass
+        return []
     out: list[tuple[Site, ClosedJaxpr]] = []
     for key, val in eqn.params.items():
         if _is_jaxpr(val):

@@ -46,4 +46,5 @@ def _primal_derivative(body: Any, n: int, **operands: Any) -> Any:
 
 
 PRIMAL_DERIVATIVE = Rule("primal_derivative", None, _primal_derivative, matcher=_match_custom,
+                         roots=CUSTOM_DERIVATIVES,
                          composable=True)

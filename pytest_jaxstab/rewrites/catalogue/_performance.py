@@ -17,7 +17,7 @@ def _example(c: jax.Array, xs: jax.Array) -> jax.Array:
 #: ``sum(f(scan(...).ys))`` over the scan axis -> the sum accumulated in the scan's carry, step by
 #: step: no ``length x ...`` stack in memory, one pass (see ``_scan_fusion`` for what is fused).
 REDUCE_INTO_SCAN = Rule(
-    "reduce_into_scan", None, fuse, matcher=match_reduce_into_scan,
+    "reduce_into_scan", None, fuse, matcher=match_reduce_into_scan, roots=frozenset({"reduce_sum"}),
     doc="sum over the scan axis of elementwise f(ys) = sum over steps of (sum of f(y) per step), "
         "accumulated in a new carry of the scan (reorders the float sum)",
     example=_example, example_shapes=((4,), (8, 4)))

@@ -292,10 +292,13 @@ def _reaches(g: Graph, atom: Any) -> bool:
     return memo.get(atom, False)
 
 
+_SUM_ROOTS = ("add", "sub", "mul", "neg", "div")
+
+
 def _match(g: Graph, i: int) -> Match | None:
     eqn = g.eqns[i]
     name = _compat.primitive_name(eqn)
-    if name not in ("add", "sub", "mul", "neg", "div") or len(eqn.outvars) != 1:
+    if name not in _SUM_ROOTS or len(eqn.outvars) != 1:
         return None
     if name == "div" and _constant(g, eqn.invars[1]) is None:
         return None
@@ -499,7 +502,7 @@ def _bregman(plan: Any, **kw: Any) -> Any:
     return part + _linear_value(kw, rest)
 
 
-BREGMAN = Rule("bregman", None, _bregman, matcher=_match,
+BREGMAN = Rule("bregman", None, _bregman, matcher=_match, roots=frozenset(_SUM_ROOTS),
                example=lambda a, b: 0.5 * (jnp.exp(a - b) - 1 - a + b), example_shapes=((8,), (8,)))
 
 

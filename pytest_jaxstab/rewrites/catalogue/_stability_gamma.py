@@ -430,7 +430,7 @@ def _any(masks: list[Any]) -> Any:
 
 
 LGAMMA_SUM = Rule(
-    "lgamma_sum", None, _gamma_sum, matcher=_match_gamma_sum,
+    "lgamma_sum", None, _gamma_sum, matcher=_match_gamma_sum, roots=frozenset({"add", "sub"}),
     example=lambda n, k: (lax.lgamma(n + 1.0) - lax.lgamma(k + 1.0) - lax.lgamma(n - k + 1.0)),
     example_shapes=((8,), (8,)), example_domain=(1.0, 1e6))
 

@@ -103,6 +103,7 @@ def _scale_error(caps: dict[str, Any], tag: str) -> float:
 _SPECIAL = frozenset({"erf", "erfc", "erf_inv"})
 _ARITH = frozenset({"add", "sub", "mul", "div", "neg", "select_n"})
 _LAST: list[Any] = [None, False]  # (weak reference to the last program looked at, its answer)
+_SUB_HAS: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()  # per sub-jaxpr
 
 
 def _graph_has_special(g: Graph) -> bool:
@@ -117,13 +118,22 @@ def _graph_has_special(g: Graph) -> bool:
 
 def _has_special(eqns: Any, depth: int) -> bool:
     """erf/erfc/erf_inv among ``eqns`` or in their sub-jaxprs: jax 0.10 keeps ``jax.scipy``'s erf
-    in a jit call of its own, which a ``cond`` or ``scan`` body holds as an equation with a jaxpr."""
+    in a jit call of its own, which a ``cond`` or ``scan`` body holds as an equation with a jaxpr.
+    A sub-jaxpr's answer is kept while it lives: each pass builds a new program, but the bodies of
+    its calls (replacements' ``jit`` and ``custom_jvp`` bodies among them) are the same objects."""
     for e in eqns:
         if _compat.primitive_name(e) in _SPECIAL:
             return True
-        if depth < 4 and any(_has_special(sub.jaxpr.eqns, depth + 1) for _, sub in _compat.subjaxprs(e)):
+        if depth < 4 and any(_sub_has_special(sub.jaxpr, depth + 1) for _, sub in _compat.subjaxprs(e)):
             return True
     return False
+
+
+def _sub_has_special(jaxpr: Any, depth: int) -> bool:
+    known = _SUB_HAS.get(jaxpr)
+    if known is None:
+        known = _SUB_HAS[jaxpr] = _has_special(jaxpr.eqns, depth)
+    return known
 
 
 def _producer(g: Graph, atom: Any) -> Any:

@@ -191,13 +191,24 @@ def _plan(g: Graph, rules: Sequence[Rule]) -> dict[int, tuple[Rule, Match]]:
             for p in prims:
                 by_prim.setdefault(p, []).append(rule)
     order = {id(r): k for k, r in enumerate(rules)}
+    # The first look (``Rule.may_match``) depends on the primitive and its operands' heads two
+    # levels deep only: a program repeats few of those, so each is asked once per pass.
+    first_look: dict[Any, list[Rule]] = {}
     plan: dict[int, tuple[Rule, Match]] = {}
     for i in range(len(g.eqns) - 1, -1, -1):
         if i in g.claimed:
             continue
-        candidates = by_prim.get(_compat.primitive_name(g.eqns[i]), [])
-        if anywhere:
-            candidates = sorted([*candidates, *anywhere], key=lambda r: order[id(r)])
+        eqn = g.eqns[i]
+        name = _compat.primitive_name(eqn)
+        if name not in by_prim and not anywhere:
+            continue
+        key = (name, tuple(g.head2(a) for a in eqn.invars))
+        candidates = first_look.get(key)
+        if candidates is None:
+            candidates = [r for r in by_prim.get(name, []) if r.may_match(*key)]
+            if anywhere:
+                candidates = sorted([*candidates, *anywhere], key=lambda r: order[id(r)])
+            first_look[key] = candidates
         for rule in candidates:
             m = rule.find(g, i)
             if m is not None:

@@ -56,6 +56,7 @@ class Graph:
         self.claimed: set[int] = set(claimed) if claimed is not None else {
             i for i, eqn in enumerate(self.eqns) if _final(eqn)}
         self._heads: dict[int, tuple[str | None, bool]] = {}
+        self._heads2: dict[int, Any] = {}
         #: The final equations (earlier replacements) as the pass found them, and the equations
         #: this pass's matches took so far: a ``recompute`` sub-term may read a final result
         #: (``log(1 - p)`` after ``1 - p`` became a stable sigmoid) but never what another match of
@@ -90,31 +91,54 @@ class Graph:
             got = self._heads[key] = self._head(atom)
         return got
 
+    def head2(self, atom: Any) -> tuple[tuple[str | None, bool], tuple[Any, ...] | None]:
+        """``(head(atom), heads of the operands of the equation producing it through glue)``; the
+        second part None where no equation produces it (an input, a literal, past the glue limit)."""
+        key = id(atom)
+        got = self._heads2.get(key)
+        if got is None:
+            prod = None if _compat.is_literal(atom) else self.producer_past_glue(atom)
+            below = None if prod is None else tuple(self.head(b) for b in prod.invars)
+            got = self._heads2[key] = (self.head(atom), below)
+        return got
+
     def _head(self, atom: Any) -> tuple[str | None, bool]:
+        # One walk down the glue serves both answers: an op pattern sees through glue to the first
+        # other equation (at most 16), a const pattern through glue and same-type conversions to a
+        # literal or a constant (at most 6, as ``_scalar_value``). The pass asks once per atom.
         name: str | None = None
-        a = atom
-        for _ in range(16):  # an op pattern sees through glue to the first other equation
-            if _compat.is_literal(a) or a in self.const_values:
-                break
-            prod = self.producer_eqn(a)
-            if prod is None:
-                break
-            if not self.is_glue(prod[1]):
-                name = _compat.primitive_name(prod[1])
-                break
-            a = prod[1].invars[0]
         constant = False
         a = atom
-        for _ in range(6):  # a const pattern sees through glue and conversions (_scalar_value)
+        const_steps = 0  # glue seen through so far
+        for _ in range(16):
             if _compat.is_literal(a) or a in self.const_values:
-                constant = True
+                constant = const_steps < 6
                 break
+            i = self.producer.get(a)
+            if i is None:
+                break
+            eqn = self.eqns[i]
+            if self.is_glue(eqn):
+                const_steps += 1
+            else:
+                name = _compat.primitive_name(eqn)
+                if name == "convert_element_type":  # ends the op walk, not the constant's
+                    constant = self._constant_past(eqn.invars[0], 5 - const_steps)
+                break
+            a = eqn.invars[0]
+        return name, constant
+
+    def _constant_past(self, atom: Any, steps: int) -> bool:
+        a = atom
+        for _ in range(max(steps, 0)):
+            if _compat.is_literal(a) or a in self.const_values:
+                return True
             prod = self.producer_eqn(a)
             if prod is None or not (self.is_glue(prod[1])
                                     or _compat.primitive_name(prod[1]) == "convert_element_type"):
-                break
+                return False
             a = prod[1].invars[0]
-        return name, constant
+        return False
 
     def is_glue(self, eqn: Any) -> bool:
         name = _compat.primitive_name(eqn)

@@ -64,6 +64,10 @@ def _constant(g: Graph, atom: Any) -> float | None:
         return None
 
 
+#: Where a ``jnp.where`` can be rooted (``_where_operands``): the guards' matchers are asked only there.
+_WHERE_ROOTS = frozenset({"select_n", "jit", "pjit"})
+
+
 def _where_operands(g: Graph, i: int) -> tuple[Any, Any, Any] | None:
     """``(pred, on_true, on_false)`` of a ``jnp.where`` at equation ``i`` (a ``jit`` named
     ``_where`` around ``select_n``, or a bare two-way ``select_n``). None for an integer or boolean
@@ -229,7 +233,7 @@ def _guarded_where(pred: Any, x: Any, plans: tuple[Any, ...], **rest: Any) -> An
     return jnp.where(pred, branches["t"], branches["f"])
 
 
-GUARDED_WHERE = Rule("guarded_where", None, _guarded_where, matcher=_match_guard,
+GUARDED_WHERE = Rule("guarded_where", None, _guarded_where, matcher=_match_guard, roots=_WHERE_ROOTS,
                      example=lambda x: jnp.where(x > 0, x * jnp.log(x), 0.0), example_shapes=((8,),))
 
 
@@ -310,5 +314,5 @@ def _masked_where(pred: Any, plans: tuple[Any, ...], **rest: Any) -> Any:
 
 
 MASKED_WHERE = Rule(
-    "masked_where", None, _masked_where, matcher=_match_masked,
+    "masked_where", None, _masked_where, matcher=_match_masked, roots=_WHERE_ROOTS,
     example=lambda x, m: jnp.where(m > 0, jnp.exp(x), 0.0), example_shapes=((8,), (8,)))

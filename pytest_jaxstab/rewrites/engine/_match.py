@@ -161,6 +161,16 @@ def _match_op(g: Graph, pat: Op, atom: Any, state: _State, into_reduction: bool)
     key = pat.name if pat.name is not None else id(pat)
     if _compat.is_literal(atom):
         return
+    if key not in state.shared and not (pat.prim & _SEEN_THROUGH):
+        # the walk below can only end at the head (``Graph.head``, kept per atom): refuse before
+        # any state is copied, as most tries end here
+        if pat.glue:
+            head = g.head(atom)[0]
+        else:
+            prod = g.producer_eqn(atom)
+            head = None if prod is None else _compat.primitive_name(prod[1])
+        if head is None or head not in pat.prim:
+            return
     st = state.copy()
     st.edges[atom] += 1
     cur = atom
@@ -321,16 +331,50 @@ def _could_match(g: Graph, pat: Op, eqn: Any) -> bool:
     """A cheap first look: whether each operand's producer (through glue) can be what the pattern's
     arguments name, one level deep. Most equations of a program are refused here, before the full
     match copies any state (the catalogue has many rules rooted at ``add``, ``sub``, ``mul``)."""
-    if len(eqn.invars) != len(pat.args):
+    return could_match_heads(pat, _compat.primitive_name(eqn), tuple(g.head(a) for a in eqn.invars))
+
+
+def could_match_heads(pat: Op, name: str, heads: tuple[tuple[str | None, bool], ...]) -> bool:
+    """The first look (``_could_match``) from the root's primitive and its operands' heads alone
+    (``Graph.head``): the rewrite pass asks it once per distinct ``(name, heads)`` of a program."""
+    if name not in pat.prim or len(heads) != len(pat.args):
         return False
     sig = _signature(pat)
     if sig is None:
         return True
-    heads = [g.head(a) for a in eqn.invars]
     if all(_fits(w, h) for w, h in zip(sig, heads)):
         return True
-    return (_compat.primitive_name(eqn) in COMMUTATIVE and len(heads) == 2
+    return (name in COMMUTATIVE and len(heads) == 2
             and _fits(sig[0], heads[1]) and _fits(sig[1], heads[0]))
+
+
+def could_match_deep(pat: Op, name: str, heads2: tuple[Any, ...]) -> bool:
+    """The first look two levels deep: ``heads2`` holds, per operand, ``(head, heads of its
+    producer's operands)`` (``Graph.head2``). An operand the pattern names by an ``op`` must be
+    produced (through glue) by an equation whose own operands can be what that op's arguments
+    name. Refuses only what the full match would refuse: a named ``op`` sees through glue to the
+    head and then matches that equation's operands."""
+    if name not in pat.prim or len(heads2) != len(pat.args):
+        return False
+    orders = [heads2]
+    if name in COMMUTATIVE and len(heads2) == 2:
+        orders.append((heads2[1], heads2[0]))
+    sig = _signature(pat)
+    for hs in orders:
+        if sig is not None and not all(_fits(w, h[0]) for w, h in zip(sig, hs)):
+            continue
+        if all(_operand_could_match(a, h) for a, h in zip(pat.args, hs)):
+            return True
+    return False
+
+
+def _operand_could_match(arg: Pattern, head2: Any) -> bool:
+    if not (isinstance(arg, Op) and arg.glue and not arg.keep and not arg.prim & _SEEN_THROUGH):
+        return True  # a variable, a constant, alternatives or a kept sub-term: the one-level look
+    (name, _), below = head2
+    if name is None:
+        return False  # an input, a literal or a constant: no op pattern matches it
+    return below is None or could_match_heads(arg, name, below)
 
 
 _SIGNATURES: dict[int, tuple[Any, ...] | None] = {}

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..._errors import ArgumentError, ArgumentTypeError, UnknownNameError
 from ._complex_guard import COMPLEX_VALID, touches_complex
-from ._match import OPEN_SCOPES, Graph, Match, match_root, root_ops
+from ._match import OPEN_SCOPES, Graph, Match, could_match_deep, match_root, root_ops
 from ._pattern import Pattern
 
 __all__ = ["Rule", "get", "register", "registered", "resolve"]
@@ -32,6 +32,8 @@ class Rule:
       matcher: for structural rules a pattern cannot express (e.g. ``reduce_into_scan``): a function
         ``(graph, eqn_index) -> Match | None`` used instead of ``pattern``; ``replacement`` then gets
         ``match.captures`` as keyword arguments as usual.
+      roots: for a ``matcher`` rule, the primitive names a match can be rooted at: the pass then
+        asks the matcher only at those equations (None: at every equation).
       example / example_shapes / example_domain: a small function made of the pattern, its input
         shapes and domain: used by the catalogue soundness test and the docs.
       examples: more programs made of the pattern, for alternatives that :func:`verify` cannot build
@@ -67,6 +69,7 @@ class Rule:
     complex_ok: bool = False
     composable: bool = False
     gate: Callable[[Graph, int], bool] | None = None
+    roots: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -88,8 +91,16 @@ class Rule:
     def root_primitives(self) -> frozenset[str] | None:
         """Primitive names a match can be rooted at (None: any, for ``matcher`` rules)."""
         if self.matcher is not None:
-            return None
+            return None if self.roots is None else frozenset(self.roots)
         return frozenset().union(*(r.prim for r in self._roots))  # type: ignore[attr-defined]
+
+    def may_match(self, name: str, heads2: tuple[Any, ...]) -> bool:
+        """The first look: whether a match can be rooted at an equation of primitive ``name`` whose
+        operands are ``heads2`` (``Graph.head2``: each one's head and the heads of its producer's
+        operands). True for ``matcher`` rules (no pattern)."""
+        if self.matcher is not None:
+            return True
+        return any(could_match_deep(rp, name, heads2) for rp in self._roots)  # type: ignore[attr-defined]
 
     def find(self, graph: Graph, i: int) -> Match | None:
         """The first acceptable match rooted at equation ``i`` of ``graph``, or None."""
