@@ -294,3 +294,30 @@ def test_the_terminal_table_shows_the_lens_and_the_bits_beyond_conditioning():
     assert s_row[at:].split()[:2] == ["stable/s", "1.2"]  # 1.25 printed to one decimal
     assert a_row[at:].split()[:2] == ["unstable/a", "-"]
     assert max(len(line) for line in lines[:5]) <= 203  # one timed backend: ~195 + the 8-wide column
+
+
+def test_note_never_claims_optimality_where_the_rewrite_is_far_better():
+    # One-pass variance of 16 values within 1e-3 of -1753.93 (issue 35): the spread is ~2^-10 of the
+    # magnitude, so the variance's conditioning is ~2 * 1753^2 / 1e-7 ~ 2^45 ulps: every error is
+    # "explained" and the stability lens passes; the two-pass variance the rewrite computes is within
+    # a few ulps on the same inputs. The note must say so, never that no formula does better.
+    def one_pass(x):
+        return jnp.mean(x * x) - jnp.mean(x) ** 2
+
+    r = jst.check(one_pass, shapes=[(16,)], dtype="float32", domain=(-1753.9305, -1753.9295),
+                  judge="stability", seed=0, max_examples=20)
+    assert r.outcome == "passed"
+    assert r.original.max_error_bits - r.rewritten.max_error_bits >= 8
+    assert "no formula" not in r.note and "backward-stable" not in r.note
+    assert "rewritten function is" in r.note and "a better formula exists" in r.note
+
+
+def test_note_says_the_stability_lens_cannot_decide_where_conditioning_fills_the_format():
+    # a*a - b*b on adjacent float32s near 1 (a - b ~ 2^-23): the conditioning is ~2^24 ulps, plus the
+    # tolerance past float32's 24 bits; no rewrite applies, so nothing evaluated does better, and the
+    # note must say the lens cannot judge there rather than call the formula optimal.
+    r = jst.check(lambda a, b: a * a - b * b, shapes=[(), ()], dtype="float32",
+                  domain=(1.0, 1.0000005), judge="stability", seed=0, max_examples=30)
+    assert r.outcome == "passed" and r.rewrites == []
+    assert r.original.conditioning_bits + r.tolerance_bits >= 24
+    assert "cannot tell" in r.note and "float32's 24 bits" in r.note and "no formula" not in r.note

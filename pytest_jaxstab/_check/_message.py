@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
 from .._files import short_path
@@ -161,6 +162,19 @@ def failure_message(result: CaseResult, minimal: SampleResult | None, names: Seq
     return "\n".join(lines)
 
 
+#: How much more accurate (max error, bits) another evaluated variant must be before the note says a
+#: better formula exists: the soundness check's 2 bits (``_check/_verify.py``), past rounding noise.
+BETTER_BITS = 2.0
+
+
+def _precision_bits(dtype: str) -> int | None:
+    """The significand bits of a floating dtype (24 for float32); None for one numpy does not know."""
+    try:
+        return int(jnp.finfo(dtype).nmant) + 1
+    except (TypeError, ValueError):
+        return None
+
+
 def passing_note(result: CaseResult) -> str:
     """A passing case's explanation under the stability lens: ill-conditioned inputs whose forward
     error exceeds the tolerance, and underflow-zone notes; empty when there is nothing to say."""
@@ -171,10 +185,27 @@ def passing_note(result: CaseResult) -> str:
     if s.max_error_bits > result.tolerance_bits and (
             s.max_error_bits <= s.conditioning_bits + result.tolerance_bits or not s.underflow_notes):
         moves = 2.0 ** s.conditioning_bits - 1.0
-        notes.append(f"ill-conditioned here: the exact result moves by {moves:.3g} ulps when the inputs "
-                     f"move by one ulp (forward error up to {s.max_error_bits:.1f} bits, conditioning "
-                     f"{s.conditioning_bits:.1f} bits); no formula on these inputs does much better. For "
-                     "more accuracy, judge='accuracy' and jst.improve.")
+        head = (f"ill-conditioned here: the exact result moves by {moves:.3g} ulps when the inputs "
+                f"move by one ulp (forward error up to {s.max_error_bits:.1f} bits, conditioning "
+                f"{s.conditioning_bits:.1f} bits)")
+        other_label = "rewritten" if result.judged == "original" else "original"
+        other = result.rewritten if result.judged == "original" else result.original
+        bits = _precision_bits(result.dtype)
+        if s.max_error_bits - other.max_error_bits > BETTER_BITS and not other.overflows:
+            # what was evaluated next to it disproves any claim that nothing does better
+            gain = s.max_error_bits - other.max_error_bits
+            notes.append(f"{head}, yet the {other_label} function is {gain:.1f} "
+                         f"bits more accurate on the same inputs (max {other.max_error_bits:.1f} bits): "
+                         "a better formula exists. The stability lens passes what the conditioning could "
+                         "explain; judge='accuracy' fails it.")
+        elif bits is not None and s.conditioning_bits + result.tolerance_bits >= bits:
+            notes.append(f"{head}: the conditioning plus the tolerance reaches {result.dtype}'s {bits} "
+                         "bits, so the stability lens cannot tell a formula's error from the problem's "
+                         "here. Judge with judge='accuracy', or on less clustered inputs (a domain "
+                         "wider relative to its magnitude).")
+        else:
+            notes.append(f"{head}: a backward-stable formula has errors of this size on these inputs. "
+                         "For more accuracy, judge='accuracy' and jst.improve.")
     if s.underflow_notes:
         notes.append(f"underflow: {s.underflow_notes} output elements within the dtype's precision of the "
                      "smallest normal lost what flushed or underflowed intermediates carried (not an "

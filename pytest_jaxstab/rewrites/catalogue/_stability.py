@@ -18,6 +18,7 @@ from ..engine._match import Match
 from ..engine._pattern import any_of, const, op, param, square_of, var
 from ..engine._rule import Rule
 from ..forms import _core as _forms
+from ..forms import _stats as _forms_stats
 from ._derivatives import PRIMAL_DERIVATIVE
 from ._stability_compose import COMPOSE_RULES
 from ._stability_divergence import BREGMAN, DIVERGENCE_RULES
@@ -235,6 +236,27 @@ VARIANCE = Rule("variance", _VARIANCE_PATTERN, _variance, where=_variance_where,
                 **_example(lambda x: jnp.mean(x * x) - jnp.mean(x) ** 2, domain=(-1e15, 1e15)))
 
 
+# 13b ---------------------------------------------------------------------------------- centering
+def _center_where(m: Match) -> bool:
+    aval = m.aval("x")
+    axes = tuple(m.captures["axes"])
+    count = math.prod(aval.shape[i] for i in axes)
+    return (bool(axes) and count > 0 and m.captures["n"] == float(count)
+            and jnp.issubdtype(aval.dtype, jnp.floating))
+
+
+def _center(x: Any, axes: tuple[int, ...], mean: Any = None, n: Any = None) -> Any:
+    """x - mean(x) = d - mean(d), d = x - x₀ for x's own value x₀ nearest the mean (corrected once
+    by the deviations' mean): 0 for a constant slice, no rounding of the mean in the deviations."""
+    return _forms_stats.center(x, axes, mean=mean)
+
+
+# The mean is kept: normalisation code also returns it (running statistics) or reads it again.
+CENTER = Rule("center", op("sub", x, _mean_of(x, "axes", "n", name="mean", keep=True)), _center,
+              where=_center_where,
+              **_example(lambda x: x - jnp.mean(x), domain=(-1e30, 1e30)))
+
+
 # 14 ------------------------------------------------------------------------------------------ tanh
 _EP = op("exp", x, name="ep")
 _EN = op("exp", op("neg", x), name="en")
@@ -349,6 +371,7 @@ STABILITY: tuple[Rule, ...] = (
     HYPOT,
     NORM,
     VARIANCE,
+    CENTER,  # after variance and std: x - mean inside their squares is theirs to rewrite
     TANH,
     ONE_MINUS_COS,
     INV_MATMUL,

@@ -31,6 +31,7 @@ from ._gamma import betaln as betaln
 from ._gamma import digamma_difference as digamma_difference
 from ._gamma import lgamma1p as lgamma1p
 from ._gamma import lgamma_difference as lgamma_difference
+from ._stats import center as center
 from ._stats import div_exp as div_exp
 from ._stats import entropy_terms as entropy_terms
 from ._stats import exp_scaled as exp_scaled
@@ -43,11 +44,11 @@ from ._stats import std as std
 from ._stats import sum_p_log_p as sum_p_log_p
 
 __all__ = [
-    "betaln", "digamma_difference", "div_exp", "entropy_terms", "exp_scaled", "geometric_power", "hypot",
-    "inv_jitter", "inv_softplus", "lgamma1p", "lgamma_difference", "log1mexp", "log_cosh", "log_prod",
-    "log_sigmoid_plus", "log_softmax", "log_softmax_fast", "logaddexp", "logmeanexp", "logsumexp",
-    "logsumexp_fast", "norm", "one_minus_cos", "sigmoid", "softmax", "softplus", "sqdist", "square_div_exp",
-    "std", "sum_p_log_p", "tanh", "variance",
+    "betaln", "center", "digamma_difference", "div_exp", "entropy_terms", "exp_scaled",
+    "geometric_power", "hypot", "inv_jitter", "inv_softplus", "lgamma1p", "lgamma_difference",
+    "log1mexp", "log_cosh", "log_prod", "log_sigmoid_plus", "log_softmax", "log_softmax_fast",
+    "logaddexp", "logmeanexp", "logsumexp", "logsumexp_fast", "norm", "one_minus_cos", "sigmoid",
+    "softmax", "softplus", "sqdist", "square_div_exp", "std", "sum_p_log_p", "tanh", "variance",
 ]
 
 
