@@ -48,6 +48,7 @@ from ._stability_reduce import REDUCE_RULES
 from ._stability_select import SELECT_RULES
 from ._stability_special import SPECIAL_RULES
 from ._stability_written import SCALED_SIGMOID, WRITTEN_RULES
+from ._stability_xlogy import XLOGY
 
 x, y, a, b, A = var("x"), var("y"), var("a"), var("b"), var("A")
 ONE = const(1.0)
@@ -352,6 +353,7 @@ STABILITY: tuple[Rule, ...] = (
     TANH,
     ONE_MINUS_COS,
     INV_MATMUL,
+    XLOGY,  # after every rule that fixes a log: it defers to them (its gate asks them)
     *GAMMA_RULES,  # structural (add/sub trees of lgamma terms); before the where guards
     GUARDED_WHERE,  # structural: runs after the pattern rules (a guarded branch they fixed is left)
     MASKED_WHERE,  # where guarded_where finds no guard of the form x OP c: any mask, constant too

@@ -26,7 +26,9 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import erfcx
 
-__all__ = ["log_erfc", "log_ndtr", "ndtr", "scaled_ndtr"]
+from ._core import log1mexp
+
+__all__ = ["log_erfc", "log_ndtr", "log_ndtr_diff", "ndtr", "scaled_ndtr"]
 
 _INV_SQRT2 = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
@@ -229,3 +231,40 @@ def log_erfc(z: Any) -> Any:
     small = jnp.log1p(-jax.lax.erf(lo))
     large = jnp.log(_erfcx(hi)) - hi * hi
     return jnp.where(below, small, large).astype(dtype)
+
+
+def log_ndtr_diff(a: Any, b: Any, rel_a: float = 0.0, rel_b: float = 0.0) -> Any:
+    """log(Φ(b') - Φ(a')), a' = a·(1 + rel_a), b' = b·(1 + rel_b): the truncated normal's log
+    normaliser, accurate far in either tail (SciPy's ``_log_gauss_mass``).
+
+    Lower tail (b <= 0): ``lb + log1mexp(lb - la)`` with ``l = log_ndtr`` (a log-diff-exp: Φ(b) and
+    Φ(a) may both underflow); upper tail (a >= 0): the same mirrored, ``log(Φ(-a) - Φ(-b))``
+    (``Φ(b) - Φ(a)`` written cancels to 0 from a = 5.4 / 8.3 in float32 / float64); across 0:
+    ``log1p(-(Φ(a) + Φ(-b)))``, both terms at most 1/2. NaN where b < a or an input is NaN (the
+    log of a negative difference), -inf where a = b. Each branch reads safe inputs where it is not
+    taken, so the derivative (that of the log-diff-exp of ``log_ndtr``, each piece with its exact
+    derivative) is finite where the mass is positive.
+
+    Example: ``log_ndtr_diff(8.0, 9.0)`` is -35.0 in float32 (written: -inf).
+    """
+    wa, dtype = _wide(a)
+    wb, _ = _wide(b)
+    wa, wb = jnp.broadcast_arrays(wa, wb)
+    low = wb <= 0
+    high = (wa >= 0) & ~low
+    mid = ~(low | high)
+
+    def tail(lo: Any, hi: Any, rlo: float, rhi: float) -> Any:
+        """log(Φ(hi) - Φ(lo)) for lo <= hi <= 0 (log-diff-exp of log_ndtr)."""
+        l_hi, l_lo = log_ndtr(hi, rhi), log_ndtr(lo, rlo)
+        return l_hi + log1mexp(l_hi - l_lo)
+
+    la, lb = jnp.where(low, wa, -2.0), jnp.where(low, wb, -1.0)
+    lower = tail(la, lb, rel_a, rel_b)
+    ha, hb = jnp.where(high, wa, 1.0), jnp.where(high, wb, 2.0)
+    upper = tail(-hb, -ha, rel_b, rel_a)
+    ma, mb = jnp.where(mid, wa, -1.0), jnp.where(mid, wb, 1.0)
+    centre = jnp.log1p(-(ndtr(ma, rel_a) + ndtr(-mb, rel_b)))
+    out = jnp.where(low, lower, jnp.where(high, upper, centre))
+    bad = (wb < wa) | jnp.isnan(wa) | jnp.isnan(wb)
+    return jnp.where(bad, jnp.nan, out).astype(dtype)
