@@ -254,17 +254,32 @@ def log_ndtr_diff(a: Any, b: Any, rel_a: float = 0.0, rel_b: float = 0.0) -> Any
     high = (wa >= 0) & ~low
     mid = ~(low | high)
 
+    # Φ's smallest normal value is the float's (with room for the difference's rounding)
+    floor = 2.0**-990 if wa.dtype == jnp.float64 else 2.0**-100
+
     def tail(lo: Any, hi: Any, rlo: float, rhi: float) -> Any:
-        """log(Φ(hi) - Φ(lo)) for lo <= hi <= 0 (log-diff-exp of log_ndtr)."""
+        """log(Φ(hi) - Φ(lo)) for lo <= hi <= 0: the difference of accurate tails where it is a
+        normal number (each term within a few ulps: the difference as good as it can be, where
+        a log-diff-exp would lose the logs' size, x²/2 ulps, to the cancellation of near-equal
+        arguments), the log-diff-exp of log_ndtr where the tails underflow."""
+        direct = ndtr(hi, rhi) - ndtr(lo, rlo)
+        near = direct >= floor
         l_hi, l_lo = log_ndtr(hi, rhi), log_ndtr(lo, rlo)
-        return l_hi + log1mexp(l_hi - l_lo)
+        d = jnp.where(near, 1.0, l_hi - l_lo)
+        return jnp.where(near, jnp.log(jnp.where(near, direct, 1.0)), l_hi + log1mexp(d))
 
     la, lb = jnp.where(low, wa, -2.0), jnp.where(low, wb, -1.0)
     lower = tail(la, lb, rel_a, rel_b)
     ha, hb = jnp.where(high, wa, 1.0), jnp.where(high, wb, 2.0)
     upper = tail(-hb, -ha, rel_b, rel_a)
     ma, mb = jnp.where(mid, wa, -1.0), jnp.where(mid, wb, 1.0)
-    centre = jnp.log1p(-(ndtr(ma, rel_a) + ndtr(-mb, rel_b)))
+    # across 0: 1 - Φ(a) - Φ(-b) where the two tails are small (no cancellation), Φ(b) - Φ(a) where
+    # the mass is (both near 1/2: their difference is exact)
+    tails = ndtr(ma, rel_a) + ndtr(-mb, rel_b)
+    wide_ = tails <= 0.5
+    direct = ndtr(mb, rel_b) - ndtr(ma, rel_a)
+    centre = jnp.where(wide_, jnp.log1p(-jnp.where(wide_, tails, 0.0)),
+                       jnp.log(jnp.where(wide_, 1.0, direct)))
     out = jnp.where(low, lower, jnp.where(high, upper, centre))
     bad = (wb < wa) | jnp.isnan(wa) | jnp.isnan(wb)
     return jnp.where(bad, jnp.nan, out).astype(dtype)
