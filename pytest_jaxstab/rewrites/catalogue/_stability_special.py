@@ -482,6 +482,7 @@ ATANH = Rule(
 
 #: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``):
 #: the logs before ``erfc_identities`` (a log of ``1 + erf`` is a log_erfc, not a log of erfc(-z)).
-#: ``log_normal_mass`` first: the log of a difference of two Φ is one form, not two Φ rewritten apart.
-SPECIAL_RULES: tuple[Rule, ...] = (LOG_NORMAL_MASS, LOG_NORMAL_CDF, LOG_ERFC, NORMAL_CDF, SCALED_NORMAL_CDF,
+#: ``LOG_NORMAL_MASS`` is not in the catalogue yet: its per-alternative soundness check
+#: (``tests/test_rule_alternatives.py``) has not passed with the current form (issue 39, left open).
+SPECIAL_RULES: tuple[Rule, ...] = (LOG_NORMAL_CDF, LOG_ERFC, NORMAL_CDF, SCALED_NORMAL_CDF,
                                    NORMAL_QUANTILE, NDTRI_COMPLEMENT, ERFC_IDENTITIES, ASINH, ACOSH, ATANH)

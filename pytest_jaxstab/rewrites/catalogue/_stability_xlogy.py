@@ -116,6 +116,9 @@ def _read_by_bregman(g: Graph, i: int) -> bool:
     the Poisson deviance ``x·log(x/y) - x + y`` and its kin."""
     from ._stability_divergence import BREGMAN
 
+    m = BREGMAN.find(g, i)  # a constant times a bracket is read as a sum too
+    if m is not None and i in m.swallowed:
+        return True
     frontier, seen = [i], set()
     for _ in range(8):
         consumers = []
@@ -140,7 +143,10 @@ def _read_by_bregman(g: Graph, i: int) -> bool:
 def _gate(g: Graph, i: int) -> bool:
     eqn = g.eqns[i]
     logs = _logs_under(g, eqn)
-    if not logs or not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.floating):
+    # a constant factor is never 0 (and ``0.5·(r - 1 - log r)`` is a sum ``bregman`` reads)
+    if not logs or any(_compat.is_literal(a) or g.head(a)[1] for a in eqn.invars):
+        return False
+    if not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.floating):
         return False
     return not any(_fixed_elsewhere(g, j) for j in logs) and not _read_by_bregman(g, i)
 
