@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from ... import _compat
 from ..engine._match import Graph
 from ..engine._pattern import any_of, const, fixed, op, var
-from ..engine._rule import Rule
+from ..engine._rule import Rule, registered
 from ..forms import _xlogy as _fx
 
 __all__ = ["XLOGY"]
@@ -91,10 +91,10 @@ def _logs_under(g: Graph, eqn: Any) -> list[int]:
 
 
 def _other_log_rules() -> tuple[Rule, ...]:
-    from ._stability import STABILITY  # the catalogue this rule is part of (imported at call time)
-
-    return tuple(r for r in STABILITY if r.pattern is not None and r.name not in ("xlogy", "log1p")
-                 and (r.root_primitives or frozenset()) & _LOGS)
+    """The registered pattern rules rooted at a log (the catalogue registers its rules on import;
+    read at call time, so this module imports nothing above it)."""
+    return tuple(r for r in registered().values() if r.pattern is not None
+                 and r.name not in ("xlogy", "log1p") and (r.root_primitives or frozenset()) & _LOGS)
 
 
 _CACHE: list[tuple[Rule, ...]] = []
