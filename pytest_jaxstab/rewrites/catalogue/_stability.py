@@ -49,6 +49,7 @@ from ._stability_reduce import REDUCE_RULES
 from ._stability_select import SELECT_RULES
 from ._stability_special import SPECIAL_RULES
 from ._stability_written import SCALED_SIGMOID, WRITTEN_RULES
+from ._stability_xlogy import XLOGY
 
 x, y, a, b, A = var("x"), var("y"), var("a"), var("b"), var("A")
 ONE = const(1.0)
@@ -379,6 +380,7 @@ STABILITY: tuple[Rule, ...] = (
     GUARDED_WHERE,  # structural: runs after the pattern rules (a guarded branch they fixed is left)
     MASKED_WHERE,  # where guarded_where finds no guard of the form x OP c: any mask, constant too
     BREGMAN,  # structural: reads sums the pattern rules left (and their expm1, exp(-b) results)
+    XLOGY,  # structural: after the pattern rules fixed their logs, after bregman took its sums
 )
 
 # 19 ------------------------------------------------------------------ fast logsumexp / log_softmax

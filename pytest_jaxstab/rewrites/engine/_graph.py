@@ -57,12 +57,25 @@ class Graph:
             i for i, eqn in enumerate(self.eqns) if _final(eqn)}
         self._heads: dict[int, tuple[str | None, bool]] = {}
         self._heads2: dict[int, Any] = {}
+        self._consumers: dict[Any, list[int]] | None = None
         #: The final equations (earlier replacements) as the pass found them, and the equations
         #: this pass's matches took so far: a ``recompute`` sub-term may read a final result
         #: (``log(1 - p)`` after ``1 - p`` became a stable sigmoid) but never what another match of
         #: the same pass replaces.
         self.final: frozenset[int] = frozenset(self.claimed)
         self.taken: set[int] = set()
+
+    def consumers(self, atom: Any) -> list[int]:
+        """The indices of the equations reading ``atom``, in program order (built on first use)."""
+        if self._consumers is None:
+            self._consumers = {}
+            for i, eqn in enumerate(self.eqns):
+                for a in eqn.invars:
+                    if not _compat.is_literal(a):
+                        users = self._consumers.setdefault(a, [])
+                        if not users or users[-1] != i:
+                            users.append(i)
+        return self._consumers.get(atom, [])
 
     def producer_eqn(self, atom: Any) -> tuple[int, Any] | None:
         if _compat.is_literal(atom):

@@ -369,8 +369,8 @@ def could_match_deep(pat: Op, name: str, heads2: tuple[Any, ...]) -> bool:
 
 
 def _operand_could_match(arg: Pattern, head2: Any) -> bool:
-    if not (isinstance(arg, Op) and arg.glue and not arg.keep and not arg.prim & _SEEN_THROUGH):
-        return True  # a variable, a constant, alternatives or a kept sub-term: the one-level look
+    if not (isinstance(arg, Op) and arg.glue and not arg.prim & _SEEN_THROUGH):
+        return True  # a variable, a constant or alternatives: the one-level look
     (name, _), below = head2
     if name is None:
         return False  # an input, a literal or a constant: no op pattern matches it
@@ -398,7 +398,8 @@ _SEEN_THROUGH = frozenset({*GLUE, "convert_element_type"})
 
 
 def _want(p: Pattern) -> tuple[frozenset[str], bool] | None:
-    if isinstance(p, Var) or (isinstance(p, Op) and (p.keep or not p.glue or p.prim & _SEEN_THROUGH)):
+    # a kept sub-term (``keep``) is matched for its structure as any op is: its head is checked too
+    if isinstance(p, Var) or (isinstance(p, Op) and (not p.glue or p.prim & _SEEN_THROUGH)):
         return None
     if isinstance(p, Const):
         return frozenset(), True

@@ -84,15 +84,18 @@ class Rule:
         if self.pattern is not None and not roots:
             raise ArgumentError(f"Rule {self.name!r}: the pattern's root must be an op(...) (or any_of ops)")
         object.__setattr__(self, "_roots", roots)
+        if self.matcher is not None:
+            prims = None if self.roots is None else frozenset(self.roots)
+        else:
+            prims = frozenset().union(*(r.prim for r in roots))
+        object.__setattr__(self, "_root_primitives", prims)
         if self.composable:
             OPEN_SCOPES.add(self.name)
 
     @property
     def root_primitives(self) -> frozenset[str] | None:
         """Primitive names a match can be rooted at (None: any, for ``matcher`` rules)."""
-        if self.matcher is not None:
-            return None if self.roots is None else frozenset(self.roots)
-        return frozenset().union(*(r.prim for r in self._roots))  # type: ignore[attr-defined]
+        return self._root_primitives  # type: ignore[attr-defined]
 
     def may_match(self, name: str, heads2: tuple[Any, ...]) -> bool:
         """The first look: whether a match can be rooted at an equation of primitive ``name`` whose

@@ -1,0 +1,87 @@
+"""Zero times log zero: ``t·log(p)``, ``t·log(t/p)``, ``t·(log t - log p)`` as ``xlogy``-style forms.
+
+KL divergences, cross-entropies and entropies with probabilities or counts (one-hot or sparse
+targets, a distribution with empty bins, a binary entropy at p = 0 or 1) multiply a factor that is
+exactly 0 by a log whose argument is 0 there: ``0 · -inf`` is NaN, and a sum over the distribution is
+NaN where its value is the limit 0. The rule ``xlogy`` (rooted at the product) rewrites the product
+to ``forms/_xlogy.py``'s forms, which feed the log 1 exactly where both are 0 and are the program's
+own expression elsewhere: same value, and a derivative that is finite where the program's was NaN.
+
+It is a structural rule (``Rule(matcher=...)``): it runs after the pattern rules, so a log that
+another rule fixes (``log(softmax)``, ``log(sigmoid)``, ``log(1 + exp)``, Φ's logs) is that rule's
+final, finite equations by then, which the pattern does not read; ``log1p``'s ``log1p(-p)`` is read
+and rewritten here too. ``bregman`` (structural, earlier in the catalogue's order, and rooted at the
+sum, which the pass visits first) takes the products of sums it rewrites (the Poisson deviance reads
+``x·log(x/y)``) before this rule sees them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from ... import _compat
+from ..engine._match import Graph, Match, match_root
+from ..engine._pattern import any_of, const, fixed, op, var
+from ..engine._rule import Rule
+from ..forms import _xlogy as _fx
+
+__all__ = ["XLOGY"]
+
+ONE = const(1.0)
+_X, _Y, _A, _B, _C = var("x"), var("y"), var("a"), var("b"), var("c")
+_LOGS = frozenset({"log", "log1p"})
+
+
+def _xlogy(x: Any, y: Any = None, m: Any = None, a: Any = None, b: Any = None, c: Any = None,
+           kind: str = "log", sign: float = 1.0) -> Any:
+    """x·log(y) = xlogy(x, y);  x·log(1 - m) = x·log1p(-m) = xlog1py(x, -m);  x·log(a/b);
+    x·(log a - log b), x·(log a - c) and their negatives; -(x·log y): each 0 where x and the log's
+    argument are 0 (the limit along x = 0; written, 0·log 0 is NaN), the written value elsewhere."""
+    if kind == "log":
+        return sign * _fx.xlogy(x, y)
+    if kind == "log1m":
+        return sign * _fx.xlog1py(x, -m)
+    if kind == "ratio":
+        return _fx.xlog_ratio(x, a, b)
+    return _fx.xlogy_difference(x, a, b=b, c=c, sign=sign)
+
+
+_LOG_Y = op("log", _Y)
+# ``log1p``'s own result, final by the structural phase, is read (``recompute``) and rewritten here
+_LOG_1M = any_of(op("log", op("sub", ONE, var("m"), recompute=True)),
+                 op("log1p", op("neg", var("m"), recompute=True), recompute=True))
+_LOG_A, _LOG_B = op("log", _A), op("log", _B)
+# the specific spellings first: ``log(1 - m)`` and ``log(a / b)`` are also logs of a ``y``
+_PATTERN = any_of(
+    fixed(op("mul", _X, _LOG_1M), kind="log1m"),
+    fixed(op("mul", _X, op("log", op("div", _A, _B))), kind="ratio"),
+    fixed(op("mul", _X, op("sub", _LOG_A, _LOG_B)), kind="diff"),
+    fixed(op("mul", _X, op("sub", _LOG_A, _C)), kind="diff"),
+    fixed(op("mul", _X, op("sub", _C, _LOG_A)), kind="diff", sign=-1.0),
+    fixed(op("mul", _X, _LOG_Y), kind="log"),
+    fixed(op("mul", _X, op("neg", _LOG_Y)), kind="log", sign=-1.0),
+)
+
+
+# ------------------------------------------------------------------------------------- the matcher
+def _match(g: Graph, i: int) -> Match | None:
+    """The pattern at the product ``i``, in the structural phase (after the pattern rules): a log
+    another rule fixed is that rule's final equations by now, which the pattern does not read (its
+    stable log is finite: the product needs nothing); ``log1p(-m)`` is read where the ``log1p``
+    rule wrote it (``recompute``). A constant factor is never 0 (and ``0.5·(r - 1 - log r)`` is a
+    sum ``bregman`` reads): refused."""
+    eqn = g.eqns[i]
+    if len(eqn.invars) != 2 or any(_compat.is_literal(a) or g.head(a)[1] for a in eqn.invars):
+        return None
+    if not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.floating):
+        return None
+    return next(iter(match_root(g, _PATTERN, i)), None)
+
+
+XLOGY = Rule(
+    # the pattern is what the matcher matches: jst.rewrites.verify spells out its alternatives
+    "xlogy", _PATTERN, _xlogy, matcher=_match, roots=frozenset({"mul"}),
+    example=lambda t, p: t * jnp.log(p), example_shapes=((8,), (8,)), example_domain=(0.0, 1e4),
+)
