@@ -32,7 +32,6 @@ __all__ = ["XLOGY"]
 
 ONE = const(1.0)
 _X, _Y, _A, _B, _C = var("x"), var("y"), var("a"), var("b"), var("c")
-_LOGS = frozenset({"log", "log1p"})
 
 
 def _xlogy(x: Any, y: Any = None, m: Any = None, a: Any = None, b: Any = None, c: Any = None,
