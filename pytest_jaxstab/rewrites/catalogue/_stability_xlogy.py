@@ -20,9 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
-import numpy as np
 
 from ... import _compat
+from ..engine._guards import scalar_constant
 from ..engine._match import Graph, Match, match_root
 from ..engine._pattern import any_of, const, fixed, op, var
 from ..engine._rule import Rule
@@ -97,24 +97,10 @@ def _log_never_zero(g: Graph, m: Match) -> bool:
     return False
 
 
-def _constant(g: Graph, atom: Any) -> float | None:
-    if _compat.is_literal(atom):
-        value = _compat.literal_value(atom)
-    elif atom in g.const_values:
-        value = g.const_values[atom]
-    else:
-        return None
-    try:
-        flat = np.asarray(value, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError):
-        return None
-    return float(flat.min()) if flat.size else None
-
-
 def _positive(g: Graph, atom: Any, depth: int = 4) -> bool:
     """> 0 wherever it is computed, by its producers alone (a positive constant, a sum of a positive
     and a nonnegative term, products and quotients of positives, their square roots)."""
-    c = _constant(g, atom)
+    c = scalar_constant(g, atom)
     if c is not None:
         return c > 0
     prod = g.producer_past_glue(atom)
@@ -132,7 +118,7 @@ def _positive(g: Graph, atom: Any, depth: int = 4) -> bool:
 
 
 def _nonnegative(g: Graph, atom: Any, depth: int) -> bool:
-    c = _constant(g, atom)
+    c = scalar_constant(g, atom)
     if c is not None:
         return c >= 0
     prod = g.producer_past_glue(atom)
