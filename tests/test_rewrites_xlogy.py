@@ -181,3 +181,20 @@ def test_forms_at_the_corner():
     assert np.isfinite(float(gx)) and float(gy) == 0
     # d/dx x·log(y) = log(y) at x = 0 (y > 0): the limit is kept, not zeroed
     assert float(jax.grad(fx.xlogy)(z, jnp.asarray(0.5))) == pytest.approx(np.log(0.5))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t, x: t * jnp.log(x * x + 2.0),            # x² + 2 >= 2
+    lambda t, x: t * jnp.log(jnp.abs(x) + 1e-3),      # |x| + eps > 0
+    lambda t, x: t * jnp.log(jnp.sqrt(x * x + 1.0)),  # sqrt of a positive
+], ids=["square-plus-2", "abs-plus-eps", "sqrt"])
+def test_a_log_of_a_positive_argument_is_left_as_written(fn):
+    # never 0·log 0 there: the guard would only cost (and hide the program from jst.improve's terms)
+    t = jnp.ones(4, jnp.float32)
+    assert "xlogy" not in _rules(fn, t, t)
+
+
+def test_a_log_of_an_argument_that_can_be_zero_is_guarded():
+    t = jnp.ones(4, jnp.float32)
+    assert "xlogy" in _rules(lambda t, x: t * jnp.log(x * x), t, t)  # x² is 0 at x = 0
+    assert "xlogy" in _rules(lambda t, x: t * jnp.log(jnp.exp(x) + x), t, t)  # may be 0

@@ -22,6 +22,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from ... import _compat
+from ..engine._guards import scalar_constant
 from ..engine._match import Graph, Match, match_root
 from ..engine._pattern import any_of, const, fixed, op, var
 from ..engine._rule import Rule
@@ -31,7 +32,6 @@ __all__ = ["XLOGY"]
 
 ONE = const(1.0)
 _X, _Y, _A, _B, _C = var("x"), var("y"), var("a"), var("b"), var("c")
-_LOGS = frozenset({"log", "log1p"})
 
 
 def _xlogy(x: Any, y: Any = None, m: Any = None, a: Any = None, b: Any = None, c: Any = None,
@@ -77,7 +77,63 @@ def _match(g: Graph, i: int) -> Match | None:
         return None
     if not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.floating):
         return None
-    return next(iter(match_root(g, _PATTERN, i)), None)
+    m = next(iter(match_root(g, _PATTERN, i)), None)
+    if m is None or _log_never_zero(g, m):
+        return None
+    return m
+
+
+def _log_never_zero(g: Graph, m: Match) -> bool:
+    """The log's argument is positive wherever it is computed (``log(x*x + 2)``): the product is never
+    0·log 0, and the guard would only cost (and hide the program from the search's term language)."""
+    caps = m.atoms
+    kind = m.captures.get("kind")
+    if kind == "log":
+        return _positive(g, caps["y"])
+    if kind == "ratio":
+        return _positive(g, caps["a"])
+    if kind == "diff":
+        return _positive(g, caps["a"]) and ("b" not in caps or _positive(g, caps["b"]))
+    return False
+
+
+def _positive(g: Graph, atom: Any, depth: int = 4) -> bool:
+    """> 0 wherever it is computed, by its producers alone (a positive constant, a sum of a positive
+    and a nonnegative term, products and quotients of positives, their square roots)."""
+    c = scalar_constant(g, atom)
+    if c is not None:
+        return c > 0
+    prod = g.producer_past_glue(atom)
+    if prod is None or depth == 0:
+        return False
+    name, args = _compat.primitive_name(prod), prod.invars
+    if name == "add":
+        return ((_positive(g, args[0], depth - 1) and _nonnegative(g, args[1], depth - 1))
+                or (_nonnegative(g, args[0], depth - 1) and _positive(g, args[1], depth - 1)))
+    if name in ("mul", "div"):
+        return all(_positive(g, a, depth - 1) for a in args)
+    if name == "sqrt":
+        return _positive(g, args[0], depth - 1)
+    return False
+
+
+def _nonnegative(g: Graph, atom: Any, depth: int) -> bool:
+    c = scalar_constant(g, atom)
+    if c is not None:
+        return c >= 0
+    prod = g.producer_past_glue(atom)
+    if prod is None or depth == 0:
+        return False
+    name, args = _compat.primitive_name(prod), prod.invars
+    if name in ("abs", "exp", "sqrt", "square"):
+        return True
+    if name == "integer_pow":
+        return prod.params.get("y", 1) % 2 == 0
+    if name == "mul" and len(args) == 2 and args[0] is args[1]:
+        return True
+    if name in ("add", "mul"):
+        return all(_nonnegative(g, a, depth - 1) for a in args)
+    return _positive(g, atom, depth)
 
 
 XLOGY = Rule(

@@ -46,7 +46,9 @@ def _inside(op: str, c: float) -> float | None:
     return point if math.isfinite(point) else None
 
 
-def _constant(g: Graph, atom: Any) -> float | None:
+def scalar_constant(g: Graph, atom: Any) -> float | None:
+    """The value of ``atom`` where it is a one-element real literal or constant of the program (not an
+    enclosing trace's value); None otherwise."""
     if _compat.is_literal(atom):
         v = _compat.literal_value(atom)
     elif atom in g.const_values:
@@ -180,10 +182,10 @@ def _match_guard(g: Graph, i: int) -> Match | None:
     if op not in _FLIP or len(cmp.invars) != 2:
         return None
     a0, a1 = cmp.invars
-    c = _constant(g, a1)
+    c = scalar_constant(g, a1)
     x = a0
     if c is None:
-        c, x, op = _constant(g, a0), a1, _FLIP[op]
+        c, x, op = scalar_constant(g, a0), a1, _FLIP[op]
     if c is None or _compat.is_literal(x) or x in g.const_values:
         return None
     shape = tuple(_compat.aval(g.eqns[i].outvars[0]).shape)
