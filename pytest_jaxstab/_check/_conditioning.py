@@ -13,19 +13,10 @@ float64 programs that rounding limits the figure to about one ulp per input elem
 every input element moves by one unit roundoff, each in its worst direction. Zero inputs do not move
 (a relative perturbation). One oracle evaluation per input element: it is computed only for inputs
 whose forward error exceeds the tolerance.
-
-Moving one element at a time misses a problem that is flat to each move but not to all of them at
-once: ``softmax(q @ k.T)`` where the logits differ by less than their own rounding (one-hot exactly,
-and each single move leaves it one-hot) is ill-conditioned, yet every first-order term is 0. So
-``JOINT`` more evaluations move every element at once, each one float up or down (signs drawn from
-the input's own bytes: the same figure on every run), and the conditioning is at least the exact
-result's change under them, in output ulps (a step of u to 2u per element: at most one bit above
-the first-order figure where both apply).
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,10 +27,7 @@ from .. import _compat
 from .._dtypes import component_dtype, dtype_info
 from ..oracles import evaluate
 
-__all__ = ["JOINT", "conditioning_ulps", "reduction_terms", "ulp"]
-
-#: Simultaneous moves of every input element (module docstring).
-JOINT = 2
+__all__ = ["conditioning_ulps", "reduction_terms", "ulp"]
 
 _REDUCTIONS = {"reduce_sum", "reduce_prod", "cumsum", "cumprod", "cumlogsumexp", "dot_general"}
 
@@ -107,41 +95,11 @@ def conditioning_ulps(closed: Any, args: Sequence[np.ndarray], exact: Sequence[n
             for t, (b, m) in enumerate(zip(base, _exact64(closed, trial, judged_outputs))):
                 with np.errstate(all="ignore"):
                     total[t] = total[t] + np.abs(m - b) * (u / step)
-    for trial in _joint_moves(base_args, floats):
-        for t, (b, m) in enumerate(zip(base, _exact64(closed, trial, judged_outputs))):
-            with np.errstate(all="ignore"):
-                total[t] = np.fmax(total[t], np.abs(m - b))  # an unknown (NaN) move proves nothing
     out = []
     for t, i in enumerate(judged_outputs):
         with np.errstate(all="ignore"):
             out.append(np.asarray(total[t] / ulp(exact[t], out_dtypes[i]), dtype=np.float64))
     return out
-
-
-def _joint_moves(args: Sequence[np.ndarray], floats: Sequence[int]) -> list[list[np.ndarray]]:
-    """``JOINT`` copies of ``args`` with every finite nonzero float element moved one float up or down
-    (signs from a generator seeded by the arguments' bytes); none when no element can move."""
-    if not floats:
-        return []
-    seed = zlib.crc32(b"".join(np.ascontiguousarray(args[i]).tobytes() for i in floats))
-    rng = np.random.default_rng(seed)
-    trials = []
-    for _ in range(JOINT):
-        trial = list(args)
-        moved_any = False
-        for i in floats:
-            a = np.asarray(args[i])
-            movable = np.isfinite(a) & (a != 0)
-            if not movable.any():
-                continue
-            up = rng.random(a.shape) < 0.5
-            with np.errstate(over="ignore"):
-                moved = np.nextafter(a, np.where(up, np.inf, -np.inf).astype(a.dtype))
-            trial[i] = np.where(movable & np.isfinite(moved), moved, a).astype(a.dtype)
-            moved_any = True
-        if moved_any:
-            trials.append(trial)
-    return trials
 
 
 def _exact64(closed: Any, args: Sequence[np.ndarray], judged_outputs: Sequence[int]) -> list[np.ndarray]:
