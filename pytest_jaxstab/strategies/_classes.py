@@ -205,7 +205,7 @@ def noise_level(header: Header, significand_bits: int) -> int:
     k = header.below(2 * levels)  # one field: zero bytes still give level 1, the simplest
     if k < levels:
         return 1 + k
-    lo, hi = max(1, significand_bits // 4), max(1, (3 * significand_bits) // 4)
+    lo, hi = max(1, significand_bits // 3), max(1, (2 * significand_bits) // 3)
     return lo + ((k - levels) * (hi - lo + 1)) // levels
 
 
