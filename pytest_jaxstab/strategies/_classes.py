@@ -193,7 +193,7 @@ def noise_ordinals(rng: Noise | None, n: int, level: int, mantissa_bits: int) ->
 
 def noise_level(header: Header, significand_bits: int) -> int:
     """A noise level from 1 (2^-1) to significand + 10: half the time uniform over all of them, half
-    the time uniform over the moderately clustered window, p/4 to 3p/4 (6..18 for float32).
+    the time uniform over the moderately clustered window, p/3 to 2p/3 (8..16 for float32).
 
     The window is where a formula's error can show beyond the conditioning: a one-pass variance
     of values clustered with relative spread 2^-k loses ~2k bits to cancellation where its
