@@ -69,8 +69,10 @@ def _approx_negated(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.nda
 
 
 def _scaled(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
-    """x * 2^-k (x >> y) or x * 2^k (x << y), k from 8 to 60 binades; magnitudes stop at 0 and at max."""
+    """x * 2^-k (x >> y) or x * 2^k (x << y), k from 8 to 60 binades, half the time negated (a label
+    times a logit of the other sign: -y z large and positive); magnitudes stop at 0 and at max."""
     up = header.below(2) == 1
+    sign = 1 - 2 * header.below(2)
     shift = far_binades(header) << plan.sampler.info.mantissa_bits
     top = plan.sampler.info.max_ordinal
     # Saturating in int64: |ords| + shift can pass 2^63 near float64's max ordinal, which wraps
@@ -81,7 +83,7 @@ def _scaled(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
         magnitude = np.minimum(magnitude, top - shift) + shift
     else:
         magnitude = np.maximum(magnitude, shift) - shift
-    return np.sign(ords) * magnitude
+    return sign * np.sign(ords) * magnitude
 
 
 def _rotated(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
