@@ -357,7 +357,7 @@ def test_joint_moves_see_a_problem_flat_to_each_move_but_not_to_all():
 
 def test_joint_moves_leave_a_smooth_problems_figure_unchanged():
     # a*a - b*b is smooth: a joint move changes it at most linearly, so first order stands exactly.
-    f = lambda a, b: a * a - b * b  # noqa: E731
+    f = lambda a, b: a * a - b * b
     a, b = np.array([1.5, 0.75, 3.0], np.float32), np.array([1.4999999, 0.7, -2.0], np.float32)
     closed = jax.make_jaxpr(f)(a, b)
     exact = [np.asarray(evaluate(closed, a, b, dtype="float64").values[0])]

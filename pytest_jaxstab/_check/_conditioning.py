@@ -17,7 +17,7 @@ whose forward error exceeds the tolerance.
 First order misses a problem that is flat to every small move but not to a finite one: a softmax whose
 logits differ by less than their own rounding (``softmax(q @ k.T)`` on clustered rows) is exactly
 one-hot, every derivative is ``exp(-gap)`` = 0, yet moving all inputs at once by the ``n`` ulps a
-reduction of ``n`` terms may already have put in them (Higham's ``γ_n`` backward error) flips which
+reduction of ``n`` terms may already have put in them (Higham's ``gamma_n`` backward error) flips which
 logit wins. So up to :data:`JOINT` more evaluations (only for an input with an error first order leaves
 unexplained, :func:`joint_conditioning`) move every element at once by ``n`` floats, each up or
 down (signs from a generator seeded by the input's own bytes: the same figure on every run). Where
@@ -125,7 +125,8 @@ def conditioning_ulps(closed: Any, args: Sequence[np.ndarray], exact: Sequence[n
 
 def joint_conditioning(closed: Any, args: Sequence[np.ndarray], exact: Sequence[np.ndarray],
                        judged_outputs: Sequence[int], out_dtypes: Sequence[np.dtype[Any]],
-                       cond_ulps: Sequence[np.ndarray], unexplained: Sequence[np.ndarray]) -> list[np.ndarray]:
+                       cond_ulps: Sequence[np.ndarray], unexplained: Sequence[np.ndarray],
+                       ) -> list[np.ndarray]:
     """``cond_ulps`` (first order, :func:`conditioning_ulps`) raised where a joint move of every input
     element by ``n`` floats changes the exact result nonlinearly (module docstring). Runs only while
     some ``unexplained`` element (an error first order does not explain) has not moved so; at most
