@@ -121,8 +121,11 @@ def test_grad_check_on_complex_inputs(dtype):
 
 def test_grad_of_jnp_abs_overflows_near_the_top_of_complex128():
     # found by the gradient check: d|z|/dx = x/|z| is 1/sqrt(2) at z = 1.4e308 (1 + i), where |z|
-    # overflows; JAX's derivative returns 0 there
-    r = jst.check(jnp.abs, shapes=[(3,)], dtype="complex128", max_examples=30, seed=0, grad=True)
+    # overflows; JAX's derivative returns 0 there. Over the whole range 30 draws reach parts that
+    # large at 1-2 of seeds 0-4 (a matter of luck, not what this test is about): the domain puts
+    # every part near the top.
+    r = jst.check(jnp.abs, shapes=[(3,)], dtype="complex128", max_examples=30, seed=0, grad=True,
+                  domain=(1e307, 1.7e308))
     assert r.gradient is not None and r.gradient.outcome == "failed"
     assert r.gradient.original.max_error_bits > 50
 

@@ -284,7 +284,7 @@ def test_float32_arrays_show_the_trouble_shapes() -> None:
 
 
 def test_arguments_draw_related_pairs() -> None:
-    draws = collect(arguments("float32", [(4,), (4,)]), 400)
+    draws = collect(arguments("float32", [(4,), (4,)]), 1000)  # 1 in 50 is one ulp down
     up = np.float32(np.inf)
     assert all(x.shape == (4,) and y.shape == (4,) and x.dtype == y.dtype == np.float32 for x, y in draws)
     assert any(np.array_equal(x, y) and np.any(x != 0) for x, y in draws)
@@ -443,7 +443,8 @@ class _FixedHeader:
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
 @pytest.mark.parametrize("zero_d", [True, False])
 def test_scaled_relation_saturates_without_overflow(dtype: str, zero_d: bool) -> None:
-    # _scaled shifts ordinals by k binades (k = FAR_BINADES[0] + the second field). Near float64's
+    # _scaled shifts ordinals by k binades (k = FAR_BINADES[0] + the third field; the second is the
+    # sign). Near float64's
     # max ordinal |ord| + (60 << 52) passes 2^63: it used to wrap to 0 on arrays and raise
     # RuntimeWarning on 0-d ones (filterwarnings=error). Reference: a normal x times 2^k is exact
     # (math.ldexp), saturating at the dtype's max going up; going down from a tiny value to 0.
@@ -468,11 +469,14 @@ def test_scaled_relation_saturates_without_overflow(dtype: str, zero_d: bool) ->
         ords = to_ordinal(source, dtype)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            got = from_ordinal(_scaled(plan, cast(Any, _FixedHeader(up, 0)), ords), dtype).astype(np.float64)
+            got = from_ordinal(_scaled(plan, cast(Any, _FixedHeader(up, 0, 0)), ords), dtype)
+            negated = from_ordinal(_scaled(plan, cast(Any, _FixedHeader(up, 1, 0)), ords), dtype)
+        got = got.astype(np.float64)
         assert np.all(got == expected), (dtype, up, value, got, expected)
+        assert np.all(negated.astype(np.float64) == -expected), (dtype, up, value, negated)  # the sign field
     # The farthest shift (60 binades) from float64-max-sized values: saturates, no wrap to 0.
     source = np.asarray([float(info.max)] if not zero_d else float(info.max), dtype=dtype)
-    far: Any = _FixedHeader(1, 10**6)  # capped at 52: k = 8 + 52 = 60, the farthest shift
+    far: Any = _FixedHeader(1, 0, 10**6)  # capped at 52: k = 8 + 52 = 60, the farthest shift
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         got = from_ordinal(_scaled(plan, far, to_ordinal(source, dtype)), dtype).astype(np.float64)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pytest_jaxstab as jst
-from pytest_jaxstab._check._conditioning import conditioning_ulps, reduction_terms, ulp
+from pytest_jaxstab._check._conditioning import conditioning_ulps, joint_conditioning, reduction_terms, ulp
 from pytest_jaxstab._errors import ArgumentError
 from pytest_jaxstab._results import CaseResult
 from pytest_jaxstab.oracles import evaluate
@@ -321,3 +321,59 @@ def test_note_says_the_stability_lens_cannot_decide_where_conditioning_fills_the
     assert r.outcome == "passed" and r.rewrites == []
     assert r.original.conditioning_bits + r.tolerance_bits >= 24
     assert "cannot tell" in r.note and "float32's 24 bits" in r.note and "no formula" not in r.note
+
+
+def _attention(q, k):
+    return jax.nn.softmax(q @ k.T, axis=-1)
+
+
+def _tied_rows():
+    # q row 3 against k rows 9.8748744e7 apart by single ulps: the exact logits of row 3 differ by
+    # ~5.3e7, their float32 rounding is 2.7e8, so the exact row is one-hot and the computed one 1/4 each.
+    q = np.zeros((4, 4), np.float32)
+    q[3] = [-6652031.5, -6651953.0, -6651980.5, -6652049.5]
+    k = np.full((4, 4), 9.8748744e7, np.float32)
+    k[0, 3], k[1, 2], k[2, 0] = 9.8748736e7, 9.8748752e7, 9.8748752e7
+    return q, k
+
+
+def test_joint_moves_see_a_problem_flat_to_each_move_but_not_to_all():
+    q, k = _tied_rows()
+    closed = jax.make_jaxpr(_attention)(q, k)
+    exact = [np.asarray(evaluate(closed, q, k, dtype="float64").values[0])]
+    assert np.array_equal(exact[0][3], [1.0, 0.0, 0.0, 0.0])
+    first = conditioning_ulps(closed, [q, k], exact, [0], [F32])
+    assert np.all(first[0][3, 1:3] == 0.0)  # no single move lets logit 1 or 2 win: first order sees 0
+    unexplained = [np.zeros((4, 4), bool)]
+    unexplained[0][3] = True
+    joint = joint_conditioning(closed, [q, k], exact, [0], [F32], first, unexplained)
+    # Each logit of the row can win after moves of 4 floats (the contraction's 4 terms): the zeros of
+    # the row move by about 1, far more than float32's 2^24 ulps of their exact value (ulp at 0: the
+    # normal spacing at tiny); the winner's own first-order figure already explains its error.
+    assert np.all(joint[0][3, 1:] > 2.0 ** 24), joint[0][3]
+    assert joint[0][3, 0] >= first[0][3, 0]
+    assert np.array_equal(joint[0][:3], first[0][:3])  # rows nobody asked about are not touched
+
+
+def test_joint_moves_leave_a_smooth_problems_figure_unchanged():
+    # a*a - b*b is smooth: a joint move changes it at most linearly, so first order stands exactly.
+    f = lambda a, b: a * a - b * b
+    a, b = np.array([1.5, 0.75, 3.0], np.float32), np.array([1.4999999, 0.7, -2.0], np.float32)
+    closed = jax.make_jaxpr(f)(a, b)
+    exact = [np.asarray(evaluate(closed, a, b, dtype="float64").values[0])]
+    first = conditioning_ulps(closed, [a, b], exact, [0], [F32])
+    joint = joint_conditioning(closed, [a, b], exact, [0], [F32], first, [np.ones(3, bool)])
+    assert np.array_equal(joint[0], first[0])
+
+
+def test_a_saturated_softmax_of_near_tied_logits_passes_while_unstable_formulas_still_fail():
+    results = {name: jst.check(fn, shapes=shapes, dtype="float32", domain=domain, seed=0,
+                               max_examples=30)
+               for name, fn, shapes, domain in [
+                   ("attention", _attention, [(4, 4), (4, 4)], (-1e9, 1e9)),
+                   ("log1p", lambda x: jnp.log(1 + x), [()], (0.9e-10, 1.1e-10)),
+                   ("one-pass variance", lambda x: jnp.mean(x * x) - jnp.mean(x) ** 2, [(4,)],
+                    (1e4, 1e4 + 1))]}
+    assert results["attention"].outcome == "passed", results["attention"].message
+    assert results["log1p"].outcome == "failed"
+    assert results["one-pass variance"].outcome == "failed"

@@ -25,7 +25,7 @@ from .._primitives import DISCONTINUOUS
 from .._results import Point, VariantStats, Witness
 from ..oracles import error_bits, evaluate
 from ..oracles.interpreter._limits import confirm, evaluate_near, resolve
-from ._conditioning import conditioning_ulps, reduction_terms
+from ._conditioning import conditioning_ulps, joint_conditioning, reduction_terms
 from ._trace import x64_scope
 from ._verdict import judge_elements
 
@@ -265,6 +265,14 @@ class Evaluator:
             return
         t0 = time.perf_counter()
         cond = conditioning_ulps(self.reference, args, exact, self.judged_outputs, self.out_dtypes)
+        unexplained = [np.zeros(np.shape(c), dtype=bool) for c in cond]
+        for v in over:
+            for t, (bits, c) in enumerate(zip(outcomes[v].element_bits, cond)):
+                with np.errstate(all="ignore"):
+                    allowed = np.log2(1.0 + self.terms * np.where(np.isnan(c), 0.0, c))
+                    unexplained[t] |= np.nan_to_num(bits - allowed) > self.tolerance_bits
+        cond = joint_conditioning(self.reference, args, exact, self.judged_outputs, self.out_dtypes, cond,
+                                  unexplained)
         for v in over:
             o = outcomes[v]
             j = judge_elements(o.values, exact, o.element_bits, cond, self.terms, self.tolerance_bits)

@@ -1,7 +1,8 @@
 """Related arguments: argument j drawn from an earlier one, as functions of several arguments meet them.
 
 x ~= y (relative noise 2^-1 down to 2^-(significand + 10)), x ~= -y, x >> y and x << y (8 to 60 binades
-apart), the same array twice, its negation, a few ulps away, and broadcast partners (a (4,) argument
+apart), the same array twice, its negation, a few ulps away, x's pairs turned a quarter (x·y cancels
+pair by pair), and broadcast partners (a (4,) argument
 related to row 0 of an earlier (3, 4) one). Every relation is ordinal arithmetic clamped to the derived
 argument's own domain, so it never leaves that domain's interval nor the dtype's finite range.
 """
@@ -68,8 +69,10 @@ def _approx_negated(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.nda
 
 
 def _scaled(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
-    """x * 2^-k (x >> y) or x * 2^k (x << y), k from 8 to 60 binades; magnitudes stop at 0 and at max."""
+    """x * 2^-k (x >> y) or x * 2^k (x << y), k from 8 to 60 binades, half the time negated (a label
+    times a logit of the other sign: -y z large and positive); magnitudes stop at 0 and at max."""
     up = header.below(2) == 1
+    sign = 1 - 2 * header.below(2)
     shift = far_binades(header) << plan.sampler.info.mantissa_bits
     top = plan.sampler.info.max_ordinal
     # Saturating in int64: |ords| + shift can pass 2^63 near float64's max ordinal, which wraps
@@ -80,7 +83,19 @@ def _scaled(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
         magnitude = np.minimum(magnitude, top - shift) + shift
     else:
         magnitude = np.maximum(magnitude, shift) - shift
-    return np.sign(ords) * magnitude
+    return sign * np.sign(ords) * magnitude
+
+
+def _rotated(plan: ArrayPlan, header: Header, ords: np.ndarray) -> np.ndarray:
+    """Pairs of elements turned a quarter: (x0, x1, x2, x3, ...) -> (x1, -x0, x3, -x2, ...) times
+    (1 + noise), so that sum(x * y) cancels pair by pair: a dot product, a cosine or a covariance
+    whose partial sums cancel (exactly 0 without noise, rounding noise as computed). An odd last
+    element is kept."""
+    flat = np.asarray(ords, dtype=np.int64).reshape(-1).copy()
+    pairs = flat.size // 2 * 2
+    turned = flat.copy()
+    turned[0:pairs:2], turned[1:pairs:2] = flat[1:pairs:2], -flat[0:pairs:2]
+    return _approx(plan, header, turned.reshape(np.shape(ords)))
 
 
 #: name -> how argument j is derived from an earlier argument's ordinals (projected to j's shape).
@@ -91,6 +106,7 @@ RELATIONS: dict[str, Callable[[ArrayPlan, Header, np.ndarray], np.ndarray]] = {
     "approx": _approx,
     "approx_negated": _approx_negated,
     "scaled": _scaled,
+    "rotated": _rotated,
 }
 _SLOTS: tuple[str | None, ...] = (None,) * _INDEPENDENT_SLOTS + ("approx",) + tuple(RELATIONS)
 
