@@ -53,10 +53,9 @@ def _where(cond: Any, on_true: Any, on_false: Any) -> Any:
 
 _POSITIVE = op(("gt", "ge"), x, ZERO)
 _NEGATIVE = op(("lt", "le"), x, ZERO)
-# max(x, 0) in its spellings: relu (a custom_jvp call around jit(relu), or the jit alone), maximum,
+# max(x, 0) in its spellings: jax.nn.relu (a custom_jvp call around jit(relu)), maximum,
 # where(x > 0, x, 0) and where(x < 0, 0, x) (>= and <= too: the same function)
 _RELU = any_of(op("custom_jvp_call", x, call_jaxpr=_named("relu")),
-               op(_JIT, x, params={"name": "relu"}),
                op("max", x, ZERO),
                _where(_POSITIVE, x, ZERO),
                _where(_NEGATIVE, ZERO, x))
@@ -71,7 +70,29 @@ def _softplus_kink(x: Any) -> Any:
     return _forms.softplus(x)
 
 
+def _kink_examples() -> tuple[Any, ...]:
+    import jax
+
+    def tail(x: Any) -> Any:
+        return jnp.log1p(jnp.exp(-jnp.abs(x)))
+
+    def tail_log(x: Any) -> Any:
+        return jnp.log(1 + jnp.exp(jnp.minimum(x, -x)))
+
+    return tuple((f, ((8,),), (-1e30, 1e30)) for f in (
+        lambda x: jax.nn.relu(x) + tail(x),
+        lambda x: jax.nn.relu(x) + jnp.log1p(jnp.exp(-jnp.maximum(x, -x))),
+        lambda x: jnp.where(x > 0, x, 0.0) + jnp.log(1 + jnp.exp(-jnp.abs(x))),
+        lambda x: jnp.where(x <= 0, 0.0, x) + tail_log(x),
+        lambda x: jnp.where(x > 0, x, 0.0) + jnp.log1p(jnp.exp(jnp.minimum(x, -x))),
+        lambda x: jnp.where(x < 0, 0.0, x) + jnp.log(1 + jnp.exp(-jnp.maximum(x, -x))),
+        lambda x: jax.lax.select(x >= 0, x, jnp.zeros_like(x)) + tail(x),
+        lambda x: jax.lax.select(x < 0, jnp.zeros_like(x), x) + tail_log(x),
+    ))
+
+
 SOFTPLUS_KINK = Rule("softplus_kink", op("add", _RELU, _TAIL), _softplus_kink,
+                     examples=_kink_examples(),
                      **_example(lambda x: jnp.maximum(x, 0) + jnp.log1p(jnp.exp(-jnp.abs(x))),
                                 domain=(-1e30, 1e30)))
 
@@ -176,9 +197,11 @@ def _norm_quotient(x: Any, y: Any) -> Any:
 
 
 NORM_QUOTIENT = Rule(
-    # the pattern spells the simplest denominator for jst.rewrites.verify; the matcher takes more
-    "norm_quotient", op("div", x, op("sqrt", y)), _norm_quotient, matcher=_match_quotient,
-    roots=frozenset({"div"}),
+    # no pattern: the denominators are a walk, not a term (jst.rewrites.verify takes the examples)
+    "norm_quotient", None, _norm_quotient, matcher=_match_quotient, roots=frozenset({"div"}),
+    examples=(lambda x: x / jnp.linalg.norm(x),
+              lambda x: x / jnp.sqrt(x * x + 1.0),
+              lambda x: x / jnp.where(jnp.sum(x * x) > 0, jnp.sqrt(jnp.sum(x * x)), 1.0)),
     **_example(lambda x: x / jnp.sqrt(jnp.sum(x * x)), domain=(-1e30, 1e30)),
 )
 
@@ -252,7 +275,7 @@ def _asinh_with_old_rule() -> Any:
 
 JVP_RULE = Rule(
     # structural: the pattern is the call a matcher looks at; what decides is the rule's body
-    "jvp_rule", op("custom_jvp_call", x), _jvp_rule, matcher=_match_jvp_rule,
+    "jvp_rule", None, _jvp_rule, matcher=_match_jvp_rule,
     roots=frozenset({"custom_jvp_call"}), composable=True,
     **_example(lambda x: _asinh_with_old_rule()(x), domain=(-1e30, 1e30)),
 )
