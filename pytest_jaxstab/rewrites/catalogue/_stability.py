@@ -23,7 +23,13 @@ from ._derivatives import PRIMAL_DERIVATIVE
 from ._stability_compose import COMPOSE_RULES
 from ._stability_divergence import BREGMAN, DIVERGENCE_RULES
 from ._stability_gamma import GAMMA_RULES
-from ._stability_gradients import HYPOT_CONSTANT, JVP_RULE, NORM_QUOTIENT, SOFTPLUS_KINK
+from ._stability_gradients import (
+    HYPOT_CONSTANT,
+    JVP_RULE,
+    NORM_QUOTIENT,
+    SOFTPLUS_KINK,
+    rewrite_rules_with,
+)
 from ._stability_logs import (
     INV_SOFTPLUS,
     LOG1MEXP,
@@ -387,6 +393,7 @@ STABILITY: tuple[Rule, ...] = (
     XLOGY,  # structural: after the pattern rules fixed their logs, after bregman took its sums
     JVP_RULE,  # structural: a user's custom_jvp rule rewritten by this catalogue (composable)
 )
+rewrite_rules_with(STABILITY)  # the catalogue jvp_rule rewrites a user's derivative rule with
 
 # 19 ------------------------------------------------------------------ fast logsumexp / log_softmax
 def _logsumexp_fast(x: Any, axes: tuple[int, ...]) -> Any:

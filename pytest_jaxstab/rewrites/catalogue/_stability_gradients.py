@@ -33,7 +33,7 @@ from ..forms import _core as _forms
 from ..forms import _gradients as _fg
 from ._stability_written import _named
 
-__all__ = ["HYPOT_CONSTANT", "JVP_RULE", "NORM_QUOTIENT", "SOFTPLUS_KINK"]
+__all__ = ["HYPOT_CONSTANT", "JVP_RULE", "NORM_QUOTIENT", "SOFTPLUS_KINK", "rewrite_rules_with"]
 
 x, y = var("x"), var("y")
 ONE, ZERO = const(1.0), const(0.0)
@@ -211,17 +211,30 @@ _IN_RULE = [0]  # > 0 while a rule's body is rewritten: its own custom_jvp calls
 _PROBED: dict[int, tuple[Any, bool]] = {}  # id(rule) -> (rule, whether the catalogue changes it)
 
 
-def _rewrite_rule(closed: Any) -> tuple[Any, list[Any]]:
-    """A derivative rule's jaxpr through the default catalogue (lazily: ``_stability`` imports this
-    module), never into the rules of the calls inside it (the primal's own call, typically)."""
+_CATALOGUE: list[tuple[Rule, ...]] = [()]  # set by ``_stability`` once STABILITY (which lists this) exists
+
+
+def rewrite_rules_with(rules: tuple[Rule, ...]) -> None:
+    """The rules ``jvp_rule`` rewrites a derivative rule's body with (``_stability`` passes
+    ``STABILITY``: it imports this module, so this module cannot import it)."""
+    _CATALOGUE[0] = tuple(rules)
+
+
+def _rewrite_rule(closed: Any) -> tuple[Any, bool]:
+    """A derivative rule's jaxpr through the catalogue, and whether a rule fired in the rule's own
+    equations: a rewrite inside a custom-derivative call in it (the primal's own call, whose body
+    the pass stabilises wherever it is) does not make the rule worth re-binding. The rules of the
+    calls inside it are never rewritten (no recursion)."""
     from ..engine._engine import rewrite_jaxpr
-    from ._stability import STABILITY
 
     _IN_RULE[0] += 1
     try:
-        return rewrite_jaxpr(closed, STABILITY)
+        new, applied = rewrite_jaxpr(closed, _CATALOGUE[0])
     finally:
         _IN_RULE[0] -= 1
+    own = any(not (a.path and a.path[0].startswith(("custom_jvp_call", "custom_vjp_call")))
+              for a in applied)
+    return new, own
 
 
 def _match_jvp_rule(g: Graph, i: int) -> Match | None:
@@ -233,7 +246,7 @@ def _match_jvp_rule(g: Graph, i: int) -> Match | None:
     hit = _PROBED.get(id(fun))
     if hit is None or hit[0] is not fun:
         probe = _compat.jvp_rule_jaxpr(eqn)
-        hit = (fun, probe is not None and bool(_rewrite_rule(probe)[1]))
+        hit = (fun, probe is not None and _rewrite_rule(probe)[1])
         if len(_PROBED) >= 256:
             _PROBED.pop(next(iter(_PROBED)))
         _PROBED[id(fun)] = hit
