@@ -11,7 +11,6 @@ import math
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from ._core import hypot
 
@@ -57,5 +56,7 @@ def _inv_hypot_jvp(primals: Any, tangents: Any) -> Any:
 
 def hypot_constant(x: Any, c: float, inverse: bool) -> Any:
     """``sqrt(x² + c)`` (or its reciprocal) as ``hypot(x, √c)``, ``√c`` a constant of x's dtype."""
-    root = jnp.full_like(x, math.sqrt(c))  # correctly rounded in double, then to x's dtype
+    # a Python scalar (correctly rounded in double, then to x's dtype by weak typing): a literal
+    # in the program, which later rules read as a positive constant (xlogy's log of it)
+    root = math.sqrt(c)
     return inv_hypot(x, root) if inverse else hypot(x, root)
