@@ -45,6 +45,8 @@ from ._jaxpr import invars as invars
 from ._jaxpr import is_dropvar as is_dropvar
 from ._jaxpr import is_literal as is_literal
 from ._jaxpr import is_tracer as is_tracer
+from ._jaxpr import jvp_rule_jaxpr as jvp_rule_jaxpr
+from ._jaxpr import jvp_rule_rewritten as jvp_rule_rewritten
 from ._jaxpr import leading_consts as leading_consts
 from ._jaxpr import literal_value as literal_value
 from ._jaxpr import name_stack as name_stack
@@ -59,6 +61,7 @@ from ._jaxpr import trace as trace
 from ._jaxpr import typeof as typeof
 from ._jaxpr import user_context as user_context
 from ._jaxpr import walk as walk
+from ._jaxpr import with_jvp_rule as with_jvp_rule
 from ._jaxpr import with_operands as with_operands
 from ._jaxpr import with_traceback_of as with_traceback_of
 from ._views import ScanParts as ScanParts
@@ -113,6 +116,8 @@ __all__ = [
     "is_dropvar",
     "is_literal",
     "is_tracer",
+    "jvp_rule_jaxpr",
+    "jvp_rule_rewritten",
     "leading_consts",
     "literal_value",
     "location",
@@ -137,6 +142,7 @@ __all__ = [
     "user_context",
     "walk",
     "while_parts",
+    "with_jvp_rule",
     "with_operands",
     "with_traceback_of",
 ]

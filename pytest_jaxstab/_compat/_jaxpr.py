@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.extend.core as jex
 from jax._src import core as _core
+from jax._src import linear_util as _lu
 from jax._src import source_info_util as _siu
 from jax._src.interpreters import partial_eval as _pe
 
@@ -374,3 +375,72 @@ def custom_call_parts(eqn: Eqn) -> tuple[ClosedJaxpr, int]:
     p = eqn.params
     key = "call_jaxpr" if "call_jaxpr" in p else "fun_jaxpr"
     return as_closed(p[key]), int(p.get("num_consts", 0))
+
+
+# ------------------------------------------------------------------- custom_jvp derivative rules
+def jvp_rule_jaxpr(eqn: Eqn) -> ClosedJaxpr | None:
+    """A ``custom_jvp_call``'s derivative rule traced with every tangent nonzero: a closed jaxpr from
+    ``(*primals, *tangents)`` (the call's constants left out) to ``(*primal_outs, *tangent_outs)``.
+
+    None for another equation, or where the rule cannot be traced here (JAX traces it again when it
+    differentiates, and reports its own error then). JAX memoises the trace, so differentiating the
+    program later reuses this one.
+    """
+    fun = eqn.params.get("jvp_jaxpr_fun") if primitive_name(eqn) == "custom_jvp_call" else None
+    if fun is None or _library_rule(fun):
+        return None
+    n = len(eqn.invars) - int(eqn.params.get("num_consts", 0))
+    try:
+        jaxpr, consts, out_zeros = fun.call_wrapped(*([False] * n))
+    except Exception:  # a rule JAX itself would reject: left alone, as it is
+        return None
+    if any(out_zeros):  # a symbolic-zero output: the rule's signature is not the plain one
+        return None
+    return _retraced(jaxpr, consts)
+
+
+_JAX_DIR = os.path.dirname(os.path.abspath(jax.__file__)) + os.sep
+
+
+def _library_rule(fun: Any) -> bool:
+    """A rule written in JAX (``jax.nn.relu``'s, ``logaddexp``'s): maintained with its primal, and
+    often deliberate where it is not the primal's derivative (``relu'(0) = 0``). (The catalogue's
+    own forms are final where a rewrite created them: never offered again.)"""
+    src = getattr(getattr(fun, "debug_info", None), "func_src_info", None)
+    if not isinstance(src, str) or " at " not in src:
+        return False
+    path = os.path.abspath(src.rpartition(" at ")[2].rpartition(":")[0])
+    return path.startswith(_JAX_DIR)
+
+
+def _retraced(jaxpr: Any, consts: Sequence[Any]) -> ClosedJaxpr:
+    """The rule's ``(jaxpr, consts)`` as JAX hands them over (constants as ``constvars`` on 0.10, as
+    leading inputs on 0.12) re-traced into a closed jaxpr over the rule's own inputs."""
+    lead = len(consts) - len(jaxpr.constvars)
+    args = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype, weak_type=getattr(v.aval, "weak_type", False))
+            for v in jaxpr.invars[lead:]]
+    return jax.make_jaxpr(lambda *a: _core.eval_jaxpr(jaxpr, list(consts), *a))(*args)
+
+
+def with_jvp_rule(eqn: Eqn, rewrite: Callable[[ClosedJaxpr], ClosedJaxpr]) -> dict[str, Any]:
+    """``eqn``'s params with its derivative rule replaced by ``rewrite`` of the rule's traced jaxpr
+    (run once per pattern of zero tangents, when JAX first asks for it). The primal is untouched."""
+    fun = eqn.params["jvp_jaxpr_fun"]
+    cache: dict[tuple[bool, ...], tuple[Any, list[Any], Any]] = {}
+
+    def thunk(*in_zeros: bool) -> tuple[Any, list[Any], Any]:
+        key = tuple(in_zeros)
+        if key not in cache:
+            jaxpr, consts, out_zeros = fun.call_wrapped(*in_zeros)
+            new, new_consts = parts(rewrite(_retraced(jaxpr, consts)))
+            cache[key] = (new, list(new_consts), out_zeros)
+        return cache[key]
+
+    thunk.jaxstab_rewritten = True  # type: ignore[attr-defined]
+    return {**eqn.params, "jvp_jaxpr_fun": _lu.wrap_init(thunk, debug_info=fun.debug_info)}
+
+
+def jvp_rule_rewritten(eqn: Eqn) -> bool:
+    """Whether ``eqn``'s derivative rule is one :func:`with_jvp_rule` made."""
+    fun = eqn.params.get("jvp_jaxpr_fun")
+    return bool(getattr(getattr(fun, "f", None), "jaxstab_rewritten", False))

@@ -23,6 +23,13 @@ from ._derivatives import PRIMAL_DERIVATIVE
 from ._stability_compose import COMPOSE_RULES
 from ._stability_divergence import BREGMAN, DIVERGENCE_RULES
 from ._stability_gamma import GAMMA_RULES
+from ._stability_gradients import (
+    HYPOT_CONSTANT,
+    JVP_RULE,
+    NORM_QUOTIENT,
+    SOFTPLUS_KINK,
+    rewrite_rules_with,
+)
 from ._stability_logs import (
     INV_SOFTPLUS,
     LOG1MEXP,
@@ -346,6 +353,7 @@ STABILITY: tuple[Rule, ...] = (
     LOGSUMEXP,
     SOFTMAX,
     SIGMOID_RATIO,
+    SOFTPLUS_KINK,  # max(x, 0) + log1p(exp(-|x|)): the whole softplus, not its tail alone
     SOFTPLUS,
     LOG_SIGMOID,
     LOG_SIGMOID_PLUS,
@@ -371,6 +379,7 @@ STABILITY: tuple[Rule, ...] = (
     *REDUCE_RULES,  # after std: sqrt(mean((x - mean)²)) is a standard deviation first
     HYPOT,
     NORM,
+    HYPOT_CONSTANT,  # after hypot: sqrt(x² + y²) of two variables is hypot's
     VARIANCE,
     CENTER,  # after variance and std: x - mean inside their squares is theirs to rewrite
     TANH,
@@ -380,8 +389,11 @@ STABILITY: tuple[Rule, ...] = (
     GUARDED_WHERE,  # structural: runs after the pattern rules (a guarded branch they fixed is left)
     MASKED_WHERE,  # where guarded_where finds no guard of the form x OP c: any mask, constant too
     BREGMAN,  # structural: reads sums the pattern rules left (and their expm1, exp(-b) results)
+    NORM_QUOTIENT,  # structural: x / d for d a root the pattern rules may have rewritten (a norm)
     XLOGY,  # structural: after the pattern rules fixed their logs, after bregman took its sums
+    JVP_RULE,  # structural: a user's custom_jvp rule rewritten by this catalogue (composable)
 )
+rewrite_rules_with(STABILITY)  # the catalogue jvp_rule rewrites a user's derivative rule with
 
 # 19 ------------------------------------------------------------------ fast logsumexp / log_softmax
 def _logsumexp_fast(x: Any, axes: tuple[int, ...]) -> Any:

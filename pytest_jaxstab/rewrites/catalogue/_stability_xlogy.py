@@ -27,6 +27,7 @@ from ..engine._match import Graph, Match, match_root
 from ..engine._pattern import any_of, const, fixed, op, var
 from ..engine._rule import Rule
 from ..forms import _xlogy as _fx
+from ._stability_written import _named
 
 __all__ = ["XLOGY"]
 
@@ -114,6 +115,9 @@ def _positive(g: Graph, atom: Any, depth: int = 4) -> bool:
         return all(_positive(g, a, depth - 1) for a in args)
     if name == "sqrt":
         return _positive(g, args[0], depth - 1)
+    if name == "custom_jvp_call" and _named("hypot")(prod.params.get("call_jaxpr")):
+        # forms.hypot(x, c), c > 0: what hypot_constant makes of sqrt(x² + c)
+        return any(_positive(g, a, depth - 1) for a in args)
     return False
 
 
