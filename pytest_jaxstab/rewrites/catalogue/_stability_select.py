@@ -23,6 +23,7 @@ from ..engine._match import Graph, Match
 from ..engine._pattern import any_of, op, param, var
 from ..engine._rule import Rule
 from ..forms import _core as _forms
+from ..forms import _labels
 
 x = var("x")
 AXES = param("axes")
@@ -131,8 +132,41 @@ _SOFTMAX = op("div", _EX, op("reduce_sum", _EX, axes=AXES, recompute=True), reco
 
 def _log_select_softmax(x: Any, axes: tuple[int, ...], **sel: Any) -> Any:
     """log(sel(softmax(x))) = sel(log_softmax(x)) for any selection sel (a selection commutes with
-    an elementwise function): the cross-entropy picking the label's probability before its log."""
-    return _reselect(_forms.log_softmax(x, tuple(axes)), sel)
+    an elementwise function): the cross-entropy picking the label's probability before its log.
+    Where sel picks one element of each row the softmax normalises (a label per row), it is
+    -(logsumexp(x) - sel(x)) in the form whose derivative in the label's logit does not cancel."""
+    ax = tuple(int(i) for i in axes)
+    fallback = _reselect(_forms.log_softmax(x, ax), sel)
+    return _where_one_per_row(x, ax, sel, lambda nll: -nll, fallback)
+
+
+def _where_one_per_row(x: Any, ax: tuple[int, ...], sel: dict[str, Any], outer: Any,
+                       fallback: Any) -> Any:
+    """``outer(logsumexp(x) - sel(x))`` through ``forms._labels.label_nll`` where the selection
+    picks one element from each row that ``ax`` reduces (its result has the rows' shape, up to axes
+    of size 1), checked per row as the program runs; ``fallback`` elsewhere and where the shapes
+    do not fit (never worse: the fallback is the form the rule gave before)."""
+    kept = [d for d in range(x.ndim) if d not in ax]
+    rows = tuple(jnp.shape(x)[d] for d in kept)
+    picked = _reselect(x, sel)
+    shape = tuple(jnp.shape(picked))
+    if ([d for d in shape if d != 1] != [d for d in rows if d != 1] or max(rows, default=1) > 2**20
+            or jnp.shape(fallback) != shape):
+        return fallback
+    # row numbers as float32 (exact below 2^24, in every float dtype's selection; x's own dtype
+    # would round them in bfloat16 past 256 rows and let a pick from a neighbouring row pass)
+    ids_dtype = jnp.float64 if x.dtype == jnp.float64 else jnp.float32
+    aligned = jnp.ones(rows, bool)
+    for j, d in enumerate(kept):
+        ids = lax.broadcasted_iota(ids_dtype, jnp.shape(x), d)
+        got = jnp.reshape(_reselect(ids, sel), rows)
+        aligned = aligned & (got == lax.broadcasted_iota(ids_dtype, rows, j))
+    # where each row gives one pick, the selection's transpose marks the picked entries
+    marks = jax.linear_transpose(lambda v: _reselect(v, sel), jnp.zeros(jnp.shape(x), ids_dtype))
+    (count,) = marks(jnp.ones(shape, ids_dtype))
+    mask = lax.stop_gradient(count) > 0
+    nll = _labels.label_nll(x, jnp.reshape(picked, rows), mask, ax)
+    return jnp.where(jnp.reshape(aligned, shape), jnp.reshape(outer(nll), shape), fallback)
 
 
 LOG_SELECT_SOFTMAX = Rule(
@@ -155,20 +189,12 @@ def _lse_minus_selected(x: Any, axes: tuple[int, ...], m0: Any = None, **sel: An
     """logsumexp(x) - sel(x) = -sel(log_softmax(x)) where the selection picks, for each row the
     logsumexp reduces, an element of that same row (optax's cross-entropy with integer labels: the
     difference cancels where the label's logit dominates its row, and the loss is then the small
-    log1p of the others). Which row each selected element comes from is checked as the program
-    runs (the selection applied to the row numbers); elsewhere the accurate logsumexp minus sel(x)."""
+    log1p of the others; ``forms._labels.label_nll`` keeps its derivative too). Which row each
+    selected element comes from is checked as the program runs (the selection applied to the row
+    numbers); elsewhere the accurate logsumexp minus sel(x)."""
     ax = tuple(int(i) for i in axes)
-    kept = [d for d in range(x.ndim) if d not in ax]
     fallback = _forms.logsumexp(x, ax) - _reselect(x, sel)
-    picked = -_reselect(_forms.log_softmax(x, ax), sel)
-    rows = [jnp.shape(x)[d] for d in kept]
-    if tuple(jnp.shape(picked)) != tuple(rows) or max(rows, default=1) > 2**20:
-        return fallback
-    aligned = jnp.ones(jnp.shape(picked), bool)
-    for j, d in enumerate(kept):
-        ids = lax.broadcasted_iota(x.dtype, jnp.shape(x), d)  # row numbers: exact below 2^20
-        aligned = aligned & (_reselect(ids, sel) == lax.broadcasted_iota(x.dtype, tuple(rows), j))
-    return jnp.where(aligned, picked, fallback)
+    return _where_one_per_row(x, ax, sel, lambda nll: nll, fallback)
 
 
 def _at_max(x: Any) -> tuple[Any, ...]:
