@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._core import logsumexp, softmax
+from ._core import _log1p_rest, softmax
 
 __all__ = ["label_nll"]
 
@@ -39,8 +39,8 @@ def label_nll(x: Any, picked: Any, mask: Any, axes: Sequence[int]) -> Any:
 
     Where the label's logit is its row's largest (finite): ``log1p(sum_{j != label} exp(x_j -
     x_label))``, every term <= 1 and none cancelled, so value and derivative are accurate. Elsewhere
-    the loss is above ``log 2`` (``exp(max) + exp(x_label)`` alone give that) and its derivatives are
-    ``softmax - onehot`` with ``softmax_label <= 1/2``: the accurate ``logsumexp(x) - picked`` has no
+    ``(m - picked) + log1p(sum_{j != argmax} exp(x_j - m))`` (m the max, the difference exact where
+    it is small), and the derivatives are ``softmax - onehot`` with ``softmax_label <= 1/2``: no
     cancellation there. Non-finite rows (an inf or NaN logit) take that form too, so they are what
     the program gave (NaN for ``inf - inf``).
 
@@ -71,7 +71,11 @@ def _parts(x: Any, picked: Any, mask: Any, ax: tuple[int, ...]) -> tuple[Any, An
     e, em = jnp.exp(others - m), jnp.exp(m)
     rest = em * jnp.sum(e, axis=ax, keepdims=True)
     near = jnp.log1p(rest)
-    far = jnp.expand_dims(logsumexp(x, ax), ax) - xl
+    # the label below the max: (m - x_label) + log1p(the rest), as -log_softmax(x)[label] is, not
+    # logsumexp(x) - x_label, whose rounding of a large logsumexp is not small beside a loss near
+    # log 2 (10 bits at float64 logits near 6e3 that tie to the last bits)
+    shift, l1p = _log1p_rest(x, ax)
+    far = (shift - xl) + l1p
     p = jnp.where(top, e * (em / (1 + rest)), softmax(x, ax))
     q = jnp.where(top, rest / (1 + rest), jnp.ones_like(rest))
     return (jnp.squeeze(jnp.where(top, near, far), axis=ax), p, jnp.squeeze(q, axis=ax))
