@@ -226,5 +226,72 @@ LSE_MINUS_SELECTED = Rule(
 )
 
 
+# ----------------------------------------------------------------- a selection of a log-softmax
+# jax.nn.log_softmax's body, equation by equation (the same on jax 0.10 and 0.12): a call of that
+# name with another body (a `where=` mask, a user's function) is not taken for it
+_LOG_SOFTMAX_BODY = ("reduce_max", "max", "broadcast_in_dim", "stop_gradient", "sub", "exp", "reduce_sum",
+                     "broadcast_in_dim", "log", "sub")
+
+
+def _log_softmax_axes(body: Any) -> tuple[int, ...] | None:
+    eqns = _compat.eqns(_compat.as_closed(body))
+    if tuple(_compat.primitive_name(e) for e in eqns) != _LOG_SOFTMAX_BODY:
+        return None
+    return tuple(int(a) for a in eqns[6].params["axes"])
+
+
+def _select_log_softmax(x: Any, axes: Any = None, ls_body: Any = None, **sel: Any) -> Any:
+    """sel(log_softmax(x)) = -(logsumexp(x) - sel(x)) where sel picks one element of each row the
+    log-softmax normalises (``take_along_axis(jax.nn.log_softmax(x), labels)``, ``x[rows, labels]``):
+    the log-softmax form keeps the value, but its derivative in the label's logit is softmax - 1,
+    which cancels where the label dominates; ``forms._labels.label_nll`` has both. Elsewhere (a
+    pick from another row, shapes that do not fit) the selection of the stable log-softmax."""
+    ax = tuple(int(i) for i in (axes if ls_body is None else _log_softmax_axes(ls_body)))
+    fallback = _reselect(_forms.log_softmax(x, ax), sel)
+    return _where_one_per_row(x, ax, sel, lambda nll: -nll, fallback)
+
+
+def _select_log_softmax_where(m: Match) -> bool:
+    body = m.captures.get("ls_body")
+    return _selection_where(m) and (body is None or _log_softmax_axes(body) is not None)
+
+
+def _selection_of_log_softmax(g: Graph, i: int) -> bool:
+    """The gate: a selection (or the squeeze after one) whose operand is a call or a subtraction."""
+    eqn = g.eqns[i]
+    if _compat.primitive_name(eqn) == "squeeze":
+        prod = g.producer_eqn(eqn.invars[0])
+        if prod is None:
+            return False
+        eqn = prod[1]
+    return (_compat.primitive_name(eqn) in _SELECTION_HEADS
+            and g.head(eqn.invars[0])[0] in {*_CALLS, "sub"})
+
+
+_LOG_SOFTMAXES = any_of(op(_CALLS, x, params={"name": "log_softmax", "jaxpr": param("ls_body")},
+                           recompute=True),
+                        op("sub", x, op("log", op("reduce_sum", op("exp", x), axes=AXES)), recompute=True))
+_LS = jax.nn.log_softmax
+SELECT_LOG_SOFTMAX = Rule(
+    "select_log_softmax",
+    any_of(*_selections(_LOG_SOFTMAXES)),
+    _select_log_softmax, where=_select_log_softmax_where, gate=_selection_of_log_softmax,
+    examples=(
+        (lambda x: _LS(x)[3:4], ((8,),), None),
+        *((f, (shape,), None) for shape in ((8,), (4, 8), (2, 4, 8), (2, 2, 4, 8)) for f in (
+            lambda x: _LS(x, axis=tuple(range(x.ndim)))[_at_max(x)],
+            lambda x: lax.dynamic_slice(_LS(x, axis=tuple(range(x.ndim))), _at_max(x), (1,) * x.ndim))),
+        (lambda x: _LS(x)[jnp.arange(4), jnp.argmax(x, -1)], ((4, 8),), None),
+        (lambda x: _LS(x)[jnp.argmax(x)[None]][0], ((8,),), None),
+        (lambda x: jnp.take_along_axis(_LS(x), jnp.argmax(x, -1)[:, None], -1)[:, 0], ((4, 8),), None),
+        (lambda x: jnp.take(_LS(x), jnp.argmax(x)), ((8,),), None),
+        (lambda x: (x - jnp.log(jnp.sum(jnp.exp(x), -1, keepdims=True)))[jnp.arange(4), jnp.argmax(x, -1)],
+         ((4, 8),), None),
+    ),
+    **_example(lambda x: -jnp.take_along_axis(jax.nn.log_softmax(x), jnp.argmax(x, -1)[:, None], -1),
+               shapes=((4, 8),)),
+)
+
+
 #: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``).
-SELECT_RULES: tuple[Rule, ...] = (LOG_SELECT_SOFTMAX, LSE_MINUS_SELECTED)
+SELECT_RULES: tuple[Rule, ...] = (LOG_SELECT_SOFTMAX, LSE_MINUS_SELECTED, SELECT_LOG_SOFTMAX)
