@@ -198,12 +198,62 @@ def test_one_row_with_a_computed_label(spelling, dtype):
         assert _ulps(jax.grad(fixed)(x, k), ref, dtype) <= 4
 
 
+def one_hot_log_softmax(logits, labels):
+    return -jnp.sum(jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
+                    * jax.nn.log_softmax(logits), axis=-1)
+
+
 @F32_F64
-def test_the_one_hot_spelling_keeps_its_value(dtype):
-    with _x64(dtype):  # not the -inf row: 0 * log(softmax) there is 0 * -inf, NaN as written
-        x, y = jnp.asarray(ROWS[dtype][:4], dtype), jnp.asarray(LABELS[:4], jnp.int32)
-        refs = [_exact(r, k) for r, k in zip(ROWS[dtype], LABELS[:4])]
-        assert _ulps(jst.stabilize(one_hot_product)(x, y), [v for v, _ in refs], dtype) <= 4
+@pytest.mark.parametrize("fn", [one_hot_product, one_hot_log_softmax], ids=lambda f: f.__name__)
+def test_the_one_hot_spellings(fn, dtype):
+    with _x64(dtype):
+        x, y = jnp.asarray(ROWS[dtype], dtype), jnp.asarray(LABELS, jnp.int32)
+        refs = [_exact(r, k) for r, k in zip(ROWS[dtype], LABELS)]
+        assert "one_hot_nll" in _rules(fn, x, y)
+        fixed = jst.stabilize(fn)
+        # the -inf row is NaN as written (0 * log 0); its loss is finite and exact after
+        assert _ulps(fixed(x, y), [v for v, _ in refs], dtype) <= 4
+        g = jax.grad(lambda a: jnp.sum(fixed(a, y)))(x)
+        for row, (_, ref) in zip(g, refs):
+            assert _ulps(row, ref, dtype) <= 4
+
+
+@F32_F64
+def test_one_hot_targets_keep_their_derivative(dtype):
+    # d/dt of -sum(t·log_softmax(x)) is -log_softmax(x): the label form must not lose it
+    def loss(t, x):
+        return -jnp.sum(t * jax.nn.log_softmax(x), axis=-1)
+
+    with _x64(dtype):
+        rows = ROWS[dtype][:4]
+        x = jnp.asarray(rows, dtype)
+        t = jax.nn.one_hot(jnp.asarray(LABELS[:4]), 4, dtype=dtype)
+        assert "one_hot_nll" in _rules(loss, t, x)
+        g = jax.grad(lambda a: jnp.sum(jst.stabilize(loss)(a, x)))(t)
+        with mp.workprec(200):
+            want = [[mp.log(mp.fsum(mp.exp(mp.mpf(float(b))) for b in r)) - mp.mpf(float(a)) for a in r]
+                    for r in rows]
+        for row, ref in zip(g, want):
+            assert _ulps(row, ref, dtype) <= 4
+
+
+def test_soft_targets_and_entropies_are_not_labels():
+    def smoothed(t, x):  # label smoothing: not one-hot, the log-softmax sum as before
+        return -jnp.sum(t * jax.nn.log_softmax(x), axis=-1)
+
+    def entropy(x):
+        p = jax.nn.softmax(x)
+        return -jnp.sum(p * jnp.log(p), axis=-1)
+
+    x = jnp.asarray([[22.0, 0, 1, -3], [1, 2, 3, 4]], jnp.float32)
+    t = jnp.asarray([[0.925, 0.025, 0.025, 0.025], [0.025, 0.025, 0.025, 0.925]], jnp.float32)
+    got = jst.stabilize(smoothed)(t, x)
+    with mp.workprec(200):
+        ref = [-mp.fsum(mp.mpf(float(a)) * (mp.mpf(float(v)) - mp.log(mp.fsum(mp.exp(mp.mpf(float(b)))
+                                                                               for b in r)))
+                        for a, v in zip(tr, r)) for tr, r in zip(np.asarray(t), np.asarray(x))]
+    assert _ulps(got, ref, np.float32) <= 4
+    assert "one_hot_nll" not in _rules(entropy, x) and "sum_p_log_p" in _rules(entropy, x)
 
 
 # ------------------------------------------------------------------------------------ near misses

@@ -293,5 +293,59 @@ SELECT_LOG_SOFTMAX = Rule(
 )
 
 
+# ------------------------------------------------------------- a one-hot product with a log-softmax
+def _one_hot_nll(t: Any, x: Any, axes: tuple[int, ...], ls_body: Any = None, **_: Any) -> Any:
+    """sum(t·log_softmax(x)) = -(logsumexp(x) - x_label) in each row where ``t`` is one-hot (0 and
+    a single 1: ``jax.nn.one_hot(labels)``), checked as the program runs; elsewhere (label
+    smoothing, soft targets) the sum over the stable log-softmax, as the log-softmax rules give.
+
+    The value was right before (the log-softmax rules); the derivative in the label's logit was
+    ``softmax - 1``, which cancels where the label dominates. ``d/dt`` stays ``log_softmax(x)``:
+    ``t - stop_gradient(t)`` is 0 with derivative 1 (0 where log_softmax is -inf, a -inf logit,
+    where the written product was NaN)."""
+    ax = tuple(int(i) for i in axes)
+    ls = _forms.log_softmax(x, ax)
+    fallback = jnp.sum(t * ls, axis=ax)
+    label = t == 1
+    one_hot = jnp.all((t == 0) | label, axis=ax) & (jnp.sum(label, axis=ax, dtype=jnp.int32) == 1)
+    picked = jnp.sum(jnp.where(label, x, jnp.zeros_like(x)), axis=ax)
+    nll = _labels.label_nll(x, picked, lax.stop_gradient(label), ax)
+    finite = lax.stop_gradient(jnp.where(jnp.isfinite(ls), ls, jnp.zeros_like(ls)))
+    by_t = jnp.sum((t - lax.stop_gradient(t)) * finite, axis=ax)
+    return jnp.where(one_hot, by_t - nll, fallback)
+
+
+def _one_hot_nll_where(m: Match) -> bool:
+    c = m.captures
+    ls_axes = _log_softmax_axes(c["ls_body"]) if "ls_body" in c else c.get("ls_axes")
+    t, xs = m.aval("t"), m.aval("x")
+    return (ls_axes is not None and tuple(ls_axes) == tuple(c["axes"]) and t.shape == xs.shape
+            and t.dtype == xs.dtype)
+
+
+_EX2 = op("exp", x, name="ex2", recompute=True)
+_LOG_SOFTMAXES_T = any_of(
+    op(_CALLS, x, params={"name": "log_softmax", "jaxpr": param("ls_body")}, recompute=True),
+    op("sub", x, op("log", op("reduce_sum", op("exp", x), axes=param("ls_axes"))), recompute=True),
+    op("log", op("div", _EX2, op("reduce_sum", _EX2, axes=param("ls_axes"), recompute=True),
+                 recompute=True)))
+_OH = jax.nn.one_hot
+ONE_HOT_NLL = Rule(
+    "one_hot_nll",
+    op("reduce_sum", op("mul", var("t"), _LOG_SOFTMAXES_T), axes=AXES),
+    _one_hot_nll, where=_one_hot_nll_where,
+    examples=(
+        (lambda x: jnp.sum(_OH(jnp.argmax(x, -1), 8, dtype=x.dtype) * jax.nn.log_softmax(x), -1),
+         ((4, 8),), None),
+        (lambda x: jnp.sum(_OH(jnp.argmax(x, -1), 8, dtype=x.dtype)
+                           * (x - jnp.log(jnp.sum(jnp.exp(x), -1, keepdims=True))), -1), ((4, 8),), None),
+        (lambda x: jnp.sum(_OH(jnp.argmax(x, -1), 8, dtype=x.dtype) * jnp.log(jax.nn.softmax(x)), -1),
+         ((4, 8),), None),
+    ),
+    **_example(lambda x: -jnp.sum(_OH(jnp.argmax(x, -1), 8, dtype=x.dtype) * jax.nn.log_softmax(x), -1),
+               shapes=((4, 8),)),
+)
+
+
 #: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``).
 SELECT_RULES: tuple[Rule, ...] = (LOG_SELECT_SOFTMAX, LSE_MINUS_SELECTED, SELECT_LOG_SOFTMAX)
