@@ -53,7 +53,7 @@ from ._stability_ml import (
     SUM_P_LOG_P,
 )
 from ._stability_reduce import REDUCE_RULES
-from ._stability_select import SELECT_RULES
+from ._stability_select import ONE_HOT_NLL, SELECT_RULES
 from ._stability_special import SPECIAL_RULES
 from ._stability_written import SCALED_SIGMOID, WRITTEN_RULES
 from ._stability_xlogy import XLOGY
@@ -346,6 +346,7 @@ STABILITY: tuple[Rule, ...] = (
     *DIVERGENCE_RULES,  # before log_sigmoid_ratio: the Bernoulli KL's whole sum, not its two logs
     SUM_P_LOG_P,
     P_LOG_P,
+    ONE_HOT_NLL,  # after sum_p_log_p: sum(p·log p) with p a softmax is an entropy, not a label
     LOGIT,
     LOG_SIGMOID_RATIO,  # after logit: log(s(x) / (1 - s(x))) is x exactly
     LOG_SOFTMAX,

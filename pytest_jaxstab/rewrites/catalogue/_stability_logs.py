@@ -17,9 +17,11 @@ import jax.numpy as jnp
 from ..engine._pattern import any_of, const, op, var
 from ..engine._rule import Rule
 from ..forms import _core as _forms
+from ._stability_written import _named
 
 x, y = var("x"), var("y")
 ONE = const(1.0)
+_CALLS = ("jit", "pjit")
 _C = const(lambda v: v > 0 and math.isfinite(v), name="c")
 
 
@@ -59,13 +61,77 @@ LOG1MEXP = Rule(
 
 
 # -------------------------------------------------------------------------------------- log_cosh
-def _log_cosh(x: Any) -> Any:
-    """log(cosh(x)) = |x| - log 2 + log1p(exp(-2|x|)) = log1p(2 sinh(x/2)²)."""
-    return _forms.log_cosh(x)
+def _log_cosh(x: Any, c2: float | None = None) -> Any:
+    """log(cosh(x)) = |x| - log 2 + log1p(exp(-2|x|)) = log1p(2 sinh(x/2)²), in every spelling:
+    ``logaddexp(x, -x) - log 2`` (optax), ``log((exp(x) + exp(-x)) / 2)``, ``x + softplus(-2x) -
+    log 2`` (TFP) and ``|x| + log1p(exp(-2|x|)) - log 2``. The written forms subtract log 2 from a
+    number near log 2 where x is small (all digits lost below |x| ~ 2^-12 in float32) or overflow
+    (the exps past |x| = 89 in float32).
+
+    ``jnp.log(2.0)`` is log 2 itself. A literal constant ``c2`` (``math.log(2)`` rounded to the
+    dtype) is the program's own number: the result is log cosh(x) + (log 2 - c2), that difference
+    formed exactly, so the value is the program's (in float32, 1.9e-9 below log cosh where x is
+    small; write ``jnp.log(2.0)`` for log cosh itself)."""
+    out = _forms.log_cosh(x)
+    if c2 is None:
+        return out
+    # log 2 - c2 from a double-double log 2: the first difference is exact (Sterbenz)
+    return out + jnp.asarray((_LN2_HI - c2) + _LN2_LO, out.dtype)
 
 
-LOG_COSH = Rule("log_cosh", op("log", op("cosh", x)), _log_cosh,
-                **_example(lambda x: jnp.log(jnp.cosh(x)), domain=(-1e30, 1e30)))
+_LN2_HI, _LN2_LO = 0.6931471805599453, 2.3190468138462996e-17
+
+
+def _is_ln2(v: float) -> bool:
+    # ln 2 rounded to float32 or float64 (0.6931471824645996 or 0.6931471805599453)
+    return abs(v - math.log(2.0)) < 1e-8
+
+
+# log 2 as a literal (math.log(2)) or as the program computes it (jnp.log(2.0), cast to the dtype)
+_LN2 = any_of(const(_is_ln2, name="c2"), op("log", const(2.0)),
+              op("convert_element_type", op("log", const(2.0))))
+_NEG_X = op("neg", x)
+_EXP_PAIR = op("add", op("exp", x), op("exp", _NEG_X))
+
+
+def _minus_two(v: Any) -> Any:
+    return any_of(op("mul", const(-2.0), v), op("neg", op("mul", const(2.0), v)),
+                  op("mul", const(2.0), op("neg", v)))
+
+
+def _softplus_of(v: Any) -> Any:
+    """softplus(v) as jax.nn writes it (a call around logaddexp(v, 0)), as logaddexp, or written."""
+    return any_of(op(_CALLS, v, params={"name": "softplus"}),
+                  op("custom_jvp_call", v, const(0.0), call_jaxpr=_named("logaddexp")),
+                  op("log1p", op("exp", v)), op("log", op("add", ONE, op("exp", v))))
+
+
+def _plus_softplus(v: Any, w: Any) -> Any:
+    """v + softplus(-2w) - log 2, either association."""
+    sp = _softplus_of(_minus_two(w))
+    return any_of(op("sub", op("add", v, sp), _LN2), op("add", op("sub", v, _LN2), sp))
+
+
+_LOGADDEXP = _named("logaddexp")
+LOG_COSH = Rule(
+    "log_cosh",
+    any_of(op("log", op("cosh", x)),
+           op("sub", op("custom_jvp_call", x, _NEG_X, call_jaxpr=_LOGADDEXP), _LN2),
+           op("sub", op("custom_jvp_call", _NEG_X, x, call_jaxpr=_LOGADDEXP), _LN2),
+           op("log", op("div", _EXP_PAIR, const(2.0))),
+           op("log", op("mul", _EXP_PAIR, const(0.5))),
+           op("sub", op("log", _EXP_PAIR), _LN2),
+           _plus_softplus(x, x),
+           _plus_softplus(op("abs", x), op("abs", x))),
+    _log_cosh,
+    examples=(
+        (lambda e: jnp.logaddexp(e, -e) - jnp.log(2.0).astype(e.dtype), ((8,),), (-1e30, 1e30)),
+        (lambda e: jnp.logaddexp(-e, e) - math.log(2.0), ((8,),), (-1e30, 1e30)),
+        (lambda x: x + jax.nn.softplus(-2 * x) - jnp.log(2.0).astype(x.dtype), ((8,),), (-1e30, 1e30)),
+        (lambda x: x + jnp.logaddexp(-2 * x, 0.0) - math.log(2.0), ((8,),), (-1e30, 1e30)),
+    ),
+    **_example(lambda x: jnp.log(jnp.cosh(x)), domain=(-1e30, 1e30)),
+)
 
 
 # ------------------------------------------------------------------------------ log_sigmoid_plus

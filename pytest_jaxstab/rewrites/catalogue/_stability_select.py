@@ -23,6 +23,7 @@ from ..engine._match import Graph, Match
 from ..engine._pattern import any_of, op, param, var
 from ..engine._rule import Rule
 from ..forms import _core as _forms
+from ..forms import _labels
 
 x = var("x")
 AXES = param("axes")
@@ -131,8 +132,41 @@ _SOFTMAX = op("div", _EX, op("reduce_sum", _EX, axes=AXES, recompute=True), reco
 
 def _log_select_softmax(x: Any, axes: tuple[int, ...], **sel: Any) -> Any:
     """log(sel(softmax(x))) = sel(log_softmax(x)) for any selection sel (a selection commutes with
-    an elementwise function): the cross-entropy picking the label's probability before its log."""
-    return _reselect(_forms.log_softmax(x, tuple(axes)), sel)
+    an elementwise function): the cross-entropy picking the label's probability before its log.
+    Where sel picks one element of each row the softmax normalises (a label per row), it is
+    -(logsumexp(x) - sel(x)) in the form whose derivative in the label's logit does not cancel."""
+    ax = tuple(int(i) for i in axes)
+    fallback = _reselect(_forms.log_softmax(x, ax), sel)
+    return _where_one_per_row(x, ax, sel, lambda nll: -nll, fallback)
+
+
+def _where_one_per_row(x: Any, ax: tuple[int, ...], sel: dict[str, Any], outer: Any,
+                       fallback: Any) -> Any:
+    """``outer(logsumexp(x) - sel(x))`` through ``forms._labels.label_nll`` where the selection
+    picks one element from each row that ``ax`` reduces (its result has the rows' shape, up to axes
+    of size 1), checked per row as the program runs; ``fallback`` elsewhere and where the shapes
+    do not fit (never worse: the fallback is the form the rule gave before)."""
+    kept = [d for d in range(x.ndim) if d not in ax]
+    rows = tuple(jnp.shape(x)[d] for d in kept)
+    picked = _reselect(x, sel)
+    shape = tuple(jnp.shape(picked))
+    if ([d for d in shape if d != 1] != [d for d in rows if d != 1] or max(rows, default=1) > 2**20
+            or jnp.shape(fallback) != shape):
+        return fallback
+    # row numbers as float32 (exact below 2^24, in every float dtype's selection; x's own dtype
+    # would round them in bfloat16 past 256 rows and let a pick from a neighbouring row pass)
+    ids_dtype = jnp.float64 if x.dtype == jnp.float64 else jnp.float32
+    aligned = jnp.ones(rows, bool)
+    for j, d in enumerate(kept):
+        ids = lax.broadcasted_iota(ids_dtype, jnp.shape(x), d)
+        got = jnp.reshape(_reselect(ids, sel), rows)
+        aligned = aligned & (got == lax.broadcasted_iota(ids_dtype, rows, j))
+    # where each row gives one pick, the selection's transpose marks the picked entries
+    marks = jax.linear_transpose(lambda v: _reselect(v, sel), jnp.zeros(jnp.shape(x), ids_dtype))
+    (count,) = marks(jnp.ones(shape, ids_dtype))
+    mask = lax.stop_gradient(count) > 0
+    nll = _labels.label_nll(x, jnp.reshape(picked, rows), mask, ax)
+    return jnp.where(jnp.reshape(aligned, shape), jnp.reshape(outer(nll), shape), fallback)
 
 
 LOG_SELECT_SOFTMAX = Rule(
@@ -155,20 +189,12 @@ def _lse_minus_selected(x: Any, axes: tuple[int, ...], m0: Any = None, **sel: An
     """logsumexp(x) - sel(x) = -sel(log_softmax(x)) where the selection picks, for each row the
     logsumexp reduces, an element of that same row (optax's cross-entropy with integer labels: the
     difference cancels where the label's logit dominates its row, and the loss is then the small
-    log1p of the others). Which row each selected element comes from is checked as the program
-    runs (the selection applied to the row numbers); elsewhere the accurate logsumexp minus sel(x)."""
+    log1p of the others; ``forms._labels.label_nll`` keeps its derivative too). Which row each
+    selected element comes from is checked as the program runs (the selection applied to the row
+    numbers); elsewhere the accurate logsumexp minus sel(x)."""
     ax = tuple(int(i) for i in axes)
-    kept = [d for d in range(x.ndim) if d not in ax]
     fallback = _forms.logsumexp(x, ax) - _reselect(x, sel)
-    picked = -_reselect(_forms.log_softmax(x, ax), sel)
-    rows = [jnp.shape(x)[d] for d in kept]
-    if tuple(jnp.shape(picked)) != tuple(rows) or max(rows, default=1) > 2**20:
-        return fallback
-    aligned = jnp.ones(jnp.shape(picked), bool)
-    for j, d in enumerate(kept):
-        ids = lax.broadcasted_iota(x.dtype, jnp.shape(x), d)  # row numbers: exact below 2^20
-        aligned = aligned & (_reselect(ids, sel) == lax.broadcasted_iota(x.dtype, tuple(rows), j))
-    return jnp.where(aligned, picked, fallback)
+    return _where_one_per_row(x, ax, sel, lambda nll: nll, fallback)
 
 
 def _at_max(x: Any) -> tuple[Any, ...]:
@@ -200,5 +226,126 @@ LSE_MINUS_SELECTED = Rule(
 )
 
 
+# ----------------------------------------------------------------- a selection of a log-softmax
+# jax.nn.log_softmax's body, equation by equation (the same on jax 0.10 and 0.12): a call of that
+# name with another body (a `where=` mask, a user's function) is not taken for it
+_LOG_SOFTMAX_BODY = ("reduce_max", "max", "broadcast_in_dim", "stop_gradient", "sub", "exp", "reduce_sum",
+                     "broadcast_in_dim", "log", "sub")
+
+
+def _log_softmax_axes(body: Any) -> tuple[int, ...] | None:
+    eqns = _compat.eqns(_compat.as_closed(body))
+    if tuple(_compat.primitive_name(e) for e in eqns) != _LOG_SOFTMAX_BODY:
+        return None
+    return tuple(int(a) for a in eqns[6].params["axes"])
+
+
+def _select_log_softmax(x: Any, axes: Any = None, ls_body: Any = None, **sel: Any) -> Any:
+    """sel(log_softmax(x)) = -(logsumexp(x) - sel(x)) where sel picks one element of each row the
+    log-softmax normalises (``take_along_axis(jax.nn.log_softmax(x), labels)``, ``x[rows, labels]``):
+    the log-softmax form keeps the value, but its derivative in the label's logit is softmax - 1,
+    which cancels where the label dominates; ``forms._labels.label_nll`` has both. Elsewhere (a
+    pick from another row, shapes that do not fit) the selection of the stable log-softmax."""
+    ax = tuple(int(i) for i in (axes if ls_body is None else _log_softmax_axes(ls_body)))
+    fallback = _reselect(_forms.log_softmax(x, ax), sel)
+    return _where_one_per_row(x, ax, sel, lambda nll: -nll, fallback)
+
+
+def _select_log_softmax_where(m: Match) -> bool:
+    body = m.captures.get("ls_body")
+    return _selection_where(m) and (body is None or _log_softmax_axes(body) is not None)
+
+
+def _selection_of_log_softmax(g: Graph, i: int) -> bool:
+    """The gate: a selection (or the squeeze after one) whose operand is a call or a subtraction."""
+    eqn = g.eqns[i]
+    if _compat.primitive_name(eqn) == "squeeze":
+        prod = g.producer_eqn(eqn.invars[0])
+        if prod is None:
+            return False
+        eqn = prod[1]
+    return (_compat.primitive_name(eqn) in _SELECTION_HEADS
+            and g.head(eqn.invars[0])[0] in {*_CALLS, "sub"})
+
+
+_LOG_SOFTMAXES = any_of(op(_CALLS, x, params={"name": "log_softmax", "jaxpr": param("ls_body")},
+                           recompute=True),
+                        op("sub", x, op("log", op("reduce_sum", op("exp", x), axes=AXES)), recompute=True))
+_LS = jax.nn.log_softmax
+SELECT_LOG_SOFTMAX = Rule(
+    "select_log_softmax",
+    any_of(*_selections(_LOG_SOFTMAXES)),
+    _select_log_softmax, where=_select_log_softmax_where, gate=_selection_of_log_softmax,
+    examples=(
+        (lambda x: _LS(x)[3:4], ((8,),), None),
+        *((f, (shape,), None) for shape in ((8,), (4, 8), (2, 4, 8), (2, 2, 4, 8)) for f in (
+            lambda x: _LS(x, axis=tuple(range(x.ndim)))[_at_max(x)],
+            lambda x: lax.dynamic_slice(_LS(x, axis=tuple(range(x.ndim))), _at_max(x), (1,) * x.ndim))),
+        (lambda x: _LS(x)[jnp.arange(4), jnp.argmax(x, -1)], ((4, 8),), None),
+        (lambda x: _LS(x)[jnp.argmax(x)[None]][0], ((8,),), None),
+        (lambda x: jnp.take_along_axis(_LS(x), jnp.argmax(x, -1)[:, None], -1)[:, 0], ((4, 8),), None),
+        (lambda x: jnp.take(_LS(x), jnp.argmax(x)), ((8,),), None),
+        (lambda x: (x - jnp.log(jnp.sum(jnp.exp(x), -1, keepdims=True)))[jnp.arange(4), jnp.argmax(x, -1)],
+         ((4, 8),), None),
+    ),
+    **_example(lambda x: -jnp.take_along_axis(jax.nn.log_softmax(x), jnp.argmax(x, -1)[:, None], -1),
+               shapes=((4, 8),)),
+)
+
+
+# ------------------------------------------------------------- a one-hot product with a log-softmax
+def _one_hot_nll(t: Any, x: Any, axes: tuple[int, ...], ls_body: Any = None, **_: Any) -> Any:
+    """sum(t·log_softmax(x)) = -(logsumexp(x) - x_label) in each row where ``t`` is one-hot (0 and
+    a single 1: ``jax.nn.one_hot(labels)``), checked as the program runs; elsewhere (label
+    smoothing, soft targets) the sum over the stable log-softmax, as the log-softmax rules give.
+
+    The value was right before (the log-softmax rules); the derivative in the label's logit was
+    ``softmax - 1``, which cancels where the label dominates. ``d/dt`` stays ``log_softmax(x)``:
+    ``t - stop_gradient(t)`` is 0 with derivative 1 (0 where log_softmax is -inf, a -inf logit,
+    where the written product was NaN)."""
+    ax = tuple(int(i) for i in axes)
+    ls = _forms.log_softmax(x, ax)
+    fallback = jnp.sum(t * ls, axis=ax)
+    label = t == 1
+    one_hot = jnp.all((t == 0) | label, axis=ax) & (jnp.sum(label, axis=ax, dtype=jnp.int32) == 1)
+    picked = jnp.sum(jnp.where(label, x, jnp.zeros_like(x)), axis=ax)
+    nll = _labels.label_nll(x, picked, lax.stop_gradient(label), ax)
+    finite = lax.stop_gradient(jnp.where(jnp.isfinite(ls), ls, jnp.zeros_like(ls)))
+    by_t = jnp.sum((t - lax.stop_gradient(t)) * finite, axis=ax)
+    return jnp.where(one_hot, by_t - nll, fallback)
+
+
+def _one_hot_nll_where(m: Match) -> bool:
+    c = m.captures
+    ls_axes = _log_softmax_axes(c["ls_body"]) if "ls_body" in c else c.get("ls_axes")
+    t, xs = m.aval("t"), m.aval("x")
+    return (ls_axes is not None and tuple(ls_axes) == tuple(c["axes"]) and t.shape == xs.shape
+            and t.dtype == xs.dtype)
+
+
+_EX2 = op("exp", x, name="ex2", recompute=True)
+_LOG_SOFTMAXES_T = any_of(
+    op(_CALLS, x, params={"name": "log_softmax", "jaxpr": param("ls_body")}, recompute=True),
+    op("sub", x, op("log", op("reduce_sum", op("exp", x), axes=param("ls_axes"))), recompute=True),
+    op("log", op("div", _EX2, op("reduce_sum", _EX2, axes=param("ls_axes"), recompute=True),
+                 recompute=True)))
+_OH = jax.nn.one_hot
+ONE_HOT_NLL = Rule(
+    "one_hot_nll",
+    op("reduce_sum", op("mul", var("t"), _LOG_SOFTMAXES_T), axes=AXES),
+    _one_hot_nll, where=_one_hot_nll_where,
+    examples=(
+        (lambda x: jnp.sum(_OH(jnp.argmax(x, -1), 8, dtype=x.dtype) * jax.nn.log_softmax(x), -1),
+         ((4, 8),), None),
+        (lambda x: jnp.sum(_OH(jnp.argmax(x, -1), 8, dtype=x.dtype)
+                           * (x - jnp.log(jnp.sum(jnp.exp(x), -1, keepdims=True))), -1), ((4, 8),), None),
+        (lambda x: jnp.sum(_OH(jnp.argmax(x, -1), 8, dtype=x.dtype) * jnp.log(jax.nn.softmax(x)), -1),
+         ((4, 8),), None),
+    ),
+    **_example(lambda x: -jnp.sum(_OH(jnp.argmax(x, -1), 8, dtype=x.dtype) * jax.nn.log_softmax(x), -1),
+               shapes=((4, 8),)),
+)
+
+
 #: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``).
-SELECT_RULES: tuple[Rule, ...] = (LOG_SELECT_SOFTMAX, LSE_MINUS_SELECTED)
+SELECT_RULES: tuple[Rule, ...] = (LOG_SELECT_SOFTMAX, LSE_MINUS_SELECTED, SELECT_LOG_SOFTMAX)

@@ -4,8 +4,9 @@ Each is usable on its own (``jst.rewrites.forms.logsumexp(x, axes=(0,))``) and i
 benchmarks compare against the library's hand-written functions. One module per family: ``_core``
 (sums of exponentials, softmaxes, sigmoids, norms, variances), ``_stats`` (everyday losses and
 statistics), ``_gamma`` (differences of log-gamma and digamma values), ``_special`` (the normal
-distribution's functions) and ``_divergence`` (Bregman divergences); the last two are the catalogue's
-replacements, not exported here. The forms import nothing of the engine or the catalogue
+distribution's functions), ``_divergence`` (Bregman divergences), ``_xlogy`` (zero times log zero) and
+``_labels`` (the loss at a label's logit); the last four are the catalogue's replacements, not
+exported here. The forms import nothing of the engine or the catalogue
 (docs/architecture.md, "Stage order").
 """
 
