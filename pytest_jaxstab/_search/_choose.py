@@ -25,7 +25,8 @@ import numpy as np
 
 from ._result import Candidate
 
-__all__ = ["FIX_MAX_BITS", "FIX_MEAN_BITS", "Rechecked", "choose", "fixes"]
+__all__ = ["FIX_MAX_BITS", "FIX_MEAN_BITS", "NEVER_WORSE_MAX_BITS", "NEVER_WORSE_MEAN_BITS", "Rechecked",
+           "choose", "fixes", "worse_than"]
 
 #: The fix criterion (issue 26, Herbie's "accurate"): mean error at most this many bits ...
 FIX_MEAN_BITS = 2.0
@@ -35,6 +36,14 @@ FIX_MAX_BITS = 8.0
 NOISE_BITS = 0.1
 #: Candidates re-checked on fresh samples when none fixes the program (each compiles once).
 FALLBACK_RECHECKS = 6
+#: The never-worse rule (issue 36): on the re-check's fresh samples, with every point counted as it is
+#: (none excused by the stability lens: what an independent measure of the offer sees), a candidate's
+#: mean error may exceed the original's by at most this (:data:`NOISE_BITS`: below it, a difference of
+#: means is noise of the samples) ...
+NEVER_WORSE_MEAN_BITS = NOISE_BITS
+#: ... and its max error by at most this: the rounding noise of a few more operations where the original
+#: happens to be correctly rounded at its worst point (3 ulps = 2 bits), the per-point slack of the search.
+NEVER_WORSE_MAX_BITS = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +72,21 @@ class Rechecked:
 def fixes(mean: float, mx: float) -> bool:
     """Whether mean and max bits meet the fix criterion."""
     return bool(mean <= FIX_MEAN_BITS and mx <= FIX_MAX_BITS)
+
+
+def worse_than(cand: np.ndarray, orig: np.ndarray) -> str | None:
+    """Why errors ``cand`` are worse than the original's ``orig`` at the same points (NaN: a point that
+    does not count), by the never-worse rule; None when they are not. A candidate with no value where
+    the original has one counts 64 bits there."""
+    ok = ~np.isnan(orig)
+    if not ok.any():
+        return "no point to judge it on"
+    c, o = np.nan_to_num(cand[ok], nan=64.0), orig[ok]
+    if c.mean() > o.mean() + NEVER_WORSE_MEAN_BITS:
+        return f"mean {c.mean():.2f} bits against the original's {o.mean():.2f}"
+    if c.max() > o.max() + NEVER_WORSE_MAX_BITS:
+        return f"max {c.max():.2f} bits against the original's {o.max():.2f}"
+    return None
 
 
 def _quantize(bits: float) -> float:

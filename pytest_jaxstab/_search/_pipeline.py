@@ -31,17 +31,18 @@ import numpy as np
 
 from .._check._trace import positional, trace_case
 from .._errors import ArgumentError, JaxstabError, function_name
-from ._choose import Rechecked, choose
+from ._choose import Rechecked, choose, worse_than
 from ._egraph import BASE_FAMILIES, SaturationError, families_by_kind, families_for, saturate
 from ._expr import Term, cost, evaluate_jax, is_array_op, replace, subterms, variables
 from ._extract import Extractor
 from ._gamma import lgamma_pairings
-from ._judge import Samples, draw, draw_arrays
+from ._judge import Samples
 from ._localize import Focus, batches_for, localize, localize_whole
 from ._lower import Shapes, Unsupported, lower_program, reduction_counts
 from ._regimes import infer
 from ._result import Candidate, Improvement
 from ._rules import RULES, rules_for
+from ._sampler import RECHECK_POINTS, domains, sample, strata
 from ._series import series_candidates
 from ._source import expression, function_source
 from ._stable import Conditioning
@@ -97,16 +98,32 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
                            status, times=times, families=chosen, **kw)
 
     try:
-        points = (draw_arrays(dt, shapes, domain, min(n, _ARRAY_EXAMPLES), seed) if array
-                  else draw(dt, len(names), domain, n, seed))
+        doms = domains(dt, domain, len(names))
     except (ValueError, TypeError) as exc:
         raise ArgumentError(f"domain={domain!r}: {exc}") from None
+
+    def drawn(region: Term, count: int, at: int) -> Samples:
+        """Valid-output points of the whole program (``_sampler``), judged against ``region``."""
+        got = sample(whole, dt, shapes if array else [()] * len(names), doms, count, at,
+                     out_shape if array else None)
+        if region == whole:
+            return got
+        return dataclasses.replace(Samples.build(region, dt, got.args, out_shape if array else None),
+                                   strata=got.strata)
+
+    t = time.perf_counter()
+    try:
+        samples = drawn(whole, min(n, _ARRAY_EXAMPLES) if array else n, seed)
+    except JaxstabError as exc:
+        return result(f"not searched: the oracle cannot judge {function_name(fn)}: {exc}")
+    points = samples.args
+    times["judge"] = time.perf_counter() - t
     try:
         focus = _focus(positional(fn, names, by_keyword), dt, shapes, whole, sites, points, array)
     except Unsupported as exc:
         return result(f"not searched: {exc}")
     original = focus.region
-    times["localize"] = time.perf_counter() - t0
+    times["localize"] = time.perf_counter() - t0 - times["judge"]
     # At inputs where the problem is ill-conditioned, a candidate is judged by the stability lens.
     cond = _conditioning(fn, names, by_keyword, dt, shapes, case, array, deadline + 0.25 * time_limit
                          ) if original == whole else None
@@ -123,13 +140,16 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
 
     t = time.perf_counter()
     try:
-        samples = Samples.build(original, dt, points, out_shape if array else None)
+        if original != whole:
+            samples = dataclasses.replace(Samples.build(original, dt, points, out_shape if array else None),
+                                          strata=samples.strata)
     except JaxstabError as exc:
         return result(f"not searched: the oracle cannot judge {function_name(fn)}: {exc}")
     if samples.count == 0:
-        return result("not searched: no sample could be judged (every input outside the domain or uncertain)")
+        return result("not searched: no sample could be judged (no input in the domain where the exact "
+                      "result is a finite float the oracle is certain of)")
     orig, orig_errs = _measure(original, samples, params, "original")
-    times["judge"] = time.perf_counter() - t
+    times["judge"] += time.perf_counter() - t
 
     # The catalogue's rewrite: a candidate, and where the search starts when it is better.
     t = time.perf_counter()
@@ -269,10 +289,11 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
                       samples=samples.count)
 
     t = time.perf_counter()
-    fresh_points = (draw_arrays(dt, shapes, domain, min(n, _ARRAY_EXAMPLES), seed + 1) if array
-                    else draw(dt, len(names), domain, n, seed + 1))
-    fresh = Samples.build(original, dt, fresh_points, out_shape if array else None)
+    # Fresh points of the same distribution as the search's (``_sampler``), more of them: the never-worse
+    # rule is decided here.
+    fresh = drawn(original, min(n, _ARRAY_EXAMPLES) if array else max(n, RECHECK_POINTS), seed + 1)
     o = fresh.jit_errors(fresh.function(original))
+    refused: list[str] = []  # why candidates better on the search's samples are not offered
 
     def rechecked(cand: Candidate) -> Rechecked | None:
         if fresh.count == 0:
@@ -282,6 +303,11 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
             b = fresh.jit_errors(_lifted(cat_callable[2], array))
         else:
             b = fresh.jit_errors(fresh.function(cand.term))
+        # Raw errors (no point excused: what an independent measure sees), on each stratum apart.
+        worse = next(filter(None, (worse_than(b[m], o[m]) for m in strata(fresh))), None)
+        if worse is not None:
+            refused.append(worse)
+            return None
         ok, b, excused = judged_safe(b, o, fresh)
         if ok and cond is not None and _max(b) > cand.max_bits + _CONTRADICTS_BITS:
             # Above its claim only where the problem is that ill-conditioned: within the conditioning.
@@ -300,8 +326,11 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
             cond.count(chosen_one.excused)
     times["recheck"] = time.perf_counter() - t
     if best is None:
-        return result("nothing better found: the candidates did not hold up on fresh samples" + why,
-                      original=orig, best=orig, frontier=frontier, samples=samples.count)
+        because = (f"{len(refused)} worse than the original on them, the first {refused[0]}" if refused
+                   else "none better than the original at every point there")
+        return result(f"nothing better found: the candidates did not hold up on {fresh.count} fresh samples "
+                      f"({because})" + why, original=orig, best=orig, frontier=frontier,
+                      samples=samples.count)
     assert chosen_one is not None and recheck is not None
     status = (f"improved: mean {max(orig.mean_bits, recheck[0]):.2f} -> {chosen_one.mean:.2f} bits, max "
               f"{max(orig.max_bits, recheck[1]):.2f} -> {chosen_one.max:.2f} bits (the worse of the search's "
