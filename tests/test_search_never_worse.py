@@ -20,7 +20,7 @@ import pytest
 import pytest_jaxstab as jst
 from pytest_jaxstab._check._trace import x64_scope
 from pytest_jaxstab._search import _pipeline
-from pytest_jaxstab._search._choose import NEVER_WORSE_MAX_BITS, NEVER_WORSE_MEAN_BITS, worse_than
+from pytest_jaxstab._search._choose import NEVER_WORSE_MAX_BITS, NEVER_WORSE_MEAN_BITS, safe, worse_than
 from pytest_jaxstab._search._sampler import domains, sample
 
 F64 = np.dtype(np.float64)
@@ -41,6 +41,20 @@ def test_worse_in_mean_or_max_is_refused_and_within_the_tolerance_is_not():
     # No value where the original has one counts as 64 bits.
     assert worse_than(np.array([np.nan, 0.0, 0.0, np.nan]), orig) is not None
     assert pytest.approx(0.1) == NEVER_WORSE_MEAN_BITS
+
+
+def test_a_point_counts_against_a_candidate_only_where_it_loses_accuracy_the_original_had():
+    orig = np.array([0.0, 30.0, 40.0, 55.0, 62.0])  # float64: 52 bits or more is no correct bit
+    # 0 -> 2.8 bits at a point (a series a few ulps from exact where the original was exact): safe.
+    assert safe(np.array([2.8, 1.0, 1.0, 1.0, 1.0]), orig, 52)
+    # 0 -> 9 bits there (beyond the fix criterion's 8-bit worst case): not safe, however good elsewhere.
+    assert not safe(np.array([9.0, 1.0, 1.0, 1.0, 1.0]), orig, 52)
+    # 30 -> 40 bits (a thousand times worse): not safe; 55 -> 60 (neither has a correct bit): safe.
+    assert not safe(np.array([0.0, 40.0, 1.0, 1.0, 1.0]), orig, 52)
+    assert safe(np.array([0.0, 1.0, 1.0, 60.0, 1.0]), orig, 52)
+    # Never safe without a lower mean or with a higher max.
+    assert not safe(orig, orig, 52)
+    assert not safe(np.array([0.0, 0.0, 0.0, 0.0, 63.0]), orig, 52)
 
 
 # --------------------------------------------------------------------------- the sampler

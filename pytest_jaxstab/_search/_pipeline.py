@@ -12,9 +12,10 @@
    not reach :data:`_ACCURATE_BITS`, with every family its operators can use (``_egraph.families_for``);
    when that finds nothing better and time is left, the whole program with every family. A smaller rule
    set saturates further in the same time. The time budget is shared by the phases.
-4. The candidates are re-checked on fresh samples (never worse than the original there too, ``_safe``)
-   and one is chosen by ``_choose.choose``: the cheapest that meets the fix criterion (mean <= 2 bits,
-   max <= 8 bits) on both sample sets, else the most accurate, a bounded worst case first; its figures
+4. The candidates are re-checked on fresh samples drawn the same way (``_sampler``; never worse than the
+   original there too: ``_choose.safe`` and ``worse_than``) and one is chosen by ``_choose.choose``: the
+   cheapest that meets the fix criterion (mean <= 2 bits, max <= 8 bits) on both sample sets, else the
+   most accurate, a bounded worst case first; its figures
    are the worse of the two sets, so a re-check that finds a larger error is stated, never hidden.
 """
 
@@ -30,8 +31,10 @@ import jax
 import numpy as np
 
 from .._check._trace import positional, trace_case
+from .._dtypes import dtype_info
 from .._errors import ArgumentError, JaxstabError, function_name
-from ._choose import Rechecked, choose, worse_than
+from ._choose import WORSE_BITS, Rechecked, choose, worse_than
+from ._choose import safe as _safe
 from ._egraph import BASE_FAMILIES, SaturationError, families_by_kind, families_for, saturate
 from ._expr import Term, cost, evaluate_jax, is_array_op, replace, subterms, variables
 from ._extract import Extractor
@@ -52,9 +55,8 @@ __all__ = ["run"]
 _PHASE_NOTES = {"kind": " (rule families chosen by the kind of loss)", "operators": "",
                 "whole": " (whole program, every rule family)"}
 
-#: Rounding noise allowed per sample: a rewrite with a few more operations may lose up to this much
-#: where the original happens to be correctly rounded (1 ulp = 1 bit, 3 ulps = 2 bits).
-_WORSE_BITS = 2.0
+#: Rounding noise allowed per sample (``_choose.safe``).
+_WORSE_BITS = WORSE_BITS
 #: Differences of mean error below this are noise of the samples, not accuracy (ties go to the cheaper).
 _NOISE_BITS = 0.1
 #: Candidates judged jitted (and offered to the regime inference) after the eager search.
@@ -128,15 +130,17 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     cond = _conditioning(fn, names, by_keyword, dt, shapes, case, array, deadline + 0.25 * time_limit
                          ) if original == whole else None
 
+    bits = dtype_info(dt).mantissa_bits
+
     def judged_safe(errs: np.ndarray, ref: np.ndarray, smp: Samples) -> tuple[bool, np.ndarray, np.ndarray]:
         """Whether ``errs`` is safe against ``ref`` on ``smp``, the errors as judged (an element excused
         by the conditioning counts as the original's there) and where it was excused."""
         none = np.zeros(np.shape(errs), bool)
-        if _safe(errs, ref) or cond is None:
-            return _safe(errs, ref), errs, none
+        if _safe(errs, ref, bits) or cond is None:
+            return _safe(errs, ref, bits), errs, none
         excused = cond.excused(smp, errs, ref, _WORSE_BITS)
         adjusted = np.where(excused, np.minimum(np.nan_to_num(errs, nan=64.0), ref), errs)
-        return _safe(adjusted, ref), adjusted, excused
+        return _safe(adjusted, ref, bits), adjusted, excused
 
     t = time.perf_counter()
     try:
@@ -198,8 +202,8 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     start_mean = _mean(samples.eager_errors(start)) if start != original else orig.mean_bits
     # The catalogue's rewrite already correctly rounded (or nearly) everywhere: nothing left to search for.
     done = any(c.kind == "catalogue" and c.mean_bits <= _DONE_MEAN_BITS and c.max_bits <= _DONE_MAX_BITS
-               and _safe(e, orig_errs) for c, e in measured)
-    if cat_callable is not None and _safe(cat_callable[1], orig_errs):
+               and _safe(e, orig_errs, bits) for c, e in measured)
+    if cat_callable is not None and _safe(cat_callable[1], orig_errs, bits):
         cat = cat_callable[0]
         done = done or (cat.mean_bits <= _DONE_MEAN_BITS and cat.max_bits <= _DONE_MAX_BITS)
     for index, (sub, families, label) in enumerate(phases):
@@ -538,15 +542,6 @@ def _measure(term: Term, samples: Samples, params: list[str], kind: str) -> tupl
     """The candidate's figures from its jitted float results, and its errors per sample."""
     errs = samples.jit_errors(samples.function(term))
     return Candidate(expression(term, params), _mean(errs), _max(errs), cost(term), kind, term), errs
-
-
-def _safe(cand: np.ndarray, orig: np.ndarray) -> bool:
-    """Better on average, no worse at the worst, never more than rounding noise worse anywhere."""
-    ok = ~np.isnan(orig)
-    if not ok.any():
-        return False
-    c, o = np.nan_to_num(cand[ok], nan=64.0), orig[ok]
-    return bool(c.mean() < o.mean() - 0.05 and c.max() <= o.max() and np.all(c <= o + _WORSE_BITS))
 
 
 def _distinct(ranked: list[Term], samples: Samples, k: int) -> list[Term]:
