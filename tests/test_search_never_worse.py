@@ -1,8 +1,10 @@
 """Issue 36: the search and its re-check draw the same kind of samples, and an offer never loses.
 
-``_search._sampler`` draws valid-output points uniformly over float bit patterns (as Herbie/Rival do) for
-both the search and the re-check; ``_choose.worse_than`` refuses any candidate worse than the original on
-the re-check (mean beyond 0.1 bit, max beyond 2 bits). The quadratic root is judged on an independent
+``_search._sampler`` draws valid-output points uniformly over float bit patterns (as Herbie/Rival do; a
+quarter uniform over values, a stratum of its own) for both the search and the re-check;
+``_choose.worse_than`` refuses any candidate worse than the original on the re-check, on each stratum
+(mean beyond 0.1 bit, max beyond 2 bits), and ``_choose.safe`` counts a point against a candidate only
+where it loses accuracy the original had. The quadratic root is judged on an independent
 bit-uniform sample drawn here, with references from mpmath, never from the oracle under test.
 """
 

@@ -9,10 +9,12 @@ Hypothesis's draws for the search, a quarter of them special values and float64'
 left to Hypothesis, ``cbrt(x + 1) - cbrt(x)`` was judged on inputs where ``x + 1`` is exact).
 
 Uniform over bit patterns is uniform over ordinals (``_dtypes.to_ordinal``): every binade of the domain
-gets the same share, as in Herbie. A domain's predicate (``Domain(where=...)``) filters the draws; points
-where the oracle is uncertain, the exact result is not real (NaN), or it overflows the dtype are drawn
-again. For array programs a point is a whole example (each element drawn the same way), kept when every
-element of the exact output is finite.
+gets the same share, as in Herbie. A quarter of the points (:data:`BY_VALUE_SHARE`, a stratum of its
+own in both sets) is drawn uniformly over the domain's values instead, where a bounded domain's large
+magnitudes are, which bit-uniform points rarely reach. A domain's predicate (``Domain(where=...)``)
+filters the draws; points where the oracle is uncertain, the exact result is not real (NaN), or it
+overflows the dtype are drawn again. For array programs a point is a whole example (each element drawn
+the same way), kept when every element of the exact output is finite.
 """
 
 from __future__ import annotations
