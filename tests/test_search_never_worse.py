@@ -138,13 +138,14 @@ def _exact_quadm(a: float, b: float, c: float) -> float | None:
 
 
 def _ulp_bits(got: np.ndarray, exact: np.ndarray) -> np.ndarray:
-    """Herbie's bits of error: log2(1 + ordinal distance); a non-finite result counts 64 bits."""
-    def ordinal(v: np.ndarray) -> np.ndarray:
-        i = v.view(np.int64)
-        return np.where(i < 0, -(i & np.int64(0x7FFFFFFFFFFFFFFF)), i).astype(np.float64)
+    """Herbie's bits of error: log2(1 + ordinal distance), the distance in exact integers (ordinals reach
+    2**63: as floats they would be rounded by hundreds of ulps); a non-finite result counts 64 bits."""
+    def ordinal(v: float) -> int:
+        i = int(np.float64(v).view(np.int64))
+        return -(i & 0x7FFFFFFFFFFFFFFF) if i < 0 else i
 
-    bits = np.log2(1.0 + np.abs(ordinal(got) - ordinal(exact)))
-    return np.where(np.isfinite(got), np.minimum(bits, 64.0), 64.0)
+    return np.array([min(math.log2(1 + abs(ordinal(g) - ordinal(e))), 64.0) if math.isfinite(g) else 64.0
+                     for g, e in zip(got.tolist(), exact.tolist())])
 
 
 @pytest.mark.slow
