@@ -29,9 +29,11 @@ def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = No
 
     ``fn`` must compute one float result elementwise from its array inputs with operations the search
     knows (arithmetic, sqrt, cbrt, exp, log, expm1, log1p, trigonometric, hyperbolic, pow, ...). The
-    search rewrites the expression with real-number identities (egglog), judges every candidate on
-    inputs drawn by ``jst.strategies`` against ``jst.oracles``' exact values of the original, combines
-    candidates by input range, and re-checks the winner on fresh inputs.
+    search rewrites the expression with real-number identities (egglog), judges every candidate against
+    ``jst.oracles``' exact values of the original on inputs drawn as Herbie draws them (uniform over the
+    float bit patterns in the domain, a quarter uniform over its values, kept where the exact result is
+    a finite float), combines candidates by input range, and re-checks the winner on fresh inputs drawn
+    the same way; a candidate worse than the original there in mean or max is never offered.
 
     Args:
       fn: the function (positional array arguments, or keyword ones named by ``shapes``).
@@ -40,8 +42,8 @@ def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = No
       dtype: "float16", "bfloat16", "float32" or "float64".
       domain: the input domain, as for ``jst.strategies.floats`` (e.g. ``(0, None)``).
       settings: a ``jst.settings`` to start from (default: the loaded profile).
-      **options: the ``jst.settings`` options ``jst.improve`` takes: ``max_examples`` (inputs drawn for
-        the search, and again for the re-check; default 100), ``seed`` (None: seed 0, the search is
+      **options: the ``jst.settings`` options ``jst.improve`` takes: ``max_examples`` (valid inputs drawn
+        for the search, default 100; the re-check draws at least 512), ``seed`` (None: seed 0, the search is
         deterministic by default), ``time_limit`` (seconds for saturation plus candidate search, default
         15; the result says when it was hit), ``node_limit`` (e-nodes after which saturation stops,
         default 5000), ``iter_limit`` (saturation iterations at most, default 8).

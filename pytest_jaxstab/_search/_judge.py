@@ -1,4 +1,4 @@
-"""Judging candidates: samples drawn by ``jst.strategies``, exact values from ``jst.oracles``.
+"""Judging candidates: points drawn by ``_sampler`` (bit-uniform, valid outputs), exact values by ``oracles``.
 
 A :class:`Samples` holds scalar points (one array per input), the exact results of the ORIGINAL program
 at them (``oracles.evaluate``, correctly rounded to the dtype) and which points count: those where the
@@ -15,56 +15,12 @@ from typing import Any
 
 import jax
 import numpy as np
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import seed as hseed
 
 from .. import oracles
 from .._dtypes import dtype_info
-from ..strategies import arguments
 from ._expr import Term, evaluate_jax
 
-__all__ = ["Samples", "draw", "draw_arrays", "jax_function"]
-
-
-def draw(dtype: np.dtype[Any], n_vars: int, domain: Any, n: int, seed: int) -> list[np.ndarray]:
-    """``n`` scalar points of ``n_vars`` inputs drawn by ``jst.strategies.arguments`` (reproducible)."""
-    points: list[tuple[np.ndarray, ...]] = []
-    strategy = arguments(dtype, [()] * n_vars, domain=domain)
-
-    quiet = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
-
-    @settings(max_examples=n, deadline=None, database=None, derandomize=False, phases=(Phase.generate,),
-              suppress_health_check=quiet)
-    @given(strategy)
-    def collect(args: tuple[np.ndarray, ...]) -> None:
-        points.append(tuple(np.asarray(a, dtype) for a in args))
-
-    hseed(seed)(collect)()
-    unique = list(dict.fromkeys(tuple(a.tobytes() for a in p) for p in points))
-    by_key = {tuple(a.tobytes() for a in p): p for p in points}
-    rows = [by_key[k] for k in unique]
-    return [np.array([r[i] for r in rows], dtype) for i in range(n_vars)]
-
-
-def draw_arrays(dtype: np.dtype[Any], shapes: list[tuple[int, ...]], domain: Any, n: int, seed: int
-                ) -> list[np.ndarray]:
-    """``n`` examples of whole arrays (``jst.strategies.arguments`` with the real shapes), stacked: one
-    array ``(n', *shape)`` per input, duplicates dropped. For programs with reductions, judged whole."""
-    examples: list[tuple[np.ndarray, ...]] = []
-    strategy = arguments(dtype, shapes, domain=domain)
-    quiet = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
-
-    @settings(max_examples=n, deadline=None, database=None, derandomize=False, phases=(Phase.generate,),
-              suppress_health_check=quiet)
-    @given(strategy)
-    def collect(args: tuple[np.ndarray, ...]) -> None:
-        examples.append(tuple(np.asarray(a, dtype).reshape(s) for a, s in zip(args, shapes)))
-
-    hseed(seed)(collect)()
-    by_key = {tuple(a.tobytes() for a in e): e for e in examples}
-    rows = list(by_key.values())
-    return [np.stack([r[i] for r in rows]) if rows else np.zeros((0, *s), dtype)
-            for i, s in enumerate(shapes)]
+__all__ = ["Samples", "jax_function"]
 
 
 def _flush(a: np.ndarray) -> np.ndarray:
@@ -99,6 +55,9 @@ class Samples:
     #: For array programs: the output shape of one example; the args are stacked examples, and a term is
     #: evaluated per example (``vmap``). None: scalar points, the term evaluated elementwise.
     out_shape: tuple[int, ...] | None = None
+    #: Per point: drawn uniformly over the domain's values (True) or its bit patterns (False); None for
+    #: points not drawn by ``_sampler.sample``. The never-worse rule holds on each apart.
+    strata: np.ndarray | None = None
 
     @classmethod
     def build(cls, original: Term, dtype: np.dtype[Any], args: list[np.ndarray],

@@ -12,9 +12,10 @@
    not reach :data:`_ACCURATE_BITS`, with every family its operators can use (``_egraph.families_for``);
    when that finds nothing better and time is left, the whole program with every family. A smaller rule
    set saturates further in the same time. The time budget is shared by the phases.
-4. The candidates are re-checked on fresh samples (never worse than the original there too, ``_safe``)
-   and one is chosen by ``_choose.choose``: the cheapest that meets the fix criterion (mean <= 2 bits,
-   max <= 8 bits) on both sample sets, else the most accurate, a bounded worst case first; its figures
+4. The candidates are re-checked on fresh samples drawn the same way (``_sampler``; never worse than the
+   original there too: ``_choose.safe`` and ``worse_than``) and one is chosen by ``_choose.choose``: the
+   cheapest that meets the fix criterion (mean <= 2 bits, max <= 8 bits) on both sample sets, else the
+   most accurate, a bounded worst case first; its figures
    are the worse of the two sets, so a re-check that finds a larger error is stated, never hidden.
 """
 
@@ -30,18 +31,21 @@ import jax
 import numpy as np
 
 from .._check._trace import positional, trace_case
+from .._dtypes import dtype_info
 from .._errors import ArgumentError, JaxstabError, function_name
-from ._choose import Rechecked, choose
+from ._choose import WORSE_BITS, Rechecked, choose, worse_than
+from ._choose import safe as _safe
 from ._egraph import BASE_FAMILIES, SaturationError, families_by_kind, families_for, saturate
 from ._expr import Term, cost, evaluate_jax, is_array_op, replace, subterms, variables
 from ._extract import Extractor
 from ._gamma import lgamma_pairings
-from ._judge import Samples, draw, draw_arrays
+from ._judge import Samples
 from ._localize import Focus, batches_for, localize, localize_whole
 from ._lower import Shapes, Unsupported, lower_program, reduction_counts
 from ._regimes import infer
 from ._result import Candidate, Improvement
 from ._rules import RULES, rules_for
+from ._sampler import RECHECK_POINTS, domains, sample, strata
 from ._series import series_candidates
 from ._source import expression, function_source
 from ._stable import Conditioning
@@ -51,9 +55,8 @@ __all__ = ["run"]
 _PHASE_NOTES = {"kind": " (rule families chosen by the kind of loss)", "operators": "",
                 "whole": " (whole program, every rule family)"}
 
-#: Rounding noise allowed per sample: a rewrite with a few more operations may lose up to this much
-#: where the original happens to be correctly rounded (1 ulp = 1 bit, 3 ulps = 2 bits).
-_WORSE_BITS = 2.0
+#: Rounding noise allowed per sample (``_choose.safe``).
+_WORSE_BITS = WORSE_BITS
 #: Differences of mean error below this are noise of the samples, not accuracy (ties go to the cheaper).
 _NOISE_BITS = 0.1
 #: Candidates judged jitted (and offered to the regime inference) after the eager search.
@@ -97,39 +100,60 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
                            status, times=times, families=chosen, **kw)
 
     try:
-        points = (draw_arrays(dt, shapes, domain, min(n, _ARRAY_EXAMPLES), seed) if array
-                  else draw(dt, len(names), domain, n, seed))
+        doms = domains(dt, domain, len(names))
     except (ValueError, TypeError) as exc:
         raise ArgumentError(f"domain={domain!r}: {exc}") from None
+
+    def drawn(region: Term, count: int, at: int) -> Samples:
+        """Valid-output points of the whole program (``_sampler``), judged against ``region``."""
+        got = sample(whole, dt, shapes if array else [()] * len(names), doms, count, at,
+                     out_shape if array else None)
+        if region == whole:
+            return got
+        return dataclasses.replace(Samples.build(region, dt, got.args, out_shape if array else None),
+                                   strata=got.strata)
+
+    t = time.perf_counter()
+    try:
+        samples = drawn(whole, min(n, _ARRAY_EXAMPLES) if array else n, seed)
+    except JaxstabError as exc:
+        return result(f"not searched: the oracle cannot judge {function_name(fn)}: {exc}")
+    points = samples.args
+    times["judge"] = time.perf_counter() - t
     try:
         focus = _focus(positional(fn, names, by_keyword), dt, shapes, whole, sites, points, array)
     except Unsupported as exc:
         return result(f"not searched: {exc}")
     original = focus.region
-    times["localize"] = time.perf_counter() - t0
+    times["localize"] = time.perf_counter() - t0 - times["judge"]
     # At inputs where the problem is ill-conditioned, a candidate is judged by the stability lens.
     cond = _conditioning(fn, names, by_keyword, dt, shapes, case, array, deadline + 0.25 * time_limit
                          ) if original == whole else None
+
+    bits = dtype_info(dt).mantissa_bits
 
     def judged_safe(errs: np.ndarray, ref: np.ndarray, smp: Samples) -> tuple[bool, np.ndarray, np.ndarray]:
         """Whether ``errs`` is safe against ``ref`` on ``smp``, the errors as judged (an element excused
         by the conditioning counts as the original's there) and where it was excused."""
         none = np.zeros(np.shape(errs), bool)
-        if _safe(errs, ref) or cond is None:
-            return _safe(errs, ref), errs, none
+        if _safe(errs, ref, bits) or cond is None:
+            return _safe(errs, ref, bits), errs, none
         excused = cond.excused(smp, errs, ref, _WORSE_BITS)
         adjusted = np.where(excused, np.minimum(np.nan_to_num(errs, nan=64.0), ref), errs)
-        return _safe(adjusted, ref), adjusted, excused
+        return _safe(adjusted, ref, bits), adjusted, excused
 
     t = time.perf_counter()
     try:
-        samples = Samples.build(original, dt, points, out_shape if array else None)
+        if original != whole:
+            samples = dataclasses.replace(Samples.build(original, dt, points, out_shape if array else None),
+                                          strata=samples.strata)
     except JaxstabError as exc:
         return result(f"not searched: the oracle cannot judge {function_name(fn)}: {exc}")
     if samples.count == 0:
-        return result("not searched: no sample could be judged (every input outside the domain or uncertain)")
+        return result("not searched: no sample could be judged (no input in the domain where the exact "
+                      "result is a finite float the oracle is certain of)")
     orig, orig_errs = _measure(original, samples, params, "original")
-    times["judge"] = time.perf_counter() - t
+    times["judge"] += time.perf_counter() - t
 
     # The catalogue's rewrite: a candidate, and where the search starts when it is better.
     t = time.perf_counter()
@@ -178,8 +202,8 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     start_mean = _mean(samples.eager_errors(start)) if start != original else orig.mean_bits
     # The catalogue's rewrite already correctly rounded (or nearly) everywhere: nothing left to search for.
     done = any(c.kind == "catalogue" and c.mean_bits <= _DONE_MEAN_BITS and c.max_bits <= _DONE_MAX_BITS
-               and _safe(e, orig_errs) for c, e in measured)
-    if cat_callable is not None and _safe(cat_callable[1], orig_errs):
+               and _safe(e, orig_errs, bits) for c, e in measured)
+    if cat_callable is not None and _safe(cat_callable[1], orig_errs, bits):
         cat = cat_callable[0]
         done = done or (cat.mean_bits <= _DONE_MEAN_BITS and cat.max_bits <= _DONE_MAX_BITS)
     for index, (sub, families, label) in enumerate(phases):
@@ -269,10 +293,11 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
                       samples=samples.count)
 
     t = time.perf_counter()
-    fresh_points = (draw_arrays(dt, shapes, domain, min(n, _ARRAY_EXAMPLES), seed + 1) if array
-                    else draw(dt, len(names), domain, n, seed + 1))
-    fresh = Samples.build(original, dt, fresh_points, out_shape if array else None)
+    # Fresh points of the same distribution as the search's (``_sampler``), more of them: the never-worse
+    # rule is decided here.
+    fresh = drawn(original, min(n, _ARRAY_EXAMPLES) if array else max(n, RECHECK_POINTS), seed + 1)
     o = fresh.jit_errors(fresh.function(original))
+    refused: list[str] = []  # why candidates better on the search's samples are not offered
 
     def rechecked(cand: Candidate) -> Rechecked | None:
         if fresh.count == 0:
@@ -282,6 +307,11 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
             b = fresh.jit_errors(_lifted(cat_callable[2], array))
         else:
             b = fresh.jit_errors(fresh.function(cand.term))
+        # Raw errors (no point excused: what an independent measure sees), on each stratum apart.
+        worse = next(filter(None, (worse_than(b[m], o[m]) for m in strata(fresh))), None)
+        if worse is not None:
+            refused.append(worse)
+            return None
         ok, b, excused = judged_safe(b, o, fresh)
         if ok and cond is not None and _max(b) > cand.max_bits + _CONTRADICTS_BITS:
             # Above its claim only where the problem is that ill-conditioned: within the conditioning.
@@ -300,8 +330,11 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
             cond.count(chosen_one.excused)
     times["recheck"] = time.perf_counter() - t
     if best is None:
-        return result("nothing better found: the candidates did not hold up on fresh samples" + why,
-                      original=orig, best=orig, frontier=frontier, samples=samples.count)
+        because = (f"{len(refused)} worse than the original on them, the first {refused[0]}" if refused
+                   else "none better than the original at every point there")
+        return result(f"nothing better found: the candidates did not hold up on {fresh.count} fresh samples "
+                      f"({because})" + why, original=orig, best=orig, frontier=frontier,
+                      samples=samples.count)
     assert chosen_one is not None and recheck is not None
     status = (f"improved: mean {max(orig.mean_bits, recheck[0]):.2f} -> {chosen_one.mean:.2f} bits, max "
               f"{max(orig.max_bits, recheck[1]):.2f} -> {chosen_one.max:.2f} bits (the worse of the search's "
@@ -509,15 +542,6 @@ def _measure(term: Term, samples: Samples, params: list[str], kind: str) -> tupl
     """The candidate's figures from its jitted float results, and its errors per sample."""
     errs = samples.jit_errors(samples.function(term))
     return Candidate(expression(term, params), _mean(errs), _max(errs), cost(term), kind, term), errs
-
-
-def _safe(cand: np.ndarray, orig: np.ndarray) -> bool:
-    """Better on average, no worse at the worst, never more than rounding noise worse anywhere."""
-    ok = ~np.isnan(orig)
-    if not ok.any():
-        return False
-    c, o = np.nan_to_num(cand[ok], nan=64.0), orig[ok]
-    return bool(c.mean() < o.mean() - 0.05 and c.max() <= o.max() and np.all(c <= o + _WORSE_BITS))
 
 
 def _distinct(ranked: list[Term], samples: Samples, k: int) -> list[Term]:
