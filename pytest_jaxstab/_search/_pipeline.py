@@ -307,8 +307,11 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
             b = fresh.jit_errors(_lifted(cat_callable[2], array))
         else:
             b = fresh.jit_errors(fresh.function(cand.term))
-        # Raw errors (no point excused: what an independent measure sees), on each stratum apart.
-        worse = next(filter(None, (worse_than(b[m], o[m]) for m in strata(fresh))), None)
+        # Raw errors (no point excused: what an independent measure sees): the mean on all points and on
+        # the bit-pattern stratum (Herbie's measure), the max on each stratum apart.
+        masks = strata(fresh)
+        worse = worse_than(b, o) or next(filter(None, (worse_than(b[m], o[m], mean=k == 0)
+                                                       for k, m in enumerate(masks))), None)
         if worse is not None:
             refused.append(worse)
             return None
