@@ -11,6 +11,8 @@
   gathered axis of size 1, ``axis_index`` is 0 and ``ppermute`` maps the single shard to itself. A mesh
   of more devices raises ``UnsupportedPrimitive``: which device holds which block is not a real-number
   question the oracle answers, and the blocks' collectives would need every device's values.
+* ``jax.vmap(..., axis_name=...)`` turns a collective over its axis into one over a positional axis
+  (``psum[axes=(0,)]``): an exact sum (max, min) over that axis of the whole array, as ``reduce_sum``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from typing import Any
 import numpy as np
 
 from ... import _compat
+from types import SimpleNamespace
+
 from ..core._common import ZERO, Rule, full, out_aval
+from ._reductions import RULES as _REDUCTIONS
 
 __all__ = ["RULES"]
 
@@ -31,6 +36,22 @@ def _nothing(ctx: Any, eqn: Any, *xs: np.ndarray) -> list[np.ndarray]:
 
 def _identity(ctx: Any, eqn: Any, *xs: np.ndarray) -> Any:
     return list(xs) if eqn.primitive.multiple_results else xs[0]
+
+
+def _collective(reduction: str) -> Rule:
+    """``psum``/``pmax``/``pmin``: over a mesh's named axis of one participant the identity; over the
+    positional axes ``vmap`` leaves (ints in ``axes``), the exact reduction over them."""
+    reduce = _REDUCTIONS[reduction]
+
+    def rule(ctx: Any, eqn: Any, *xs: np.ndarray) -> Any:
+        positional = tuple(int(a) for a in eqn.params.get("axes", ()) if isinstance(a, int | np.integer))
+        if not positional:
+            return _identity(ctx, eqn, *xs)
+        proxy = SimpleNamespace(params={"axes": positional})
+        outs = [reduce(ctx, proxy, x) for x in xs]
+        return outs if eqn.primitive.multiple_results else outs[0]
+
+    return rule
 
 
 def _mesh_size(eqn: Any) -> int:
@@ -81,10 +102,10 @@ RULES: dict[str, Rule] = {
     "with_memory_space_constraint": _identity,
     "pvary": _identity,
     "pbroadcast": _identity,
-    "psum": _identity,
-    "psum_invariant": _identity,
-    "pmax": _identity,
-    "pmin": _identity,
+    "psum": _collective("reduce_sum"),
+    "psum_invariant": _collective("reduce_sum"),
+    "pmax": _collective("reduce_max"),
+    "pmin": _collective("reduce_min"),
     "all_gather": _all_gather,
     "all_gather_invariant": _all_gather,
     "axis_index": _axis_index,
