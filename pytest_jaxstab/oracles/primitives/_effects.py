@@ -17,13 +17,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from ... import _compat
-from types import SimpleNamespace
-
 from ..core._common import ZERO, Rule, full, out_aval
 from ._reductions import RULES as _REDUCTIONS
 
