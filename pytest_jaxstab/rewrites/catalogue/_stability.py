@@ -48,6 +48,7 @@ from ._stability_ml import (
 from ._stability_reduce import REDUCE_RULES
 from ._stability_select import SELECT_RULES
 from ._stability_special import SPECIAL_RULES
+from ._stability_stats import STATS_RULES
 from ._stability_written import SCALED_SIGMOID, WRITTEN_RULES
 from ._stability_xlogy import XLOGY
 
@@ -371,6 +372,7 @@ STABILITY: tuple[Rule, ...] = (
     *REDUCE_RULES,  # after std: sqrt(mean((x - mean)²)) is a standard deviation first
     HYPOT,
     NORM,
+    *STATS_RULES,  # covariance, merged batches, means of means (composable: variance reads them)
     VARIANCE,
     CENTER,  # after variance and std: x - mean inside their squares is theirs to rewrite
     TANH,
