@@ -19,7 +19,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+from jax import lax
 
 from ..engine._match import Match
 from ..engine._pattern import any_of, const, fixed, op, param, square_of, var
@@ -150,7 +152,9 @@ def _mean_of_means(x: Any, inner_axes: Any, outer_axes: Any, n_in: Any = None, n
 MEAN_OF_MEANS = Rule(
     "mean_of_means", _MEAN_OF_MEANS, _mean_of_means, where=_mean_of_means_where, composable=True,
     example=lambda x: jnp.mean(jnp.mean(x, 1), 0), example_shapes=((4, 6),),
-    example_domain=(-1e30, 1e30))
+    example_domain=(-1e30, 1e30),
+    examples=(lambda x: jax.vmap(lambda r: lax.pmean(jnp.mean(r), "i"), axis_name="i")(x),
+              lambda x: jax.vmap(lambda r: lax.psum(jnp.sum(r), "i"), axis_name="i")(x)))
 
 
 # --------------------------------------------------------------------------- merged variance
@@ -161,7 +165,9 @@ def _sum_of(v: Any, axes: str) -> Any:
 _MERGED = op("sub",
              op("div", op("add", _sum_of(square_of(a), "axes_a"), _sum_of(square_of(b), "axes_b")),
                 _n("n")),
-             square_of(op("div", op("add", _sum_of(a, "axes_a2"), _sum_of(b, "axes_b2")), _n("n2"))))
+             # named: ``m * m`` reads one equation twice (an unnamed sub-pattern is swallowed once)
+             square_of(op("div", op("add", _sum_of(a, "axes_a2"), _sum_of(b, "axes_b2")), _n("n2"),
+                          name="merged_mean")))
 
 
 def _merged_where(m: Match) -> bool:
@@ -187,11 +193,21 @@ def _merged_variance(a: Any, b: Any, axes_a: Any, axes_b: Any, **_: Any) -> Any:
     return _fm.merged_variance(a, b, tuple(axes_a), tuple(axes_b))
 
 
+def _merge_written(square: Any) -> Any:
+    """The naive merge of an (8, 3) and a (5, 3) batch, squares written with ``square``."""
+    def merge(a: Any, b: Any) -> Any:
+        s, ss = jnp.sum(a, 0) + jnp.sum(b, 0), jnp.sum(square(a), 0) + jnp.sum(square(b), 0)
+        return ss / 13 - square(s / 13)
+    return merge
+
+
+# one program per spelling of the squares (x**2, jnp.square, x*x, x**2.0), all alike in one program
+_MERGE_SPELLINGS = [_merge_written(f) for f in (lambda v: v ** 2, jnp.square, lambda v: v * v,
+                                                lambda v: v ** 2.0)]
 MERGED_VARIANCE = Rule(
     "merged_variance", _MERGED, _merged_variance, where=_merged_where,
-    example=lambda a, b: ((jnp.sum(a * a, 0) + jnp.sum(b * b, 0)) / 13
-                          - ((jnp.sum(a, 0) + jnp.sum(b, 0)) / 13) ** 2),
-    example_shapes=((8, 3), (5, 3)), example_domain=(-1e15, 1e15))
+    example=_MERGE_SPELLINGS[0], example_shapes=((8, 3), (5, 3)), example_domain=(-1e15, 1e15),
+    examples=tuple(_MERGE_SPELLINGS[1:]))
 
 #: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``).
 STATS_RULES: tuple[Rule, ...] = (COVARIANCE, MERGED_VARIANCE, MEAN_OF_MEANS)
