@@ -346,3 +346,24 @@ def test_merge_near_misses_are_not_rewritten(fn):
 def test_merged_variance_form_refuses_unequal_kept_shapes():
     with pytest.raises(ValueError, match="kept axes differ"):
         forms.merged_variance(jnp.ones((4, 3)), jnp.ones((4, 2)))
+
+
+def test_covariance_under_vmap_is_rewritten_batched():
+    # jax.vmap makes the contraction a batched dot_general (batch axis 0, rows axis 1) and the means
+    # broadcast along (0, 1) and (0, 2): the rule reads that numbering
+    x = np.asarray(1e4 + rng.standard_normal((2, 16, 3)), np.float32)
+    fn = jax.vmap(cov_matmul)
+    assert [a.rule for a in jst.explain(fn, x)] == ["covariance_matrix"]
+    got = np.asarray(jst.stabilize(fn)(jnp.asarray(x)))
+    for k in range(2):
+        exact = _mp_cov(x[k], x[k])
+        assert _ulps_of(got[k], exact, _cov_scale(x[k], x[k]), np.float32).max() <= 8
+
+
+def test_covariance_of_a_batched_and_an_unbatched_array_is_left_as_written():
+    # vmap over x only: y's means are broadcast without the batch axis, a numbering the rule does not
+    # read (refused rather than guessed)
+    x = jnp.asarray(rng.standard_normal((2, 16, 3)), jnp.float32)
+    y = jnp.asarray(rng.standard_normal((16, 4)), jnp.float32)
+    fn = jax.vmap(cross_cov, in_axes=(0, None))
+    assert "covariance_matrix" not in [a.rule for a in jst.explain(fn, x, y)]

@@ -24,7 +24,8 @@ __all__ = ["covariance", "merged_variance"]
 def covariance(x: Any, y: Any = None, mean_x: Any = None, mean_y: Any = None) -> Any:
     """The (biased, divided by n) covariance matrix of the columns of ``x`` (n, d) with those of
     ``y`` (n, e), of shape (d, e): ``x.T @ y / n - outer(mean(x, 0), mean(y, 0))`` computed as
-    ``xc.T @ yc / n`` with ``xc = forms.center(x, 0)`` (``y`` defaults to ``x``).
+    ``xc.T @ yc / n`` with ``xc = forms.center(x, 0)`` (``y`` defaults to ``x``). Leading axes
+    are batch axes: ``x`` (..., n, d) and ``y`` (..., n, e) give (..., d, e).
 
     As written, the one-pass form subtracts two numbers of the size of the squared mean: for
     columns of mean 1e4 and standard deviation 1 in float32 its rounding (an ulp of 1e8) is the
@@ -39,10 +40,11 @@ def covariance(x: Any, y: Any = None, mean_x: Any = None, mean_y: Any = None) ->
     ``eye(3)/3 - 1/9`` to an ulp (the one-pass form gives multiples of 1/2 away).
     """
     x = jnp.asarray(x)
-    xc = center(x, (0,), mean=mean_x)
-    yc = xc if y is None else center(jnp.asarray(y), (0,), mean=mean_y)
-    n = x.shape[0]
-    prod = jnp.einsum("ni,nj->ij", xc, yc, precision=lax.Precision.HIGHEST)
+    rows = x.ndim - 2
+    xc = center(x, (rows,), mean=mean_x)
+    yc = xc if y is None else center(jnp.asarray(y), (rows,), mean=mean_y)
+    n = x.shape[rows]
+    prod = jnp.einsum("...ni,...nj->...ij", xc, yc, precision=lax.Precision.HIGHEST)
     return prod / jnp.asarray(n, prod.dtype)
 
 
