@@ -327,6 +327,8 @@ def test_the_table_covers_every_rule_of_the_catalogue():
     covered |= {"lgamma_sum", "lgamma_near_one"}  # log-gamma: tests/test_rewrites_gamma.py
     covered |= {"center"}  # normalisation: tests/test_rewrites_center.py
     covered |= {"xlogy"}  # zero times log zero (issue 39): tests/test_rewrites_xlogy.py
+    # second moments across arrays (issue 35): tests/test_rewrites_moments.py
+    covered |= {"covariance_matrix", "mean_of_means", "merged_variance"}
     assert covered == {r.name for r in STABILITY}
 
 
