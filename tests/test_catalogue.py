@@ -331,6 +331,8 @@ def test_the_table_covers_every_rule_of_the_catalogue():
     covered |= {"softplus_kink", "hypot_constant", "norm_quotient", "jvp_rule"}
     # a label picked from a log-softmax, or one-hot targets (issue 39): tests/test_rewrites_gather.py
     covered |= {"select_log_softmax", "one_hot_nll"}
+    # second moments across arrays (issue 35): tests/test_rewrites_moments.py
+    covered |= {"covariance_matrix", "mean_of_means", "merged_variance"}
     assert covered == {r.name for r in STABILITY}
 
 

@@ -55,6 +55,7 @@ from ._stability_ml import (
 from ._stability_reduce import REDUCE_RULES
 from ._stability_select import ONE_HOT_NLL, SELECT_RULES
 from ._stability_special import SPECIAL_RULES
+from ._stability_stats import STATS_RULES
 from ._stability_written import SCALED_SIGMOID, WRITTEN_RULES
 from ._stability_xlogy import XLOGY
 
@@ -381,6 +382,7 @@ STABILITY: tuple[Rule, ...] = (
     HYPOT,
     NORM,
     HYPOT_CONSTANT,  # after hypot: sqrt(x² + y²) of two variables is hypot's
+    *STATS_RULES,  # covariance, merged batches, means of means (composable: variance reads them)
     VARIANCE,
     CENTER,  # after variance and std: x - mean inside their squares is theirs to rewrite
     TANH,

@@ -3,10 +3,11 @@
 Each is usable on its own (``jst.rewrites.forms.logsumexp(x, axes=(0,))``) and is what the
 benchmarks compare against the library's hand-written functions. One module per family: ``_core``
 (sums of exponentials, softmaxes, sigmoids, norms, variances), ``_stats`` (everyday losses and
-statistics), ``_gamma`` (differences of log-gamma and digamma values), ``_special`` (the normal
-distribution's functions), ``_divergence`` (Bregman divergences), ``_xlogy`` (zero times log zero) and
-``_labels`` (the loss at a label's logit); the last four are the catalogue's replacements, not
-exported here. The forms import nothing of the engine or the catalogue
+statistics), ``_moments`` (covariance matrices, merged batches), ``_gamma`` (differences of
+log-gamma and digamma values), ``_special`` (the normal distribution's functions), ``_divergence``
+(Bregman divergences), ``_xlogy`` (zero times log zero) and ``_labels`` (the loss at a label's
+logit); the last four are the catalogue's replacements, not exported here. The forms import nothing
+of the engine or the catalogue
 (docs/architecture.md, "Stage order").
 """
 
@@ -32,6 +33,8 @@ from ._gamma import betaln as betaln
 from ._gamma import digamma_difference as digamma_difference
 from ._gamma import lgamma1p as lgamma1p
 from ._gamma import lgamma_difference as lgamma_difference
+from ._moments import covariance as covariance
+from ._moments import merged_variance as merged_variance
 from ._stats import center as center
 from ._stats import div_exp as div_exp
 from ._stats import entropy_terms as entropy_terms
@@ -45,11 +48,12 @@ from ._stats import std as std
 from ._stats import sum_p_log_p as sum_p_log_p
 
 __all__ = [
-    "betaln", "center", "digamma_difference", "div_exp", "entropy_terms", "exp_scaled",
-    "geometric_power", "hypot", "inv_jitter", "inv_softplus", "lgamma1p", "lgamma_difference",
-    "log1mexp", "log_cosh", "log_prod", "log_sigmoid_plus", "log_softmax", "log_softmax_fast",
-    "logaddexp", "logmeanexp", "logsumexp", "logsumexp_fast", "norm", "one_minus_cos", "sigmoid",
-    "softmax", "softplus", "sqdist", "square_div_exp", "std", "sum_p_log_p", "tanh", "variance",
+    "betaln", "center", "covariance", "digamma_difference", "div_exp", "entropy_terms",
+    "exp_scaled", "geometric_power", "hypot", "inv_jitter", "inv_softplus", "lgamma1p",
+    "lgamma_difference", "log1mexp", "log_cosh", "log_prod", "log_sigmoid_plus", "log_softmax",
+    "log_softmax_fast", "logaddexp", "logmeanexp", "logsumexp", "logsumexp_fast", "merged_variance",
+    "norm", "one_minus_cos", "sigmoid", "softmax", "softplus", "sqdist", "square_div_exp", "std",
+    "sum_p_log_p", "tanh", "variance",
 ]
 
 
