@@ -21,7 +21,6 @@ import pytest
 import pytest_jaxstab as jst
 from pytest_jaxstab.rewrites import PERFORMANCE, STABILITY, STABILITY_FAST, Rule, get, registered
 from pytest_jaxstab.rewrites import pattern as p
-from pytest_jaxstab.rewrites.engine._instances import alternatives
 from pytest_jaxstab.rewrites.forms._stats import exp_scaled
 
 OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
@@ -35,20 +34,10 @@ CATALOGUE = list(dict.fromkeys([*STABILITY, *STABILITY_FAST, *PERFORMANCE, regis
 NOT_ON_THIS_JAX = {("ndtri_complement", "custom_jvp_call(sub(1.0, p))")} if OLD_JAX else set()
 
 
-# Alternatives the exact oracle cannot judge on any JAX (none since it reduces a collective over a
-# vmapped axis exactly: oracles/primitives/_effects.py).
-ORACLE_CANNOT_EVALUATE: set[tuple[str, str]] = set()
 
 
 def _verify(rule, **options):
     # a composable rule is judged among the rules that continue its result, as jst.stabilize applies it
-    skip = {i for i, t in enumerate(alternatives(rule.pattern) if rule.pattern is not None else ())
-            if (rule.name, t.describe()) in ORACLE_CANNOT_EVALUATE}
-    if skip:
-        chosen = options.pop("alternatives", None)
-        total = len(alternatives(rule.pattern))
-        options["alternatives"] = [i for i in (range(total) if chosen is None else chosen)
-                                   if i not in skip]
     return jst.rewrites.verify(rule, companions=STABILITY if rule.composable else (), **options)
 
 

@@ -246,7 +246,13 @@ def _select_log_softmax(x: Any, axes: Any = None, ls_body: Any = None, **sel: An
     the log-softmax form keeps the value, but its derivative in the label's logit is softmax - 1,
     which cancels where the label dominates; ``forms._labels.label_nll`` has both. Elsewhere (a
     pick from another row, shapes that do not fit) the selection of the stable log-softmax."""
-    ax = tuple(int(i) for i in (axes if ls_body is None else _log_softmax_axes(ls_body)))
+    if ls_body is not None:
+        found = _log_softmax_axes(ls_body)
+        assert found is not None, "the rule's where admits jax.nn.log_softmax's own body only"
+        ax = found
+    else:
+        assert axes is not None, "the written spelling captures its axes"
+        ax = tuple(int(i) for i in axes)
     fallback = _reselect(_forms.log_softmax(x, ax), sel)
     return _where_one_per_row(x, ax, sel, lambda nll: -nll, fallback)
 
