@@ -189,6 +189,18 @@ def test_an_accurate_program_keeps_nothing_high(fn, dtype, domain):
     np.testing.assert_array_equal(np.asarray(plan.fn(x)), np.asarray(fn(x)))  # the program unchanged
 
 
+def test_an_integer_output_beside_the_values_is_carried_and_not_judged():
+    def norm_and_argmax(g):
+        n = jnp.sqrt(jnp.sum(g * g))  # overflows
+        return n, jnp.argmax(g)
+
+    plan = jst.tune_precision(norm_and_argmax, shapes=(256,), dtype="float16", domain=(-60.0, 60.0))
+    assert plan.reached and _line(norm_and_argmax, "overflows") in plan.lines, str(plan)
+    g = np.random.default_rng(2).normal(0.0, 40.0, 256).astype(np.float16)
+    n, k = plan.fn(g)
+    assert int(k) == int(np.argmax(g)) and np.isfinite(float(n))
+
+
 # ------------------------------------------------------------------------------- (e) composition
 @pytest.fixture(scope="module")
 def ln_plan():

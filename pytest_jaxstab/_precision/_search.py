@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .._dtypes import dtype_info
@@ -112,8 +113,10 @@ def draw(closed: Any, dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], d
             continue
         sample = tuple(np.asarray(a, dtype) for a in drawn)
         out = evaluate(closed, *sample, dtype=dtype)
-        values = [np.asarray(v) for v in out.values]
-        ok = [np.asarray(c, bool) & np.isfinite(v.astype(np.float32)) for c, v in zip(out.certain, values)]
+        # an integer or boolean output (an argmax beside the values) is not judged
+        values = [np.asarray(v) if _floating(v) else np.zeros(np.shape(v), dtype) for v in out.values]
+        ok = [np.asarray(c, bool) & np.isfinite(v.astype(np.float32)) & _floating(raw)
+              for c, v, raw in zip(out.certain, values, out.values)]
         if not any(m.any() for m in ok):
             continue
         args.append(sample)
@@ -123,6 +126,15 @@ def draw(closed: Any, dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], d
         return Samples([], [], [])
     return Samples([np.stack(col) for col in zip(*args)], [np.stack(col) for col in zip(*exact)],
                    [np.stack(col) for col in zip(*judged)])
+
+
+def _floating(v: Any) -> bool:
+    return bool(jnp.issubdtype(np.asarray(v).dtype, jnp.floating))
+
+
+def _as_low(y: Any, dtype: np.dtype[Any]) -> np.ndarray:
+    """An output as the low dtype (an integer output, never judged, as zeros)."""
+    return np.asarray(y, dtype) if _floating(y) else np.zeros(np.shape(y), dtype)
 
 
 def _outputs(closed: Any, lines: frozenset[str], high: np.dtype[Any], smp: Samples) -> list[np.ndarray]:
@@ -136,7 +148,7 @@ def figures(outs: Sequence[np.ndarray], smp: Samples, dtype: np.dtype[Any]) -> t
     per_sample = np.zeros(smp.count)
     overflows = elements = 0
     for y, e, m in zip(outs, smp.exact, smp.judged):
-        y = np.asarray(y, dtype)
+        y = _as_low(y, dtype)
         bits = np.where(m, error_bits(y, e), 0.0).reshape(smp.count, -1)
         per_sample = np.maximum(per_sample, bits.max(axis=1, initial=0.0))
         overflows += int((m & ~np.isfinite(y.astype(np.float32))).sum())
@@ -166,7 +178,7 @@ def _elements(outs: Sequence[np.ndarray], smp: Samples, dtype: np.dtype[Any]
     """Per output: each judged element's error in bits (0 where not judged) and where it is not finite."""
     bits, bad = [], []
     for y, e, m in zip(outs, smp.exact, smp.judged):
-        y = np.asarray(y, dtype)
+        y = _as_low(y, dtype)
         bits.append(np.where(m, error_bits(y, e), 0.0))
         bad.append(m & ~np.isfinite(y.astype(np.float32)))
     return bits, bad
