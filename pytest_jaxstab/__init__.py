@@ -9,6 +9,7 @@
     jst.time_backends(fn, *args)           # jitted time on every backend present
     jst.local_error(fn, *args)             # which of your lines loses the bits
     jst.improve(fn, shapes=..., dtype=...) # search a more accurate program (egglog + oracle)
+    jst.tune_precision(fn, shapes=..., dtype="bfloat16")  # which lines must stay float32
     jst.settings(max_examples=1000)        # the options of a case, frozen; named profiles
 
 The names below are the public API, listed once in ``_EXPORTS`` (``__all__`` is derived from it); each
@@ -45,6 +46,8 @@ if _typing.TYPE_CHECKING:
     from ._errors import TraceError as TraceError
     from ._errors import UnknownNameError as UnknownNameError
     from ._errors import UnsupportedPrimitive as UnsupportedPrimitive
+    from ._precision import PrecisionPlan as PrecisionPlan
+    from ._precision import tune_precision as tune_precision
     from ._results import CaseResult as CaseResult
     from ._results import VariantStats as VariantStats
     from ._scan_config import domain as domain
@@ -66,6 +69,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "find_nan_origin": ("._diagnostics", "find_nan_origin"),
     "local_error": ("._diagnostics", "local_error"),
     "time_backends": ("._diagnostics", "time_backends"),
+    "PrecisionPlan": ("._precision", "PrecisionPlan"),
+    "tune_precision": ("._precision", "tune_precision"),
     "ArgumentError": ("._errors", "ArgumentError"),
     "ArgumentTypeError": ("._errors", "ArgumentTypeError"),
     "BaselineError": ("._errors", "BaselineError"),

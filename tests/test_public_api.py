@@ -92,3 +92,15 @@ def test_checks_signature_is_the_public_one():
     params = inspect.signature(jst.check).parameters
     assert list(params) == ["fn", "shapes", "dtype", "domain", "settings", "name", "options"]
     assert params["options"].kind is inspect.Parameter.VAR_KEYWORD
+
+
+def test_tune_precisions_signature_is_the_public_one():
+    # issue 34: fn, shapes, dtype, domain, high, settings and **options (tolerance_ulps, samples, seed,
+    # rules); PrecisionPlan is exported beside it
+    import inspect
+
+    params = inspect.signature(jst.tune_precision).parameters
+    assert list(params) == ["fn", "shapes", "dtype", "domain", "high", "settings", "options"]
+    assert params["high"].default == "float32" and params["domain"].default is None
+    assert params["options"].kind is inspect.Parameter.VAR_KEYWORD
+    assert {"tune_precision", "PrecisionPlan"} <= set(jst.__all__)
