@@ -27,6 +27,7 @@ __all__ = [
     "complex_dtype",
     "component_dtype",
     "is_complex_dtype",
+    "is_real_kind",
     "DtypeInfo",
     "dtype_info",
     "from_ordinal",
@@ -91,6 +92,28 @@ def resolve_dtype(dtype: Any, *, complex_ok: bool = False) -> np.dtype[Any]:
         names = FLOAT_DTYPE_NAMES + (COMPLEX_DTYPE_NAMES if complex_ok else ())
         raise ArgumentError(f"unsupported dtype {dtype!r}: expected one of {', '.join(names)}")
     return resolved
+
+
+def is_real_kind(dtype: Any) -> bool:
+    """Whether ``dtype`` holds real numbers a constant reader may take as floats: numpy's float, signed
+    and unsigned integer kinds, and ml_dtypes' floats (bfloat16, the float8 formats), whose numpy kind
+    is ``'V'`` (a constant of a bfloat16 program was no constant to the rewrite engine).
+
+    Example:
+        >>> is_real_kind(ml_dtypes.bfloat16), is_real_kind(np.int32), is_real_kind(np.complex64)
+        (True, True, False)
+    """
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError):
+        return False
+    if dt.kind in "fiu":
+        return True
+    try:
+        ml_dtypes.finfo(dt)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def is_complex_dtype(dtype: Any) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ... import _compat
+from ..._dtypes import is_real_kind
 from ..engine._match import Graph
 
 MAX_TERMS = 16
@@ -43,7 +44,7 @@ def _constant(g: Graph, atom: Any) -> float | None:
             arr = np.asarray(v)
         except (TypeError, ValueError):
             return None
-        if arr.dtype.kind not in "fiu" or arr.size == 0:
+        if not is_real_kind(arr.dtype) or arr.size == 0:
             return None
         first = float(arr.reshape(-1)[0])
         return first if bool(np.all(arr == first)) and math.isfinite(first) else None
@@ -84,7 +85,8 @@ class _Reader:
             return {}, c
         base, i, e = _through(self.g, atom)
         if e is None:
-            return ({("v", base): 1.0}, 0.0)
+            # a literal no constant reader takes (a complex one): no leaf of a linear form
+            return None if _compat.is_literal(base) else ({("v", base): 1.0}, 0.0)
         if depth > MAX_DEPTH:
             return None
         name = _compat.primitive_name(e)

@@ -37,6 +37,7 @@ import numpy as np
 from jax import lax
 
 from ... import _compat
+from ..._dtypes import is_real_kind
 from ..engine._match import Graph, Match
 from ..engine._pattern import any_of, const, op, var
 from ..engine._rule import Rule
@@ -84,7 +85,7 @@ def _constant(g: Graph, atom: Any) -> Fraction | None:
         arr = np.asarray(v)
     except (TypeError, ValueError):
         return None
-    if arr.size != 1 or arr.dtype.kind not in "fiu":
+    if arr.size != 1 or not is_real_kind(arr.dtype):
         return None
     val = float(arr.reshape(()))
     return Fraction(val) if np.isfinite(val) else None

@@ -27,6 +27,7 @@ import numpy as np
 from jax import lax
 
 from ... import _compat
+from ..._dtypes import is_real_kind
 from ..._primitives import ELEMENTWISE
 from ._match import SCOPE_PREFIX, Graph, Match
 from ._rule import Rule
@@ -59,7 +60,7 @@ def scalar_constant(g: Graph, atom: Any) -> float | None:
         return None
     try:  # numpy, not jnp: under an enclosing jit a jnp operation would be staged, not computed
         arr = np.asarray(v)
-        if arr.size != 1 or arr.dtype.kind not in "fiu":
+        if arr.size != 1 or not is_real_kind(arr.dtype):
             return None
         return float(arr.reshape(()))
     except (TypeError, ValueError):

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ... import _compat
+from ..._dtypes import is_real_kind
 from ..._errors import ArgumentTypeError
 from ..._primitives import GLUE
 from ._glue import _glue_ok, _reduction_axes
@@ -90,7 +91,7 @@ def _scalar_value(g: Graph, atom: Any, state: _State) -> float | None:
             if np.any(val.imag != 0):
                 return None
             val = val.real
-        if val.size == 0 or val.dtype.kind not in "fiub":
+        if val.size == 0 or not (val.dtype.kind == "b" or is_real_kind(val.dtype)):
             return None
         flat = val.reshape(-1).astype(np.float64)
         if not np.all(flat == flat[0]):
