@@ -46,5 +46,5 @@ def test_a_divergence_with_a_low_precision_literal_is_read_without_crashing(dtyp
     fn = lambda x: jnp.exp(x) - 1 - x
     x = jnp.asarray(X, dtype)
     got = np.asarray(jst.stabilize(fn)(x), np.float64)
-    exact = [float(mpmath.expm1(mpmath.mpf(float(v))) - mpmath.mpf(float(v))) for v in np.asarray(x, np.float64)]
+    exact = [float(mpmath.expm1(mpmath.mpf(v)) - mpmath.mpf(v)) for v in np.asarray(x, np.float64).tolist()]
     assert _ulps(got, exact, dtype) <= 2.0

