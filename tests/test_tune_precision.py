@@ -119,7 +119,7 @@ def test_l2_norm_overflow_in_float16_is_fixed():
     rng = np.random.default_rng(7)
     for _ in range(4):
         g = rng.normal(0.0, 40.0, 1024).astype(np.float16)
-        ref = float(mp.sqrt(mp.fsum(mp.mpf(float(v)) ** 2 for v in g.astype(np.float64))))
+        ref = float(mp.mpf(mp.sqrt(mp.fsum(mp.mpf(float(v)) ** 2 for v in g.astype(np.float64)))))
         assert not np.isfinite(float(l2_norm(g)))  # the program as written overflows
         assert _ulps(plan.fn(g), ref, np.float16) <= TOL_ULPS
 
