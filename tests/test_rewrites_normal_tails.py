@@ -123,8 +123,8 @@ def test_truncated_normal_log_prob_8_to_32_sigma():
         args = [np.asarray(v, F64) for v in (x, lo, hi)]
         assert not np.all(np.isfinite(fn(*args)))
         got = np.asarray(jst.stabilize(fn)(*args))
-    for g, xi, l, h in zip(got, x, lo, hi):
-        ref = -mp.mpf(xi) ** 2 / 2 - mp.log(mp.sqrt(2 * mp.pi)) - mp.log(_mass(l, h))
+    for g, xi, low, high in zip(got, x, lo, hi):
+        ref = -mp.mpf(xi) ** 2 / 2 - mp.log(mp.sqrt(2 * mp.pi)) - mp.log(_mass(low, high))
         assert abs(mp.mpf(float(g)) / ref - 1) < 2.0**-44
 
 

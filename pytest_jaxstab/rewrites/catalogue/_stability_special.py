@@ -528,5 +528,5 @@ ATANH = Rule(
 
 #: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``):
 #: the logs before ``erfc_identities`` (a log of ``1 + erf`` is a log_erfc, not a log of erfc(-z)).
-SPECIAL_RULES: tuple[Rule, ...] = (LOG_NORMAL_MASS, LOG_NORMAL_CDF, LOG_ERFC, NORMAL_CDF, SCALED_NORMAL_CDF, NORMAL_QUANTILE,
-                                   NDTRI_COMPLEMENT, ERFC_IDENTITIES, ASINH, ACOSH, ATANH)
+SPECIAL_RULES: tuple[Rule, ...] = (LOG_NORMAL_MASS, LOG_NORMAL_CDF, LOG_ERFC, NORMAL_CDF, SCALED_NORMAL_CDF,
+                                   NORMAL_QUANTILE, NDTRI_COMPLEMENT, ERFC_IDENTITIES, ASINH, ACOSH, ATANH)
