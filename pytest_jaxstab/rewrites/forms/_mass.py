@@ -1,6 +1,9 @@
-"""log(Φ(b) - Φ(a)), the normal mass between two bounds: the truncated normal's log normaliser
-(numpyro's ``TruncatedNormal``, SciPy's ``_log_gauss_mass``), accurate in both tails and where the
-bounds are close (``log_normal_mass``'s replacement).
+"""The log of a distribution's mass between two bounds, accurate in both tails and where the bounds
+are close: ``log(Φ(b) - Φ(a))`` (``log_ndtr_diff``, ``log_normal_mass``'s replacement) and
+``log(sig(b) - sig(a))`` (``log_sigmoid_diff``, ``log_logistic_mass``'s).
+
+``log(Φ(b) - Φ(a))`` is the truncated normal's log normaliser (numpyro's ``TruncatedNormal``, SciPy's
+``_log_gauss_mass``).
 
 Written as it reads, ``Φ(b) - Φ(a)`` cancels to 0 once both bounds are past 5.4 / 8.3 sigma (float32 /
 float64) in the upper tail, and both terms underflow below -13 / -38 in the lower one. The mass is
@@ -28,6 +31,13 @@ The derivative is exact in each branch: ``∂/∂b = φ(b)/M``, ``∂/∂a = -φ
 (``1/(h·S)``, the inverse Mills ratio ``√(2/π)/E(x)`` over ``1 - r``), never ``exp`` of a difference
 of two large logs. ``b < a`` or a NaN bound gives NaN (the log of a negative mass: no number is
 invented where the program's own value does not exist), ``a = b`` gives -inf.
+
+The logistic CDF has the same problem (``sig(b) - sig(a)`` is 0 past 17 / 37 in float32 / float64) and
+an exact factorisation: ``sig(b) - sig(a) = sig(b)·sig(-a)·(1 - e^-(b - a))``, three factors in (0, 1]
+whose logs are ``-softplus(-b)``, ``-softplus(a)`` and ``log1mexp(b - a)``: no cancellation, and
+``b - a`` is exact where the bounds are close (Sterbenz). Its derivative, by differentiation of
+those pieces, is ``sig(-b) + 1/expm1(b - a)`` in b (two positive terms), the negative of
+``sig(a) + 1/expm1(b - a)`` in a.
 """
 
 from __future__ import annotations
@@ -40,9 +50,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._core import log1mexp, softplus
 from ._special import _erfcx, _exp_neg_half_square, _wide, log_ndtr, ndtr
 
-__all__ = ["log_ndtr_diff"]
+__all__ = ["log_ndtr_diff", "log_sigmoid_diff"]
 
 _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(10)
 _U = tuple(float(u) for u in (1 + _NODES) / 2)  # nodes on [0, 1]
@@ -142,3 +153,17 @@ def _log_ndtr_diff_jvp(rel_a: float, rel_b: float, primals: Any, tangents: Any) 
     da = jnp.asarray(ta).astype(ga.dtype)
     db = jnp.asarray(tb).astype(gb.dtype)
     return value.astype(dtype), (ga * da + gb * db).astype(dtype)
+
+
+def log_sigmoid_diff(a: Any, b: Any) -> Any:
+    """log(sig(b) - sig(a)) = -softplus(-b) - softplus(a) + log1mexp(b - a) (see the module docstring):
+    the log mass of a logistic distribution between two bounds. NaN where ``b < a`` or a bound is
+    NaN, -inf where ``a = b`` (infinite ones included).
+
+    Example: ``log_sigmoid_diff(20.0, 21.0)`` is -20.46 in float32 (written: -inf).
+    """
+    a, b = jnp.asarray(a), jnp.asarray(b)
+    d = b - a
+    empty = a == b
+    value = -softplus(-b) - softplus(a) + log1mexp(jnp.where(empty, 1.0, d))
+    return jnp.where(empty, -jnp.inf, value)
