@@ -17,7 +17,8 @@ mpmath at 256 bits on grids that include the tails, in float32 and float64:
 
 A Φ spelling whose constant is √2 rounded (``x * 0.7071067811865476``, ``x / 1.4142135``) is judged
 against its exact meaning, Φ(x·c·√2) with the program's c (as the oracle judges it): the rewrite
-keeps the program's value over the reals (module docstring of ``_stability_special``).
+keeps the program's value over the reals (module docstring of ``_stability_special``). JAX's own
+``ndtr`` (``norm.cdf``), inlined with its rounded 1/√2, is judged as Φ itself, as the oracle judges it.
 """
 
 from __future__ import annotations
@@ -127,7 +128,9 @@ def _dquantile(p: Any) -> Any:
     return 1 / MP.npdf(_ndtri(p))
 
 
-_JAX_NDTR = ("mul", 0.7071067811865476)  # 0.5 * np.sqrt(2, dtype) in jax.scipy.special.ndtr
+# jax.nn.gelu(approximate=False) writes its own x * (1/√2 rounded), not a call of ndtr: it is judged
+# as written, the constant's exact value included
+_GELU_CONST = ("mul", 0.7071067811865476)
 CASES = [
     # Φ(x), its complement, their logs
     Case("phi[0.5*(1+erf(x/sqrt(2)))]", "normal_cdf", lambda x: 0.5 * (1 + erf(x / jnp.sqrt(2.0))),
@@ -141,22 +144,22 @@ CASES = [
          _dphi, literal=("div", math.sqrt(2))),
     Case("phi[(x-1)/(2*sqrt2)]", "normal_cdf", lambda x: 0.5 * (1 + erf((x - 1.0) / (2.0 * jnp.sqrt(2.0)))),
          GRID_X, lambda v: MP.ncdf((v - 1) / 2)),
-    # JAX's ndtr, inlined (0.11+), computes x * 0.7071067811865476: its value over the reals is
-    # Φ at that product, as the oracle judges it
-    Case("phi[norm.cdf]", "normal_cdf", jax.scipy.stats.norm.cdf, GRID_X, _phi, _dphi, literal=_JAX_NDTR),
+    # JAX's ndtr, inlined, computes x * 0.7071067811865476 but means Φ(x): the oracle recognises it
+    # by its source location and judges it by Φ, and so does the rewrite
+    Case("phi[norm.cdf]", "normal_cdf", jax.scipy.stats.norm.cdf, GRID_X, _phi, _dphi),
     Case("sf[1-0.5*(1+erf)]", "normal_cdf", lambda x: 1 - 0.5 * (1 + erf(x / jnp.sqrt(2.0))), GRID_X,
          lambda v: _phi(-v), lambda v: -_dphi(v)),
     Case("sf[0.5*erfc(x/sqrt2)]", "normal_cdf", lambda x: 0.5 * erfc(x / np.sqrt(2)), GRID_X,
          lambda v: _phi(-v), literal=("div", math.sqrt(2))),
-    Case("sf[1-ndtr]", "normal_cdf", lambda x: 1 - S.ndtr(x), GRID_X, lambda v: _phi(-v), literal=_JAX_NDTR),
+    Case("sf[1-ndtr]", "normal_cdf", lambda x: 1 - S.ndtr(x), GRID_X, lambda v: _phi(-v)),
     Case("logphi[log(0.5*(1+erf))]", "log_normal_cdf", lambda x: jnp.log(0.5 * (1 + erf(x / jnp.sqrt(2.0)))),
          GRID_X, _log_phi, _dlog_phi),
     Case("logphi[log(ndtr)]", "log_normal_cdf", lambda x: jnp.log(S.ndtr(x)), GRID_X, _log_phi,
-         _dlog_phi, literal=_JAX_NDTR),
+         _dlog_phi),
     Case("logphi[norm.logcdf]", "log_normal_cdf", jax.scipy.stats.norm.logcdf, GRID_X, _log_phi,
          _dlog_phi),
     Case("logsf[log(1-ndtr)]", "log_normal_cdf", lambda x: jnp.log(1 - S.ndtr(x)), GRID_X,
-         lambda v: _log_phi(-v), literal=_JAX_NDTR),
+         lambda v: _log_phi(-v)),
     Case("logsf[log1p(-cdf)]", "log_normal_cdf",
          lambda x: jnp.log1p(-(0.5 * erfc(-x * 0.7071067811865476))), GRID_X, lambda v: _log_phi(-v),
          literal=("mul", 0.7071067811865476)),
@@ -168,7 +171,7 @@ CASES = [
     Case("gelu[x*(1+erf(x/sqrt2))/2]", "scaled_normal_cdf", lambda x: x * (1 + erf(x / jnp.sqrt(2.0))) / 2,
          GRID_X, lambda v: v * _phi(v)),
     Case("gelu[jax.nn.gelu exact]", "scaled_normal_cdf", lambda x: jax.nn.gelu(x, approximate=False),
-         GRID_X, lambda v: v * _phi(v), literal=_JAX_NDTR, x_factor=True),
+         GRID_X, lambda v: v * _phi(v), literal=_GELU_CONST, x_factor=True),
     # log erfc(z) with z itself (no √2)
     Case("log_erfc[log(erfc)]", "log_erfc", lambda z: jnp.log(erfc(z)), GRID_X, lambda v: MP.log(MP.erfc(v)),
          lambda v: -2 * MP.exp(-v * v) / (MP.sqrt(MP.pi) * MP.erfc(v))),

@@ -16,7 +16,8 @@ the program's value over the reals: a constant that is √2 rounded (to float32,
 Φ(x·(1 + rel)) with ``rel`` its exact relative distance (computed from the constant, below 2^-20),
 and the forms evaluate exactly that (in the far tail Φ's relative condition number is x², so even a
 rounded float32 1/√2 moves the result by tens of ulps). JAX's own ``ndtr``, inlined into the
-program, is matched by its formula, and its rounded 1/√2 is kept the same way.
+program, is matched by its formula but means Φ itself (the oracle judges it so, recognising it by
+its source location): its rounded 1/√2 is dropped (``_mark_library``).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ import jax.numpy as jnp
 from jax.scipy.special import ndtri
 
 from ... import _compat
-from ..engine._match import Graph
+from ..engine._match import Graph, Match
 from ..engine._pattern import any_of, const, op, square_of, var
 from ..engine._rule import Rule
+from ..forms import _mass as _forms_mass
 from ..forms import _special as _forms_special
 from ._stability_written import _named
 
@@ -54,6 +56,8 @@ _R2 = lambda s: s * jnp.sqrt(2.0)
 _ERF, _ERFC = jax.scipy.special.erf, jax.scipy.special.erfc
 _MIXED_PHI = ((lambda x, s: 0.5 * (1 + _ERF(-x / _R2(s))), (_F64, _F32), (-1e4, 1e4)),)
 _MIXED_LOG_PHI = ((lambda x, s: jnp.log(0.5 * (1 + _ERF(-x / _R2(s)))), (_F64, _F32), (-1e4, 1e4)),)
+_MIXED_MASS = ((lambda a, b, s: jnp.log(0.5 * (1 + _ERF(-b / _R2(s))) - 0.5 * (1 + _ERF(-a / _R2(s)))),
+                (_F64, _F64, _F32), (-40.0, 40.0)),)
 _MIXED_SCALED_PHI = tuple((f, (_F64, _F64, _F32), (-1e4, 1e4)) for f in (
     lambda y, x, s: 0.5 * y * (1 + _ERF(x / _R2(s))),
     lambda y, x, s: 0.5 * y * (1 + _ERF(-(x / _R2(s)))),
@@ -81,9 +85,12 @@ _C_SQRT2, _C_INV = _constant(_SQRT2), _constant(1 / _SQRT2)
 
 
 def _scale_error(caps: dict[str, Any], tag: str) -> float:
-    """``rel`` with the program's multiplier of x equal to (1 + rel)/√2 exactly: 0 for ``x /
+    """``rel`` with the program's multiplier of x equal to (1 + rel)/√2 exactly: 0 for JAX's own
+    ``ndtr`` (it means Φ) and for ``x /
     jnp.sqrt(2.0)`` (the square root of 2 is exact in the program's meaning: conversions between
     floats are the identity), -1.7e-8 for float32's rounded 1/√2, 4.4e-8 for ``x / 1.4142135``."""
+    if caps.get(f"{tag}lib"):
+        return 0.0
     with decimal.localcontext() as ctx:
         ctx.prec = 40
         two = decimal.Decimal(2)
@@ -153,14 +160,19 @@ def _reads_special(g: Graph, eqn: Any, depth: int) -> bool:
     return False
 
 
-def _special_gate(g: Graph, i: int) -> bool:
+def _special_gate(g: Graph, i: int, depth: int = 5) -> bool:
     """A cheap refusal: the program has an erf/erfc/erfinv at all (one look per program and pass),
     and this equation is one or reads one within five arithmetic steps (``log(1 - ndtr(x))``: log, sub,
     mul, select_n, select_n, erfc)."""
     if not _graph_has_special(g):
         return False
     eqn = g.eqns[i]
-    return _compat.primitive_name(eqn) in _SPECIAL or _reads_special(g, eqn, 5)
+    return _compat.primitive_name(eqn) in _SPECIAL or _reads_special(g, eqn, depth)
+
+
+def _mass_gate(g: Graph, i: int) -> bool:
+    """The gate one step deeper: ``log((1 - ndtr(a)) - (1 - ndtr(b)))`` reads erfc six steps down."""
+    return _special_gate(g, i, 6)
 
 
 # --------------------------------------------------------------------- the argument x / √2
@@ -214,14 +226,40 @@ def _phi_forms(pos: str, neg: str) -> Any:
     )
 
 
-def _signed(caps: dict[str, Any]) -> tuple[Any, float]:
+_JAX_SPECIAL = "jax/_src/scipy/special.py"
+_TAGS = ("p", "q", "ap", "aq", "bp", "bq")
+
+
+def _mark_library(m: Match) -> bool:
+    """A ``where`` that accepts every match and marks each Φ spelled by JAX's own ``ndtr`` (its
+    equations traced under ``jax.scipy.special.ndtr``, as the oracle recognises it: see
+    ``oracles/library/_inline.py``) with ``{tag}lib``: that Φ means Φ(x) itself, not the formula with
+    1/√2 rounded that JAX inlined, so its ``rel`` is 0. A Φ written by hand with a rounded constant
+    keeps its ``rel``. The graph is the one the gate looked at last (``Rule.find`` runs the gate,
+    then the match, then ``where``); an atom not found there leaves the match unmarked."""
+    g = _LAST[0]() if _LAST[0] is not None else None
+    if g is None:
+        return True
+    for tag in _TAGS:
+        atom = m.atoms.get(f"{tag}w")
+        if atom is None or _compat.is_literal(atom):
+            continue
+        for j in (*m.swallowed, m.root):
+            eqn = g.eqns[j]
+            if any(o is atom for o in eqn.outvars):
+                if _compat.caller_of(eqn, "ndtr", _JAX_SPECIAL) is not None:
+                    m.captures[f"{tag}lib"] = True
+                break
+    return True
+
+
+def _signed(caps: dict[str, Any], p: str = "p", q: str = "q") -> tuple[Any, float]:
     """``(x, rel)`` with the matched expression = Φ(x·(1 + rel)): tag ``p`` reads Φ(u), tag ``q``
-    Φ(-u). JAX's ``ndtr``, inlined into the program (0.11+), keeps its own rounded 1/√2 too: the
-    program's value is that of the formula it inlined."""
-    u = _value(caps, "p")
+    Φ(-u). JAX's own ``ndtr`` (marked by :func:`_mark_library`) means Φ: rel = 0."""
+    u = _value(caps, p)
     if u is not None:
-        return u, _scale_error(caps, "p")
-    return -_value(caps, "q"), _scale_error(caps, "q")
+        return u, _scale_error(caps, p)
+    return -_value(caps, q), _scale_error(caps, q)
 
 
 # Φ(u) and its complement 1 - Φ(u) = Φ(-u) (the complement's forms have their tags swapped)
@@ -237,7 +275,7 @@ def _normal_cdf(**caps: Any) -> Any:
 
 
 NORMAL_CDF = Rule(
-    "normal_cdf", _PHI, _normal_cdf, gate=_special_gate, examples=_MIXED_PHI,
+    "normal_cdf", _PHI, _normal_cdf, gate=_special_gate, where=_mark_library, examples=_MIXED_PHI,
     **_example(lambda x: 0.5 * (1 + jax.scipy.special.erf(x / jnp.sqrt(2.0))), domain=(-1e4, 1e4)),
 )
 
@@ -280,11 +318,52 @@ LOG_NORMAL_CDF = Rule(
     any_of(op("log", _PHI),
            op("log1p", op("neg", _phi_forms("q", "p"))),
            _LOG_NDTR_CALL),
-    _log_normal_cdf,
+    _log_normal_cdf, where=_mark_library,
     gate=lambda g, i: _compat.primitive_name(g.eqns[i]) == "custom_jvp_call" or _special_gate(g, i),
     examples=_MIXED_LOG_PHI,
     **_example(lambda x: jnp.log(0.5 * jax.scipy.special.erfc(-x / jnp.sqrt(2.0))),
                domain=(-1e4, 1e4)),
+)
+
+
+# ---------------------------------------------------------------------------------- log_normal_mass
+def _log_normal_mass(**caps: Any) -> Any:
+    """log(Φ(b) - Φ(a)) = log-diff-exp of log_ndtr(b), log_ndtr(a) for b <= 0, mirrored to
+    log(Φ(-a) - Φ(-b)) for a >= 0, log1p(-(Φ(a) + Φ(-b))) across 0 (the truncated normal's log
+    normaliser, numpyro's ``TruncatedNormal``: the written difference cancels to 0 from 5.4 / 8.3
+    sigma in float32 / float64 and both terms underflow below -13 / -38 in the lower tail).
+    Either Φ in any spelling above, its complement ``1 - Φ`` included."""
+    a, ra = _signed(caps, "ap", "aq")
+    b, rb = _signed(caps, "bp", "bq")
+    return _forms_mass.log_ndtr_diff(a, b, ra, rb)
+
+
+def _phi_tagged(tag: str) -> Any:
+    """Φ(u) in every spelling, or its complement, with captures tagged ``{tag}p`` / ``{tag}q``."""
+    return any_of(_phi_forms(f"{tag}p", f"{tag}q"), op("sub", ONE, _phi_forms(f"{tag}q", f"{tag}p")))
+
+
+LOG_NORMAL_MASS = Rule(
+    "log_normal_mass", op("log", op("sub", _phi_tagged("b"), _phi_tagged("a"))), _log_normal_mass,
+    gate=_mass_gate, where=_mark_library, examples=_MIXED_MASS,
+    **_example(lambda a, b: jnp.log(jax.scipy.special.ndtr(b) - jax.scipy.special.ndtr(a)),
+               shapes=((8,), (8,)), domain=(-40.0, 40.0)),
+)
+
+
+# ------------------------------------------------------------------------------- log_logistic_mass
+def _log_logistic_mass(a: Any, b: Any) -> Any:
+    """log(sig(b) - sig(a)) = log sig(b) + log sig(-a) + log(1 - e^-(b - a)) (the logistic distribution's
+    mass between two bounds: ``jax.scipy.stats.logistic.cdf``, ``jax.nn.sigmoid``, the difference
+    is 0 as written past 17 / 37 in float32 / float64). NaN where b < a, as written."""
+    return _forms_mass.log_sigmoid_diff(a, b)
+
+
+_SIG_B, _SIG_A = op("logistic", var("b"), recompute=True), op("logistic", var("a"), recompute=True)
+LOG_LOGISTIC_MASS = Rule(
+    "log_logistic_mass", op("log", op("sub", _SIG_B, _SIG_A)), _log_logistic_mass,
+    **_example(lambda a, b: jnp.log(jax.nn.sigmoid(b) - jax.nn.sigmoid(a)),
+               shapes=((8,), (8,)), domain=(-100.0, 100.0)),
 )
 
 
@@ -467,5 +546,6 @@ ATANH = Rule(
 
 #: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``):
 #: the logs before ``erfc_identities`` (a log of ``1 + erf`` is a log_erfc, not a log of erfc(-z)).
-SPECIAL_RULES: tuple[Rule, ...] = (LOG_NORMAL_CDF, LOG_ERFC, NORMAL_CDF, SCALED_NORMAL_CDF, NORMAL_QUANTILE,
-                                   NDTRI_COMPLEMENT, ERFC_IDENTITIES, ASINH, ACOSH, ATANH)
+SPECIAL_RULES: tuple[Rule, ...] = (LOG_NORMAL_MASS, LOG_LOGISTIC_MASS, LOG_NORMAL_CDF, LOG_ERFC, NORMAL_CDF,
+                                   SCALED_NORMAL_CDF, NORMAL_QUANTILE, NDTRI_COMPLEMENT, ERFC_IDENTITIES,
+                                   ASINH, ACOSH, ATANH)

@@ -191,10 +191,13 @@ def log_ndtr(x: Any, rel: float = 0.0) -> Any:
     its last bit)."""
     w, t, t_lo, dtype = _parts(x, rel)
     neg = w <= 0
-    # each branch reads a safe input, selected by the same test (its unused derivative stays finite)
-    tn = jnp.where(neg, t, 0.0)
+    # each branch reads a safe input, selected by the same test (its unused derivative stays finite);
+    # the lower branch reads |x| itself, not _parts' clamp (a tail's clamp, where Q is 0, would make
+    # log Φ(-2e4) the log Φ(-1e4) = -5e7 of the clamp instead of -2e8)
+    full = jnp.abs(w)
+    tn = jnp.where(neg, full, 0.0)
     tp = jnp.where(neg, 0.0, t)
-    ln = None if t_lo is None else jnp.where(neg, t_lo, 0.0)
+    ln = None if t_lo is None else jnp.where(neg, full * rel, 0.0)
     lp = None if t_lo is None else jnp.where(neg, 0.0, t_lo)
     un = tn if ln is None else tn + ln
     square = (0.5 * tn) * tn if ln is None else (0.5 * tn) * tn + ln * (tn + 0.5 * ln)
@@ -210,7 +213,8 @@ def _log_ndtr_jvp(rel: float, primals: Any, tangents: Any) -> Any:
     (x,), (tx,) = primals, tangents
     w, t, t_lo, dtype = _parts(x, rel)
     neg = w <= 0
-    u = t if t_lo is None else t + t_lo
+    full = jnp.abs(w)  # unclamped, as in log_ndtr: the inverse Mills ratio grows like |x|
+    u = full if rel == 0 else full + full * rel
     low = _SQRT_2_OVER_PI / _erfcx(jnp.where(neg, u, 0.0) * _INV_SQRT2)
     tp = jnp.where(neg, 0.0, t)
     lp = None if t_lo is None else jnp.where(neg, 0.0, t_lo)
