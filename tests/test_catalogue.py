@@ -327,7 +327,7 @@ def test_the_table_covers_every_rule_of_the_catalogue():
     covered |= {"lgamma_sum", "lgamma_near_one"}  # log-gamma: tests/test_rewrites_gamma.py
     covered |= {"center"}  # normalisation: tests/test_rewrites_center.py
     covered |= {"xlogy"}  # zero times log zero (issue 39): tests/test_rewrites_xlogy.py
-    covered |= {"log_normal_mass"}  # normal tails (issue 39): tests/test_rewrites_normal_tails.py
+    covered |= {"log_normal_mass", "log_logistic_mass"}  # tails (issue 39): test_rewrites_normal_tails.py
     # derivatives that lose (issue 39): tests/test_rewrites_gradients.py
     covered |= {"softplus_kink", "hypot_constant", "norm_quotient", "jvp_rule"}
     # a label picked from a log-softmax, or one-hot targets (issue 39): tests/test_rewrites_gather.py
