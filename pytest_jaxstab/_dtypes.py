@@ -109,6 +109,8 @@ def is_real_kind(dtype: Any) -> bool:
         return False
     if dt.kind in "fiu":
         return True
+    if dt.kind != "V":  # complex, bool, strings: not real numbers (ml_dtypes.finfo takes complex too)
+        return False
     try:
         ml_dtypes.finfo(dt)
     except (TypeError, ValueError):

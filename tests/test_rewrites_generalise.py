@@ -412,8 +412,9 @@ CASES = [(n, "float32") for n in FAMILIES] + [(n, "float64") for n in FLOAT64]
 OLD_JAX = tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11)
 # On the oldest JAX we support (0.10), log1p/expm1 round differently: at the worst drawn row the
 # rewritten log-mean-exp loses 9.3 bits where the problem's conditioning explains 6.6 (the form is
-# stable, `m + log1p(...)` cancels as the problem does), one bit over this test's accuracy bar.
-OLD_JAX_MISSES = {("lme[mean, axis=1, keepdims]", "float32")}
+# stable, `m + log1p(...)` cancels as the problem does); the test's stability re-check of a max over
+# 8 bits accepts it, so no case is missed on 0.10 any more.
+OLD_JAX_MISSES: set[tuple[str, str]] = set()
 CASES = [pytest.param(*c, marks=pytest.mark.xfail(reason="jax 0.10 rounding, see OLD_JAX_MISSES"))
          if OLD_JAX and c in OLD_JAX_MISSES else c for c in CASES]
 
