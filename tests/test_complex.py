@@ -174,7 +174,7 @@ def test_complex_classes_and_binades_appear() -> None:
     def observer(name: str, values: np.ndarray) -> None:
         seen.setdefault(name, []).append(values)
 
-    @settings(max_examples=300, database=None, derandomize=True)
+    @settings(max_examples=500, database=None, derandomize=True)
     @given(arguments("complex64", [(8,), (8,)]))
     def draw(args: tuple[np.ndarray, ...]) -> None:
         drawn.extend(args)
