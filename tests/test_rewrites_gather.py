@@ -161,11 +161,15 @@ def test_large_logits_that_nearly_tie(fn, dtype):
         x, y = jnp.asarray(rows, dtype), jnp.asarray([0, 0], jnp.int32)
         refs = [_exact(r, 0) for r in rows]
         fixed = jst.stabilize(fn)
-        assert _ulps(fixed(x, y), [v for v, _ in refs], dtype) <= 4
-        g = jax.grad(lambda a: jnp.sum(fixed(a, y)))(x)
-        for row, (_, ref) in zip(g, refs):
-            assert _ulps(row, ref, dtype) <= 4
+        _assert_value_and_gradient(fixed, x, y, refs, dtype)
 
+
+def _assert_value_and_gradient(fixed, x, y, refs, dtype) -> None:
+    """``fixed(x, y)`` row by row within 4 ulps of ``refs`` (value, gradient in x), the bound above."""
+    assert _ulps(fixed(x, y), [v for v, _ in refs], dtype) <= 4
+    g = jax.grad(lambda a: jnp.sum(fixed(a, y)))(x)
+    for row, (_, ref) in zip(g, refs):
+        assert _ulps(row, ref, dtype) <= 4
 
 @F32_F64
 def test_vmap_on_either_side_of_stabilize(dtype):
@@ -212,10 +216,7 @@ def test_the_one_hot_spellings(fn, dtype):
         assert "one_hot_nll" in _rules(fn, x, y)
         fixed = jst.stabilize(fn)
         # the -inf row is NaN as written (0 * log 0); its loss is finite and exact after
-        assert _ulps(fixed(x, y), [v for v, _ in refs], dtype) <= 4
-        g = jax.grad(lambda a: jnp.sum(fixed(a, y)))(x)
-        for row, (_, ref) in zip(g, refs):
-            assert _ulps(row, ref, dtype) <= 4
+        _assert_value_and_gradient(fixed, x, y, refs, dtype)
 
 
 @F32_F64
