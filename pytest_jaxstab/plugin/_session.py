@@ -114,7 +114,11 @@ class JaxstabSession:
         if self.baseline is None:
             return None
         from .._baseline import compare
+        from .._report._paths import relative_locations
 
+        # Locations as the end of the session compares them (relative to the rootdir): a kept line's
+        # key holds its file, and must read the same here as in the saved baseline.
+        case = relative_locations(case, self.config.rootpath)
         return compare([case], self.baseline, self.checks, collected_nodeids=[]).cases[0]
 
     # --- results -------------------------------------------------------------------------------------
