@@ -7,10 +7,12 @@ The programs are chosen so that the line must stay float32 on both JAX generatio
 - bfloat16: ``(x + 1024.0) - 1024.0`` for ``x`` in (0.5, 1) is 0 in bfloat16 (the ulp of 1024 is 8) and
   exact in float32 (1024 plus an 8-bit ``x`` needs 19 bits).
 - float16: ``sqrt(sum(x * x))`` over 256 elements of (30, 60): the sum (at least 230400) is past float16's
-  65504 (12.6 bits off, 6212 ulps, on both generations; judged under ``judge="accuracy"``: the stability
-  lens excuses 7 of those bits as the quotient's conditioning). The absorption above is no float16 example: jax 0.10's XLA on the CPU keeps a jitted chain of
-  float16 operations in float32 (excess precision), so ``(x + 1024.0) - 1024.0`` is exact there (jitted
-  2.25 for 0.75, 3.0 op by op); a reduction's result is converted to float16 on both generations.
+  65504, the norm inf and ``tanh(x) / n`` 0 where the exact result is about 1e-3 (6212 ulps counted
+  through the binades below it, 12.6 bits, on both generations). Judged under ``judge="accuracy"``: the
+  stability lens excuses 7 of those bits as the quotient's conditioning and passes it. The absorption
+  is no float16 example: jax 0.10's XLA on the CPU keeps a jitted chain of float16 operations in
+  float32 (excess precision), so ``(x + 1024.0) - 1024.0`` is exact there (jitted 2.25 for 0.75, 3.0
+  op by op); a reduction's result is converted to float16 on both generations.
 
 The figures the plan reports are jst.tune_precision's own (tested against mpmath in
 ``test_tune_precision.py``); here what is tested is which line the reports name and what the gate does.
@@ -102,6 +104,16 @@ def test_the_plan_is_in_the_failure_text_the_json_and_the_html(pytester, run_jax
     html = (pytester.path / "r.html").read_text()
     assert "Precision plan: which lines must stay float32" in html
     assert f"<code>test_mp.py:{line}</code>" in html and f"<code>{kept}</code>" in html
+
+
+def test_the_plan_rides_to_the_xdist_controller_unchanged(pytester, run_jaxstab):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_mp=_source("bfloat16"))
+    plans = {}
+    for run in ((), ("-n", "2")):
+        run_jaxstab(*ARGS, "--jaxstab-seed=0", "--jaxstab-report=json:r.json", *run).assert_outcomes(failed=1)
+        plans[run] = _cases(pytester.path / "r.json")["test_mp.py::test_mp"]["precision"]
+    assert plans[()] == plans[("-n", "2")] and plans[()]["lines"][0]["text"] == PROGRAMS["bfloat16"][1]
 
 
 def test_a_passing_case_carries_its_plan_and_the_session_option_skips_float32(pytester, run_jaxstab):
