@@ -22,6 +22,8 @@ Figures are aggregated per user source line (``file:line``; equations inside lib
 user's line that called it) and primitive, over samples: ``max_bits``, ``mean_bits`` (mean over samples
 of that line's worst element) and ``share_over_tolerance`` (the share of samples whose worst element
 there loses more than ``tolerance_bits``). Each line is classified by its worst element (:data:`KINDS`).
+Lines are ranked by where the loss is born, the earliest cause first (:func:`_rank_key`): a later line
+that only shows the damage (a division whose operands underflowed) comes after the line that made it.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ LineError = LocalErrorRecord
 
 @dataclasses.dataclass(frozen=True)
 class LocalError:
-    """What :func:`local_error` returns: the lines where bits are lost, worst first.
+    """What :func:`local_error` returns: the lines where bits are lost, ranked by where the loss is born.
 
     ``lines`` holds every (line, primitive) pair that lost at least one bit; ``samples`` the samples
     analysed; ``str()`` one line per entry.
@@ -84,7 +86,8 @@ class LocalError:
 
     @property
     def worst(self) -> LineError | None:
-        """The line losing the most bits, or None when no operation loses any."""
+        """The first-ranked line, where the loss is born (usually the most bits: a later line listing
+        more has inherited them or ties past every significant bit), or None when nothing is lost."""
         return self.lines[0] if self.lines else None
 
     def __str__(self) -> str:
@@ -107,7 +110,9 @@ def local_error(fn: Callable[..., Any], *args: Any, tolerance_bits: float = 8.0)
         tolerance_bits: the bits above which a sample counts in ``share_over_tolerance``.
 
     Returns:
-        A :class:`LocalError`: ``lines`` worst first, ``worst`` the line losing the most bits.
+        A :class:`LocalError`: ``lines`` ranked by where the loss is born (the most bits first, except
+        that a loss inherited from an underflowed or overflowed operand comes after the line that made
+        it, and a total loss ties with another, the earlier in program order first); ``worst`` the first.
 
     Raises:
         ArgumentError: ``fn`` is not callable or an argument is a tracer.
