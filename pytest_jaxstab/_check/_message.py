@@ -117,6 +117,13 @@ def _local_error_lines(result: CaseResult) -> list[str]:
     out = [text]
     if worst.code:
         out.append(f"    {worst.code}")
+    # Lines are ranked by where the loss is born (``_diagnostics._local_error._rank_key``): a later line
+    # listing more bits (a NaN from operands that had already underflowed) is named as what it is.
+    more = max(result.local_error[1:], key=lambda x: x.max_bits, default=None)
+    if more is not None and more.max_bits > worst.max_bits + 1.0:
+        out.append(f"Then {more.kind} in {more.primitive} at {_short(more.location) or '<unknown location>'}"
+                   f" ({more.max_bits:.1f} bits): a later loss whose operands were already wrong or which "
+                   "ties past every significant bit; the line above is where the bits go first.")
     return out
 
 

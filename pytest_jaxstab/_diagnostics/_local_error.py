@@ -22,6 +22,8 @@ Figures are aggregated per user source line (``file:line``; equations inside lib
 user's line that called it) and primitive, over samples: ``max_bits``, ``mean_bits`` (mean over samples
 of that line's worst element) and ``share_over_tolerance`` (the share of samples whose worst element
 there loses more than ``tolerance_bits``). Each line is classified by its worst element (:data:`KINDS`).
+Lines are ranked by where the loss is born, the earliest cause first (:func:`_rank_key`): a later line
+that only shows the damage (a division whose operands underflowed) comes after the line that made it.
 """
 
 from __future__ import annotations
@@ -58,6 +60,10 @@ KINDS = {
 }
 
 _ADDITIVE = frozenset({"add", "sub", "add_any"})
+
+#: One site's figures on one sample: the site, its worst born bits and their kind, its worst inherited
+#: bits and their kind (NaN where no element of that sort could be judged); see :func:`_rank_key`.
+_Scored = tuple[Any, float, str, float, str]
 _SUMS = frozenset({"reduce_sum", "cumsum", "dot_general"})
 
 
@@ -68,7 +74,7 @@ LineError = LocalErrorRecord
 
 @dataclasses.dataclass(frozen=True)
 class LocalError:
-    """What :func:`local_error` returns: the lines where bits are lost, worst first.
+    """What :func:`local_error` returns: the lines where bits are lost, ranked by where the loss is born.
 
     ``lines`` holds every (line, primitive) pair that lost at least one bit; ``samples`` the samples
     analysed; ``str()`` one line per entry.
@@ -80,7 +86,8 @@ class LocalError:
 
     @property
     def worst(self) -> LineError | None:
-        """The line losing the most bits, or None when no operation loses any."""
+        """The first-ranked line, where the loss is born (usually the most bits: a later line listing
+        more has inherited them or ties past every significant bit), or None when nothing is lost."""
         return self.lines[0] if self.lines else None
 
     def __str__(self) -> str:
@@ -103,7 +110,9 @@ def local_error(fn: Callable[..., Any], *args: Any, tolerance_bits: float = 8.0)
         tolerance_bits: the bits above which a sample counts in ``share_over_tolerance``.
 
     Returns:
-        A :class:`LocalError`: ``lines`` worst first, ``worst`` the line losing the most bits.
+        A :class:`LocalError`: ``lines`` ranked by where the loss is born (the most bits first, except
+        that a loss inherited from an underflowed or overflowed operand comes after the line that made
+        it, and a total loss ties with another, the earlier in program order first); ``worst`` the first.
 
     Raises:
         ArgumentError: ``fn`` is not callable or an argument is a tracer.
@@ -133,24 +142,49 @@ def local_error(fn: Callable[..., Any], *args: Any, tolerance_bits: float = 8.0)
 
 def analyse(closed: Any, samples: Sequence[Sequence[Any]], *, tolerance_bits: float = 8.0,
             max_lines: int | None = None) -> LocalError:
-    """The local error of a closed jaxpr over ``samples`` (each a tuple of its flat inputs)."""
+    """The local error of a closed jaxpr over ``samples`` (each a tuple of its flat inputs).
+
+    Lines are ranked by the cause of the loss (:func:`_rank_key`), not by the string of their location.
+    """
     programs = _Programs()
     per_key: dict[tuple[str | None, str], _Group] = {}
     for sample in samples:
-        scored: list[tuple[Site, float, str]] = []
+        scored: list[_Scored] = []
         programs.run(closed, list(sample), scored, None, (), _MAX_NESTING)
         seen: set[tuple[str | None, str]] = set()
-        for site, bits, kind in scored:
+        for order, entry in enumerate(scored):  # ``scored`` is in program order (sub-programs in place)
+            site = entry[0]
             key = (None if site.source is None else str(site.source), site.primitive)
-            group = per_key.setdefault(key, _Group(site))
-            group.add(bits, kind, merge=key in seen)
+            group = per_key.setdefault(key, _Group(site, order))
+            group.order = min(group.order, order)
+            group.add(entry, merge=key in seen)
             seen.add(key)
-    lines = [g.line(tolerance_bits) for g in per_key.values()]
-    lines = sorted((x for x in lines if x.max_bits > 0),
-                   key=lambda x: (-x.max_bits, -x.mean_bits, x.location or "", x.primitive))
+    ranked = sorted((g for g in per_key.values() if g.line(tolerance_bits).max_bits > 0), key=_rank_key)
+    lines = [g.line(tolerance_bits) for g in ranked]
     if max_lines is not None:
         lines = lines[:max_lines]
     return LocalError(tuple(lines), len(samples), float(tolerance_bits))
+
+
+def _rank_key(group: _Group) -> tuple[Any, ...]:
+    """Which line is named first: the one where the loss is born, the earliest in program order.
+
+    * A loss is *born* on a line when that operation's operands are representable: an element whose
+      operand is a subnormal (XLA flushes it to 0) or an infinity (an exact value that overflowed) only
+      shows a loss made where that operand was computed, so it is *inherited*. Lines ranked by their
+      born loss come before lines whose loss is only inherited (``num / den`` of two underflowed values
+      is not the cause of its NaN).
+    * Bits beyond the significand's (24 in float32) all mean the same, nothing is left: a subtraction
+      cancelled to 0 (29.7 bits) and the NaN of a later division (32) tie, and the tie goes to the line
+      that comes first in program order, the cause. Below that, more bits first, then the higher mean.
+    """
+    born, mean = group.born_figures()
+    if born > 0:
+        saturated = born >= group.cap
+        return (0, -min(born, group.cap), 0.0 if saturated else -mean, group.order)
+    worst = max(group.per_sample, default=0.0)
+    return (1, -min(worst, group.cap), -float(np.mean(group.per_sample)) if group.per_sample else 0.0,
+            group.order)
 
 
 #: ``while`` bodies are entered for at most this many iterations per sample (then scored whole).
@@ -171,7 +205,7 @@ class _Programs:
             hit = self._cache[id(closed)] = (closed, inst, _Floats(inst))
         return hit[1], hit[2]
 
-    def run(self, closed: Any, args: list[Any], scored: list[tuple[Site, float, str]], source: Any,
+    def run(self, closed: Any, args: list[Any], scored: list[_Scored], source: Any,
             path: tuple[str, ...], nesting: int) -> list[np.ndarray | None]:
         """Score every site of ``closed`` on ``args`` (exact values); returns its outputs, exact rounded."""
         inst, floats = self._get(closed, source, path)
@@ -195,7 +229,7 @@ class _Programs:
                 for o in inst.outputs]
 
     def _enter(self, site: Site, values: list[np.ndarray], certain: list[np.ndarray],
-               scored: list[tuple[Site, float, str]], nesting: int) -> bool:
+               scored: list[_Scored], nesting: int) -> bool:
         """Score a cond's chosen branch, or a while's body per iteration, on exact operands rounded."""
         ins = [values[o.index] if isinstance(o, Slot) else np.asarray(o[1]) for o in site.ins]
         if not all(certain[o.index].all() for o in site.ins if isinstance(o, Slot)):
@@ -209,7 +243,7 @@ class _Programs:
         wp = C.while_parts(site.eqn)
         nc, nb = len(wp.cond_consts), len(wp.body_consts)
         cc, bc, carry = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
-        body_scored: list[tuple[Site, float, str]] = []
+        body_scored: list[_Scored] = []
         for _ in range(MAX_WHILE_STEPS):
             if any(c is None for c in carry):
                 return False
@@ -225,23 +259,41 @@ class _Programs:
 
 # ---------------------------------------------------------------------------------------- scoring
 class _Group:
-    """Per-sample worst bits of one (line, primitive), and the kind of the overall worst element."""
+    """Per-sample worst bits of one (line, primitive), born and inherited, and the worst element's kind."""
 
-    def __init__(self, site: Site) -> None:
+    def __init__(self, site: Site, order: int) -> None:
         self.site = site
-        self.per_sample: list[float] = []
+        self.order = order  # the first position of this line among the scored sites: program order
+        self.per_sample: list[float] = []  # worst element, born or inherited
+        self.born: list[float] = []  # worst born element, NaN when a sample has none
         self.best = -1.0
         self.kind = "rounding"
+        self.best_born = -1.0
+        self.kind_born = "rounding"
+        outs = [s for s in site.outs if s is not None and _is_float(_dtype(s))]
+        dtype = component_dtype(_dtype(outs[0])) if outs else np.dtype(np.float32)
+        self.cap = float(dtype_info(dtype).significand_bits)
 
-    def add(self, bits: float, kind: str, merge: bool) -> None:
-        if np.isnan(bits):
+    def add(self, entry: _Scored, merge: bool) -> None:
+        _, born, kind_born, inherited, kind_inh = entry
+        worst = np.nanmax([born, inherited]) if not (np.isnan(born) and np.isnan(inherited)) else np.nan
+        if np.isnan(worst):
             return
         if merge and self.per_sample:
-            self.per_sample[-1] = max(self.per_sample[-1], bits)
+            self.per_sample[-1] = max(self.per_sample[-1], worst)
+            self.born[-1] = np.fmax(self.born[-1], born)
         else:
-            self.per_sample.append(bits)
-        if bits > self.best:
-            self.best, self.kind = bits, kind
+            self.per_sample.append(float(worst))
+            self.born.append(born)
+        if not np.isnan(born) and born > self.best_born:
+            self.best_born, self.kind_born = born, kind_born
+        if worst > self.best:
+            self.best, self.kind = float(worst), kind_born if worst == born else kind_inh
+
+    def born_figures(self) -> tuple[float, float]:
+        """The most bits and the mean of the per-sample worst over born elements (0 when none)."""
+        b = np.asarray([x for x in self.born if not np.isnan(x)], dtype=np.float64)
+        return (float(b.max()), float(b.mean())) if b.size else (0.0, 0.0)
 
     def line(self, tolerance: float) -> LineError:
         s = np.asarray(self.per_sample, dtype=np.float64)
@@ -249,7 +301,10 @@ class _Group:
         if not s.size:
             return LineError(None if src is None else str(src), self.site.primitive, self.kind, 0.0, 0.0,
                              0.0, code=None, path=self.site.path, samples=0)
-        return LineError(None if src is None else str(src), self.site.primitive, self.kind,
+        # the kind of the loss the line is ranked by: its born worst when it has one (a division that
+        # also sees underflowed operands elsewhere is named for what it loses itself)
+        kind = self.kind_born if self.best_born > 2 else self.kind
+        return LineError(None if src is None else str(src), self.site.primitive, kind,
                          float(s.max()), float(s.mean()), float((s > tolerance).mean()),
                          code=None if src is None else src.text, path=self.site.path, samples=int(s.size))
 
@@ -349,11 +404,14 @@ def _live(inst: Instrumented, values: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _score(site: Site, outs: list[np.ndarray] | None, values: list[np.ndarray],
-           certain: list[np.ndarray], live: list[np.ndarray]) -> tuple[float, str] | None:
-    """The worst bits of a site on one sample (NaN when nothing can be judged) and their kind."""
+           certain: list[np.ndarray], live: list[np.ndarray]) -> tuple[float, str, float, str] | None:
+    """The worst bits of a site on one sample and their kind, over its born elements and over its
+    inherited ones (an operand there is a subnormal or an infinity: :func:`_rank_key`); NaN when no
+    element of that sort can be judged."""
     if outs is None:
         return None
-    worst, kind = float("nan"), "rounding"
+    worst = [float("nan"), float("nan")]  # born, inherited
+    kinds = ["rounding", "rounding"]
     for slot, got in zip(site.outs, outs):
         if slot is None or not _is_float(_dtype(slot)):
             continue
@@ -362,18 +420,71 @@ def _score(site: Site, outs: list[np.ndarray] | None, values: list[np.ndarray],
         if got.shape != exact.shape:
             continue
         bits = np.asarray(error_bits(got, exact), dtype=np.float64)
-        tiny = float(dtype_info(component_dtype(exact.dtype)).tiny)
-        bits = np.where((np.abs(exact) < tiny) & (np.abs(got) < tiny), 0.0, bits)
+        info = dtype_info(component_dtype(exact.dtype))
+        tiny = float(info.tiny)
+        # A result XLA flushes (exact and float both below the normal range) loses nothing of its own,
+        # unless it is a sum of normal operands that cancelled to 0: that loss is the cancellation's.
+        flushed = (np.abs(exact) < tiny) & (np.abs(got) < tiny)
+        if site.primitive in _ADDITIVE:
+            flushed &= ~_cancelled_to_zero(site, values, got, info)
+        bits = np.where(flushed, 0.0, bits)
         keep = certain[slot.index] & live[slot.index] & _inputs_certain(site, certain, exact.shape)
         bits = np.where(keep, bits, np.nan)
         if not bits.size or np.isnan(bits).all():
             continue
-        flat = int(np.nanargmax(bits))
-        b = float(bits.reshape(-1)[flat])
-        if np.isnan(worst) or b > worst:
-            idx = np.unravel_index(flat, bits.shape)
-            worst, kind = b, _classify(site, idx, got[idx], exact[idx], values) if b > 2 else "rounding"
-    return worst, kind
+        inherited = _lost_operands(site, values, exact.shape)
+        for k, part in enumerate((np.where(inherited, np.nan, bits), np.where(inherited, bits, np.nan))):
+            if np.isnan(part).all():
+                continue
+            flat = int(np.nanargmax(part))
+            b = float(part.reshape(-1)[flat])
+            if np.isnan(worst[k]) or b > worst[k]:
+                idx = np.unravel_index(flat, part.shape)
+                worst[k] = b
+                kinds[k] = _classify(site, idx, got[idx], exact[idx], values) if b > 2 else "rounding"
+    return worst[0], kinds[0], worst[1], kinds[1]
+
+
+def _cancelled_to_zero(site: Site, values: list[np.ndarray], got: np.ndarray, info: Any) -> np.ndarray:
+    """Where an add/sub of operands at least ``tiny * 2**p`` in magnitude gives exactly 0.
+
+    Two such floats that differ are at least an ulp of the smaller apart, itself a normal number; so a
+    0 there means the rounded operands were equal: cancellation, not XLA's flush of a subnormal.
+    """
+    big = float(info.tiny) * 2.0 ** info.significand_bits
+    out = np.asarray(got) == 0
+    for op in site.ins:
+        v = np.abs(np.asarray(values[op.index] if isinstance(op, Slot) else op[1]))
+        if v.shape != out.shape and v.ndim:
+            return np.zeros(out.shape, bool)
+        out = out & (v >= big)
+    return out
+
+
+def _lost_operands(site: Site, values: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """Per output element, whether a float operand there is a subnormal (flushed to 0 by XLA) or not
+    finite: its exact value was not representable, the loss at this site is inherited from the site
+    that computed it. An operand of another shape (a reduction's) counts only when it holds an
+    infinity, and then for every element."""
+    lost = np.zeros(shape, bool)
+    for op in site.ins:
+        if not isinstance(op, Slot):
+            continue  # a literal is exact
+        v = np.asarray(values[op.index])
+        if not _is_float(v.dtype):
+            continue
+        a = np.abs(v)
+        bad = ~np.isfinite(a) | ((a > 0) & (a < float(dtype_info(component_dtype(v.dtype)).tiny)))
+        if v.shape == shape:
+            lost |= bad
+        elif v.ndim == 0 or v.size == 1:
+            lost |= bool(bad.any())
+        else:
+            try:  # an operand outside loops broadcasts over the iteration axes
+                lost |= np.broadcast_to(bad.reshape(bad.shape + (1,) * (len(shape) - bad.ndim)), shape)
+            except ValueError:
+                lost |= bool((~np.isfinite(a)).any())
+    return lost
 
 
 def _inputs_certain(site: Site, certain: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
@@ -420,14 +531,15 @@ def _classify(site: Site, idx: tuple[Any, ...], got: Any, exact: Any, values: li
         g, e = float(got), float(exact)
     info = dtype_info(component_dtype(np.asarray(exact).dtype))
     tiny = float(info.tiny)
-    if np.isfinite(e) and not np.isfinite(g):
-        return "overflow"
     ops = _operand_at(site, values, idx, np.shape(values[site.outs[0].index]) if site.outs[0] else ())
     known = [x for x in ops if x is not None]
     if any(not np.isfinite(x) for x in known):
         return "overflow"  # an operand's exact value rounds to +-inf
+    # before the result's overflow: 0 / 0 of two flushed operands is NaN because they underflowed
     if any(0 < abs(x) < tiny for x in known):
         return "underflow"  # an operand's exact value rounds to a subnormal, which XLA flushes to 0
+    if np.isfinite(e) and not np.isfinite(g):
+        return "overflow"
     # The exact result sits at (or a few bits above) the subnormal range and the float one lost it.
     near_underflow = 0 < abs(e) < tiny * 2.0 ** info.significand_bits
     name = site.primitive

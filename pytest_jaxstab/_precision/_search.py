@@ -1,7 +1,9 @@
 """Which lines must stay in the high precision: samples, exact results, figures, greedy then pruned.
 
-The samples are drawn as ``jst.check`` draws its siblings (``strategies._scenario``: the array classes of
-``jst.strategies.arguments`` over the domain and dtype, every choice from a seeded generator), and the
+Half the samples are drawn as ``jst.check`` draws its siblings (``strategies._scenario``: the array classes
+of ``jst.strategies.arguments`` over the domain and dtype, every choice from a seeded generator), half by
+value as a model's data looks (uniform over a bounded domain's values, else normal at a scale; see
+``_by_value``), and the
 exact output of each is the oracle's (``oracles.evaluate``), rounded to the low dtype; elements the
 oracle cannot settle, or whose exact value is not a finite float of the low dtype, are not judged.
 
@@ -35,6 +37,7 @@ import numpy as np
 from .._dtypes import dtype_info
 from ..oracles import error_bits, evaluate
 from ..strategies._arrays import plans_for
+from ..strategies._classes import bounds
 from ..strategies._scenario import Scenario
 from ._upcast import float_sites, run_upcast
 
@@ -101,14 +104,19 @@ def draw(closed: Any, dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], d
     A draw whose exact output has no judged element (every element undefined, uncertain or beyond the
     dtype's range) is replaced, up to :data:`_TRIES_PER_SAMPLE` tries per sample.
     """
-    base = Scenario(plans_for(dtype, list(shapes), domain), (), [])
+    plans = plans_for(dtype, list(shapes), domain)
+    base = Scenario(plans, (), [])
+    rng = np.random.default_rng(seed)
     args: list[tuple[np.ndarray, ...]] = []
     exact: list[list[np.ndarray]] = []
     judged: list[list[np.ndarray]] = []
     for k in range(n * _TRIES_PER_SAMPLE):
         if len(args) >= n:
             break
-        drawn = base.fresh(seed * 1_000_003 + k + 1)
+        # Even draws by value (a model's data), odd ones the check's (where formulas break).
+        drawn = _by_value(plans, rng) if k % 2 == 0 else None
+        if drawn is None:
+            drawn = base.fresh(seed * 1_000_003 + k + 1)
         if drawn is None:
             continue
         sample = tuple(np.asarray(a, dtype) for a in drawn)
@@ -126,6 +134,34 @@ def draw(closed: Any, dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], d
         return Samples([], [], [])
     return Samples([np.stack(col) for col in zip(*args)], [np.stack(col) for col in zip(*exact)],
                    [np.stack(col) for col in zip(*judged)])
+
+
+def _by_value(plans: Sequence[Any], rng: np.random.Generator) -> tuple[np.ndarray, ...] | None:
+    """One input as a model's data looks: every element uniform over the domain's VALUES where the domain
+    is a bounded interval a user declared (activations in (5, 15)), else normal with a scale of 2^-4 to
+    2^8 (from the bounded end where one is). The check's draws (the other half) are bit-pattern and
+    class draws, built to find where a formula breaks: over a 64-element dot product they are dominated
+    by tiny values, so a softmax of its logits came out exactly uniform and a bfloat16 attention looked
+    exact. None where a domain predicate rejects a value (the check's draw then takes the sample)."""
+    out = []
+    for plan in plans:
+        sampler = plan.sampler
+        lo, hi = bounds(sampler)
+        top = float(sampler.info.max)
+        spread = np.abs(rng.standard_normal(plan.shape)) * 2.0 ** float(rng.integers(-4, 9))
+        if -top < lo and hi < top:
+            values = rng.uniform(lo, hi, plan.shape)
+        elif -top < lo:
+            values = lo + spread
+        elif hi < top:
+            values = hi - spread
+        else:
+            values = spread * rng.choice([-1.0, 1.0], plan.shape)
+        low = np.clip(values, lo, hi).astype(sampler.info.dtype)
+        if sampler.resolved.where is not None and not all(sampler.resolved.accepts(v) for v in low.ravel()):
+            return None
+        out.append(low)
+    return tuple(out)
 
 
 def _floating(v: Any) -> bool:

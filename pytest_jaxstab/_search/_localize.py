@@ -89,7 +89,8 @@ def localize(whole: Term, sites: Sites, closed: Any, batches: Sequence[Sequence[
         lines = analyse(closed, batches).lines
     except JaxstabError:  # the oracle cannot evaluate some operation: no localisation, search whole
         return default
-    serious = [x for x in lines if x.max_bits >= max(NARROW_BITS, lines[0].max_bits / 2)] if lines else []
+    # lines come ranked by where the loss is born, not by bits: the threshold is half the most bits
+    serious = [x for x in lines if x.max_bits >= max(NARROW_BITS, max(y.max_bits for y in lines) / 2)]
     for line in serious:
         for region in regs:
             inside = subterms(region)
@@ -117,7 +118,8 @@ def localize_whole(whole: Term, sites: Sites, closed: Any, batches: Sequence[Seq
         lines = analyse(closed, batches).lines
     except JaxstabError:
         return default
-    serious = [x for x in lines if x.max_bits >= max(NARROW_BITS, lines[0].max_bits / 2)] if lines else []
+    # lines come ranked by where the loss is born, not by bits: the threshold is half the most bits
+    serious = [x for x in lines if x.max_bits >= max(NARROW_BITS, max(y.max_bits for y in lines) / 2)]
     inside = subterms(whole)
     found = [t for line in serious for t in _matches(sites, line, inside)]
     if not found:

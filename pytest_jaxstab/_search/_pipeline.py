@@ -33,6 +33,7 @@ import numpy as np
 from .._check._trace import positional, trace_case
 from .._dtypes import dtype_info
 from .._errors import ArgumentError, JaxstabError, function_name
+from . import _pareto as pareto
 from ._choose import WORSE_BITS, Rechecked, choose, worse_than
 from ._choose import safe as _safe
 from ._egraph import BASE_FAMILIES, SaturationError, families_by_kind, families_for, saturate
@@ -43,7 +44,7 @@ from ._judge import Samples
 from ._localize import Focus, batches_for, localize, localize_whole
 from ._lower import Shapes, Unsupported, lower_program, reduction_counts
 from ._regimes import infer
-from ._result import Candidate, Improvement
+from ._result import Candidate, Improvement, Offer
 from ._rules import RULES, rules_for
 from ._sampler import RECHECK_POINTS, domains, sample, strata
 from ._series import series_candidates
@@ -286,7 +287,7 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     safe = [c for c, errs in measured if c.term != original and judged_safe(errs, orig_errs, samples)[0]]
     if cat_callable is not None and judged_safe(cat_callable[1], orig_errs, samples)[0]:
         safe.append(cat_callable[0])
-    frontier = _pareto([orig, *[c for c in safe if c.term is not None]])
+    frontier = pareto.frontier([orig, *[c for c in safe if c.term is not None]])
     why = f" ({stats_text}" + ("; time limit hit" if hit_limit else "") + focus.describe() + ")"
     if not safe:
         return result("nothing better found" + why, original=orig, best=orig, frontier=frontier,
@@ -299,14 +300,16 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     o = fresh.jit_errors(fresh.function(original))
     refused: list[str] = []  # why candidates better on the search's samples are not offered
 
+    def program_of(cand: Candidate) -> Callable[..., Any]:  # evaluates the candidate on the fresh points
+        if cand.term is None:
+            assert cat_callable is not None
+            return _lifted(cat_callable[2], array)
+        return fresh.function(cand.term)
+
     def rechecked(cand: Candidate) -> Rechecked | None:
         if fresh.count == 0:
             return None
-        if cand.term is None:
-            assert cat_callable is not None
-            b = fresh.jit_errors(_lifted(cat_callable[2], array))
-        else:
-            b = fresh.jit_errors(fresh.function(cand.term))
+        b = fresh.jit_errors(program_of(cand))
         # Raw errors (no point excused: what an independent measure sees): the mean on all points and on
         # the bit-pattern stratum (Herbie's measure), the max on each stratum apart.
         masks = strata(fresh)
@@ -324,7 +327,8 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
             excused = excused | high
         return Rechecked(cand, _mean(b), _max(b), excused) if ok else None
 
-    chosen_one = choose(safe, rechecked)
+    checked = functools.cache(rechecked)  # each candidate compiled and judged once on the fresh points
+    chosen_one = choose(safe, checked)
     best, recheck = None, None
     if chosen_one is not None:
         best = chosen_one.cand
@@ -345,17 +349,25 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     if cond is not None and cond.excused_points:
         status += (f"; judged by the stability lens at {cond.excused_points} ill-conditioned sample(s), "
                    "where its error is within the problem's conditioning (the original's luck there)")
-    if best.term is None:
-        assert cat_callable is not None
-        source = f"{fname} = jst.stabilize({getattr(fn, '__name__', 'fn')})\n"
-        return Improvement(functools.wraps(fn)(cat_callable[2]), source, True, status, original=orig,
-                           best=best, frontier=frontier, recheck=recheck, samples=samples.count, times=times,
-                           families=chosen)
-    program = replace(whole, original, best.term)
-    return Improvement(_callable(fn, program, dt, names, by_keyword, out_shape),
-                       function_source(program, params, fname, out_shape if array else None),
-                       True, status, original=orig, best=best, frontier=frontier, recheck=recheck,
-                       samples=samples.count, times=times, families=chosen)
+
+    def offer(r: Rechecked, seconds: dict[str, float]) -> Offer:
+        if r.cand.term is None:
+            assert cat_callable is not None
+            return Offer(r.cand, functools.wraps(fn)(cat_callable[2]), f"{fname} = jst.stabilize("
+                                f"{getattr(fn, '__name__', 'fn')})\n", r.mean, r.max, seconds)
+        program = replace(whole, original, r.cand.term)
+        return Offer(r.cand, _callable(fn, program, dt, names, by_keyword, out_shape),
+                            function_source(program, params, fname, out_shape if array else None), r.mean,
+                            r.max, seconds)
+
+    t = time.perf_counter()
+    (accurate, cheap), secs = pareto.offers(safe, checked, chosen_one, fresh.function(original), program_of,
+                                            fresh.args)
+    times["pareto"] = time.perf_counter() - t
+    pick, accurate_offer, cheap_offer = (offer(r, secs[id(r)]) for r in (chosen_one, accurate, cheap))
+    return Improvement(pick.fn, pick.source, True, status, original=orig, best=best, frontier=frontier,
+                       recheck=recheck, samples=samples.count, times=times, families=chosen,
+                       most_accurate=accurate_offer, cheapest=cheap_offer, original_seconds=secs[0])
 
 
 def _conditioning(fn: Callable[..., Any], names: list[str], by_keyword: bool, dt: np.dtype[Any],
@@ -558,14 +570,6 @@ def _distinct(ranked: list[Term], samples: Samples, k: int) -> list[Term]:
             out.append(term)
         if len(out) >= k:
             break
-    return out
-
-
-def _pareto(cands: list[Candidate]) -> list[Candidate]:
-    out: list[Candidate] = []
-    for c in sorted(cands, key=lambda c: (_quantize(c.mean_bits), c.cost)):
-        if not out or c.cost < out[-1].cost:
-            out.append(c)
     return out
 
 

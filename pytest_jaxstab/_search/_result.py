@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Candidate", "Improvement"]
+__all__ = ["Candidate", "Improvement", "Offer"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +35,28 @@ class Candidate:
     term: Any = dataclasses.field(default=None, repr=False, compare=False)
 
 
+@dataclasses.dataclass(frozen=True)
+class Offer:
+    """A program ``jst.improve`` offers on the accuracy/cost trade-off.
+
+    Attributes:
+        candidate: its figures on the search's samples (``mean_bits``, ``max_bits``, ``cost``, ``kind``).
+        fn: the program as a callable with the original function's signature.
+        source: the program as a pasteable ``def``.
+        mean_bits: mean error in bits, the worse of the search's and the re-check's samples.
+        max_bits: max error in bits, the worse of both sample sets.
+        seconds: jitted seconds per call over the re-check's points, by backend (``{"cpu": 1.2e-5}``);
+            empty when timing was not possible.
+    """
+
+    candidate: Candidate
+    fn: Callable[..., Any]
+    source: str
+    mean_bits: float
+    max_bits: float
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
 @dataclasses.dataclass
 class Improvement:
     """The result of ``jst.improve``: the best program found, the Pareto frontier, and what happened.
@@ -56,6 +78,13 @@ class Improvement:
         families: per kind of loss local error reported in the searched sub-expression (cancellation,
             overflow, ...), the rule families it chose for the first saturation phase, in its order
             (empty when no line lost enough bits to localize, or the search did not run).
+        most_accurate: the most accurate program found (lowest mean error on both sample sets), as an
+            :class:`Offer` with its jitted time; None when nothing better was found.
+        cheapest: the cheapest program whose mean error is within 1 bit of ``most_accurate``'s (and
+            whose max is within 2 bits of it), with its jitted time; ``most_accurate`` itself when none is
+            cheaper. ``best`` (``fn``, ``source``) is the product's pick: the cheapest that *fixes* the
+            program (``jst.improve``'s rule), which may be either or neither of these two.
+        original_seconds: the original's jitted seconds per call over the same points, by backend.
     """
 
     fn: Callable[..., Any]
@@ -69,6 +98,9 @@ class Improvement:
     samples: int = 0
     times: dict[str, float] = dataclasses.field(default_factory=dict)
     families: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    most_accurate: Offer | None = None
+    cheapest: Offer | None = None
+    original_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def report(self) -> str:
         """A short text: the status, original vs best, the frontier and the best program's source."""
@@ -89,6 +121,11 @@ class Improvement:
                 lines.append(f"  re-check on fresh samples: original {om:.2f}/{ox:.2f}, "
                              f"best {bm:.2f}/{bx:.2f}"
                              " bits (mean/max)")
+            for label, o in (("most accurate", self.most_accurate), ("cheapest within 1 bit", self.cheapest)):
+                if o is not None:
+                    speed = _speed(o.seconds, self.original_seconds)
+                    lines.append(f"  {label + ':':22s} mean {o.mean_bits:.2f} bits, max {o.max_bits:.2f} "
+                                 f"bits, cost {o.candidate.cost:g}, {speed}   {o.candidate.source}")
             if len(self.frontier) > 1:
                 lines.append("  frontier (mean bits, cost):")
                 lines.extend(f"    {c.mean_bits:6.2f}  {c.cost:5g}  {c.source}" for c in self.frontier)
@@ -98,3 +135,12 @@ class Improvement:
 
     def __str__(self) -> str:
         return self.report()
+
+
+def _speed(seconds: dict[str, float], original: dict[str, float]) -> str:
+    """``jit 12.0 us/call on cpu (0.95x the original)`` per backend timed; ``not timed`` when none."""
+    parts = []
+    for backend, s in seconds.items():
+        ratio = f" ({s / original[backend]:.2f}x the original)" if original.get(backend) else ""
+        parts.append(f"jit {s * 1e6:.1f} us/call on {backend}{ratio}")
+    return "; ".join(parts) or "not timed"
