@@ -9,7 +9,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["jaxstab_version", "set_path_base", "short_path", "write_text_atomic"]
+__all__ = ["jaxstab_version", "set_path_base", "short_path", "source_anchor", "write_text_atomic"]
 
 
 @functools.cache
@@ -99,3 +99,81 @@ def short_path(path: str) -> str:
     except ValueError:  # another drive (Windows)
         return path
     return path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
+
+
+def source_anchor(location: str | None) -> tuple[str, str, int]:
+    """What names a source line across edits of other lines: ``(function, text, occurrence)``.
+
+    ``location`` is ``file:line``. ``function`` is the qualified name of the innermost ``def`` holding
+    the line (``Model.__call__``, ``loss.<locals>.inner``; ``<module>`` outside any), ``text`` the
+    line's source stripped, ``occurrence`` its rank (1, 2, ...) among the lines of that function with
+    the same text: a line keeps its anchor when code above it (or above its function) is edited, and
+    changes it only when the line itself, its function's name, or an identical line before it in the
+    same function does. ``("", "", 0)`` when the file cannot be read (the line number is then all
+    there is). Reads the file as it is now (``linecache.checkcache`` first: a file edited since it was
+    cached is read again).
+
+    Example:
+        >>> import inspect
+        >>> def norm(g):
+        ...     return g * g
+        >>> here = f"{inspect.getsourcefile(norm)}:{inspect.getsourcelines(norm)[1] + 1}"
+        >>> source_anchor(here)[1:]  # doctest: +SKIP
+        ('return g * g', 1)
+    """
+    import ast
+    import linecache
+
+    if not location:
+        return "", "", 0
+    file, sep, number = location.rpartition(":")
+    if not sep or not number.isdigit():
+        return "", "", 0
+    line = int(number)
+    linecache.checkcache(file)
+    lines = linecache.getlines(file)
+    if not 1 <= line <= len(lines):
+        return "", "", 0
+    text = _code(lines[line - 1])
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return "<module>", text, 1 + sum(1 for t in lines[: line - 1] if _code(t) == text)
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    # The defs spanning the line are nested in one another: sorted by their first line, outermost first.
+    chain = sorted((n for n in ast.walk(tree) if isinstance(n, defs)
+                    and n.lineno <= line <= (n.end_lineno or n.lineno)), key=lambda n: n.lineno)
+    names: list[str] = []
+    for k, node in enumerate(chain):
+        if k and not isinstance(chain[k - 1], ast.ClassDef):
+            names.append("<locals>")  # as Python's __qualname__ names a def inside a def
+        names.append(node.name)
+    function = ".".join(names) or "<module>"
+    start = chain[-1].lineno if chain else 1
+    rank = 1 + sum(1 for t in lines[start - 1: line - 1] if _code(t) == text)
+    return function, text, rank
+
+
+def _code(line: str) -> str:
+    """A source line's code: stripped, a trailing ``# comment`` dropped (a ``#`` inside a string kept)."""
+    import io
+    import tokenize
+
+    text = line.strip()
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):  # part of a bracketed statement
+        tokens = []
+    comment = next((t for t in tokens if t.type == tokenize.COMMENT), None)
+    if comment is not None:
+        return text[: comment.start[1]].rstrip()
+    if "#" in text and not tokens:  # tokenize gave up (an open bracket): cut at a '#' outside quotes
+        quote = ""
+        for k, ch in enumerate(text):
+            if quote:
+                quote = "" if ch == quote else quote
+            elif ch in "'\"":
+                quote = ch
+            elif ch == "#":
+                return text[:k].rstrip()
+    return text

@@ -259,6 +259,147 @@ class RewriteRegression:
                    bool(d.get("rewritten_overflow", False)), bool(d.get("isolated", True)))
 
 
+def _shown(location: str | None) -> str | None:
+    """``file:line`` with the file as messages show it (relative to pytest's rootdir in a session)."""
+    from ._files import short_path
+
+    if not location:
+        return location
+    file, sep, line = location.rpartition(":")
+    return f"{short_path(file)}:{line}" if sep and line.isdigit() else location
+
+
+@dataclasses.dataclass(frozen=True)
+class KeptLine:
+    """A source line a precision plan computes in the high precision.
+
+    ``location`` is ``file:line`` (for display: the number moves when code above is edited);
+    ``function`` and ``text`` (``_files.source_anchor``: the enclosing function's qualified name and
+    the line's stripped source) with ``occurrence`` (its rank among identical lines of that function)
+    name it across such edits: :attr:`key` is what the baseline gate compares.
+    """
+
+    location: str | None
+    function: str = ""
+    text: str = ""
+    occurrence: int = 1
+
+    @property
+    def file(self) -> str:
+        loc = self.location or ""
+        file, sep, line = loc.rpartition(":")
+        return file if sep and line.isdigit() else loc
+
+    @property
+    def key(self) -> str:
+        """``file::function::text`` (``#N`` for the Nth identical line of the function); the bare
+        location when the source could not be read."""
+        if not self.text:
+            return self.location or "?"
+        nth = f"#{self.occurrence}" if self.occurrence > 1 else ""
+        return f"{self.file}::{self.function}::{self.text}{nth}"
+
+    def __str__(self) -> str:
+        where = _shown(self.location) or "<no user frame>"
+        return f"{where} ({self.function}: `{self.text}`)" if self.text else where
+
+    def to_json(self) -> dict[str, Any]:
+        return {"location": self.location, "function": self.function, "text": self.text,
+                "occurrence": self.occurrence}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> KeptLine:
+        return cls(d.get("location"), str(d.get("function", "")), str(d.get("text", "")),
+                   int(d.get("occurrence", 1)))
+
+
+@dataclasses.dataclass
+class PlanFigures:
+    """A program's low-precision output against the exact result (``_precision.Figures``, as JSON)."""
+
+    max_bits: float = 0.0
+    mean_bits: float = 0.0
+    max_ulps: float = 0.0
+    overflows: int = 0
+
+    def __str__(self) -> str:
+        ulps = "inf" if not np.isfinite(self.max_ulps) else f"{self.max_ulps:.3g}"
+        over = f", {self.overflows} non-finite (exact finite)" if self.overflows else ""
+        return f"max {self.max_bits:.2f} bits ({ulps} ulps), mean {self.mean_bits:.2f} bits{over}"
+
+    def to_json(self) -> dict[str, Any]:
+        # JSON has no infinity: an overflowing output's ulps are written as null.
+        ulps = float(self.max_ulps) if np.isfinite(self.max_ulps) else None
+        return {"max_bits": float(self.max_bits), "mean_bits": float(self.mean_bits), "max_ulps": ulps,
+                "overflows": int(self.overflows)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> PlanFigures:
+        ulps = d.get("max_ulps")
+        return cls(float(d["max_bits"]), float(d["mean_bits"]), float("inf") if ulps is None else float(ulps),
+                   int(d["overflows"]))
+
+
+@dataclasses.dataclass
+class PrecisionRecord:
+    """The precision plan of a low-precision case (``tune_precision=True``; see ``jst.tune_precision``).
+
+    ``lines``: the lines kept in ``high``, in program order; ``rewrites``: the stability rewrites the
+    plan applies; ``original``/``tuned``: the program as written and as planned against the exact
+    result; ``high_share``: the kept lines' share of the float work; ``reached``: whether the tuned
+    program is within ``tolerance_ulps``; ``note``: why not; ``error``: why there is no plan (the
+    figures are then zero and the lines empty).
+    """
+
+    dtype: str
+    high: str = "float32"
+    lines: list[KeptLine] = dataclasses.field(default_factory=list)
+    rewrites: list[RewriteRecord] = dataclasses.field(default_factory=list)
+    original: PlanFigures = dataclasses.field(default_factory=PlanFigures)
+    tuned: PlanFigures = dataclasses.field(default_factory=PlanFigures)
+    high_share: float = 0.0
+    tolerance_ulps: float = 4.0
+    reached: bool = True
+    samples: int = 0
+    note: str = ""
+    error: str = ""
+
+    def describe(self) -> str:
+        """The plan as a paragraph of a failure message."""
+        if self.error:
+            return f"precision plan: none ({self.error})"
+        rows = [f"precision plan ({self.dtype} program, jst.tune_precision): {len(self.lines)} line(s) "
+                f"kept in {self.high} ({self.high_share:.1%} of the float work), {len(self.rewrites)} "
+                "rewrite(s)"]
+        rows += [f"  keep in {self.high}: {line}" for line in self.lines]
+        rows += [f"  rewrite {r.rule} at {_shown(r.location) or '<no user frame>'}" for r in self.rewrites]
+        status = "within" if self.reached else "NOT within"
+        rows += [f"  original: {self.original}",
+                 f"  tuned:    {self.tuned} ({status} {self.tolerance_ulps:g} ulps on {self.samples} "
+                 "samples)"]
+        if self.note:
+            rows.append(f"  note: {self.note}")
+        return "\n".join(rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "high": self.high, "lines": [k.to_json() for k in self.lines],
+                "rewrites": [r.to_json() for r in self.rewrites], "original": self.original.to_json(),
+                "tuned": self.tuned.to_json(), "high_share": float(self.high_share),
+                "tolerance_ulps": float(self.tolerance_ulps), "reached": bool(self.reached),
+                "samples": int(self.samples), "note": self.note, "error": self.error}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> PrecisionRecord:
+        return cls(str(d["dtype"]), str(d.get("high", "float32")),
+                   [KeptLine.from_json(k) for k in d.get("lines", [])],
+                   [RewriteRecord(**r) for r in d.get("rewrites", [])],
+                   PlanFigures.from_json(d["original"]) if d.get("original") else PlanFigures(),
+                   PlanFigures.from_json(d["tuned"]) if d.get("tuned") else PlanFigures(),
+                   float(d.get("high_share", 0.0)), float(d.get("tolerance_ulps", 4.0)),
+                   bool(d.get("reached", True)), int(d.get("samples", 0)), str(d.get("note", "")),
+                   str(d.get("error", "")))
+
+
 @dataclasses.dataclass
 class CaseResult:
     """Everything one checked function produced; ``to_json`` is one entry of the JSON report."""
@@ -288,6 +429,8 @@ class CaseResult:
     # A rewrite that makes the function worse than written at some input (fails the case and the gate
     # whatever apply=, judge= and the baseline say); None when none did.
     rewrite_regression: RewriteRegression | None = None
+    # With tune_precision=True on a bfloat16/float16 case: which lines must stay float32; else None.
+    precision: PrecisionRecord | None = None
 
     @property
     def judged_stats(self) -> VariantStats:
@@ -318,6 +461,7 @@ class CaseResult:
             **({"gradient": self.gradient.to_json()} if self.gradient is not None else {}),
             **({"rewrite_regression": self.rewrite_regression.to_json()}
                if self.rewrite_regression is not None else {}),
+            **({"precision": self.precision.to_json()} if self.precision is not None else {}),
         }
 
     @classmethod
@@ -341,4 +485,5 @@ class CaseResult:
             gradient=CaseResult.from_json(d["gradient"]) if d.get("gradient") else None,
             rewrite_regression=(RewriteRegression.from_json(d["rewrite_regression"])
                                 if d.get("rewrite_regression") else None),
+            precision=PrecisionRecord.from_json(d["precision"]) if d.get("precision") else None,
         )

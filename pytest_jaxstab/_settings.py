@@ -296,6 +296,10 @@ OPTIONS: tuple[Option, ...] = (
             "jst.improve finds (time-limited) in the failure message", _flag(),
             where=frozenset({"marker", "fixture", "ini"}),
             cli={"nargs": "?", "const": "on", "choices": ("on", "off")}),
+    _option("tune_precision", False, "on a bfloat16/float16 case, also find which lines must stay float32 "
+            "(jst.tune_precision): the plan goes into the failure message, the JSON and HTML reports and "
+            "the baseline, whose gate fails on a new line that must stay float32", _flag(),
+            where=frozenset({"marker", "fixture", "ini"})),
     _option("time_limit", 15.0, "seconds of saturation and candidate search in jst.improve",
             _seconds(), where=frozenset({"improve"})),
     _option("node_limit", 5000, "e-nodes after which jst.improve's saturation stops", _count(1),

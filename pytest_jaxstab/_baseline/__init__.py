@@ -15,6 +15,8 @@ from ._gate import RegressionMargin as RegressionMargin
 from ._gate import compare as compare
 from ._gate import format_baseline_summary as format_baseline_summary
 from ._gate import parse_compare_fail as parse_compare_fail
+from ._plans import PlanEntry as PlanEntry
+from ._plans import compare_plans as compare_plans
 from ._store import BASELINE_VERSION as BASELINE_VERSION
 from ._store import DEFAULT_BASELINE_PATH as DEFAULT_BASELINE_PATH
 from ._store import Baseline as Baseline

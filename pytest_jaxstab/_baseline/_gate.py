@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from .._results import CaseResult, VariantStats
+from ._plans import compare_plans
 from ._store import Baseline, BaselineEntry, stale_nodeids
 
 _EPS = 1e-9
@@ -278,7 +279,7 @@ def _compare_case(case: CaseResult, entry: BaselineEntry | None,
     """The figures' decision; a rewrite that makes the function (or its gradient) worse than written
     then makes it "regressed" whatever the entry holds: a known instability is tolerated, a wrong
     rewrite never is (docs/architecture.md, "The gate")."""
-    decided = _compare_figures(case, entry, checks)
+    decided = _with_plan(_compare_figures(case, entry, checks), case, entry)
     wrong = [(what, c.rewrite_regression) for what, c in (("", case), (f"{_GRADIENT}: ", case.gradient))
              if c is not None and c.rewrite_regression is not None]
     if not wrong:
@@ -291,6 +292,27 @@ def _compare_case(case: CaseResult, entry: BaselineEntry | None,
         gradient = "regressed"
     return CaseComparison(case.nodeid, "regressed", f"{label}: {said} (a wrong rewrite fails the gate "
                           f"whatever the baseline holds); figures: {rest}", decided.variant, gradient)
+
+
+def _with_plan(decided: CaseComparison, case: CaseResult, entry: BaselineEntry | None) -> CaseComparison:
+    """The figures' decision with the precision plan's (``tune_precision=True``): a new line that must
+    stay float32 regresses the case, a line no longer kept improves it (docs/architecture.md, "The
+    gate"). A case new to the baseline (or of another dtype) stays new."""
+    if decided.status == "new" or entry is None:
+        return decided
+    plan = compare_plans(entry.precision, case.precision)
+    if plan is None:
+        return decided
+    status, text = plan
+    combined: Status = decided.status
+    if status in ("regressed", "improved"):
+        combined = next(s for s in _PRECEDENCE if s in (decided.status, status))
+    message = f"{decided.message}; {text}"
+    if status == "regressed" and decided.status != "regressed":  # the reason first
+        label = f"{case.nodeid} ({decided.variant} function)"
+        rest = decided.message[len(label) + 2:] if decided.message.startswith(label) else decided.message
+        message = f"{label}: {text}; figures: {rest}"
+    return dataclasses.replace(decided, status=combined, message=message)
 
 
 def _compare_figures(case: CaseResult, entry: BaselineEntry | None,

@@ -5,10 +5,14 @@ File format (version 1, default path `.jaxstab/baseline.json`)::
     {"version": 1, "jaxstab_version": "0.1.0",
      "cases": {nodeid: {"dtype", "samples", "original": VariantStats, "rewritten": VariantStats,
                         "witnesses": [Witness.to_json(), ...],
-                        "gradient": {"dtype", "samples", "original", "rewritten", "witnesses"}}}}
+                        "gradient": {"dtype", "samples", "original", "rewritten", "witnesses"},
+                        "precision": {"dtype", "high", "lines": [{"location", "function", "text",
+                                                                  "occurrence"}]}}}}
 
 ``"gradient"`` is optional (a case checked with ``grad=True``): the same figures and witnesses for the
-gradient of both variants. Files written before it existed load unchanged, so the version stays 1.
+gradient of both variants. ``"precision"`` is optional (a bfloat16/float16 case checked with
+``tune_precision=True``): the lines its precision plan keeps in float32, keyed by function and source
+text (``_plans``). Files written before either existed load unchanged, so the version stays 1.
 
 Witness inputs are stored exactly, as the hex of each float's bits (`_results.encode_array`). The file is
 validated on load (a bad file is a :class:`BaselineError`, never silently replaced) and written atomically.
@@ -29,6 +33,7 @@ from typing import Any
 from .._errors import BaselineError
 from .._files import jaxstab_version, write_text_atomic
 from .._results import CaseResult, VariantStats, Witness
+from ._plans import InvalidPlan, PlanEntry, plan_from_json
 
 __all__ = [
     "BASELINE_VERSION",
@@ -64,12 +69,15 @@ class BaselineEntry:
     witnesses: list[Witness]
     # The gradient's figures and witnesses (a case checked with grad=True), or None.
     gradient: BaselineEntry | None = None
+    # The lines the case's precision plan keeps in float32 (tune_precision=True), or None.
+    precision: PlanEntry | None = None
 
     @classmethod
     def from_case(cls, case: CaseResult) -> BaselineEntry:
         gradient = cls.from_case(case.gradient) if case.gradient is not None else None
         return cls(case.dtype, case.samples, dataclasses.replace(case.original),
-                   dataclasses.replace(case.rewritten), list(case.witnesses), gradient)
+                   dataclasses.replace(case.rewritten), list(case.witnesses), gradient,
+                   PlanEntry.from_record(case.precision))
 
     def stats(self, variant: str) -> VariantStats:
         return self.rewritten if variant == "rewritten" else self.original
@@ -77,7 +85,8 @@ class BaselineEntry:
     def to_json(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "samples": self.samples, "original": self.original.to_json(),
                 "rewritten": self.rewritten.to_json(), "witnesses": [w.to_json() for w in self.witnesses],
-                **({"gradient": self.gradient.to_json()} if self.gradient is not None else {})}
+                **({"gradient": self.gradient.to_json()} if self.gradient is not None else {}),
+                **({"precision": self.precision.to_json()} if self.precision is not None else {})}
 
 
 @dataclasses.dataclass
@@ -205,7 +214,14 @@ def _entry_from_json(raw: Any, where: str = "", *, nested: bool = False) -> Base
     gradient = None
     if not nested and raw.get("gradient") is not None:  # optional: cases checked with grad=True
         gradient = _entry_from_json(_get(raw, "gradient", "dict", where), f"{where}.gradient", nested=True)
-    return BaselineEntry(dtype, samples, stats["original"], stats["rewritten"], witnesses, gradient)
+    precision = None
+    if not nested and raw.get("precision") is not None:  # optional: cases checked with tune_precision
+        try:
+            precision = plan_from_json(raw["precision"])
+        except InvalidPlan as e:
+            raise _Invalid(f"{where}.precision{e.where}", e.problem) from None
+    return BaselineEntry(dtype, samples, stats["original"], stats["rewritten"], witnesses, gradient,
+                         precision)
 
 
 def _witness_from_json(raw: Any, where: str) -> Witness:

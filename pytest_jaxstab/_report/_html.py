@@ -60,7 +60,9 @@ def write_html(path: str | os.PathLike[str], cases: Sequence[CaseResult], *, jax
     A case checked with ``grad=True`` also shows its gradient's figures beside the value's (both
     variants, verdict, gate decision) and the gradient's NaN/Inf origins, lines of the backward pass.
     A case (or gradient) a rewrite makes worse than written says so: "wrong rewrite" as its verdict,
-    and a paragraph naming the rules, their lines, both figures and the input.
+    and a paragraph naming the rules, their lines, both figures and the input. A case checked with
+    ``tune_precision=True`` shows its precision plan: the lines kept high, the rewrites, both programs'
+    figures.
 
     Raises:
         ImportError: matplotlib is not installed; the message says `pip install 'pytest-jaxstab[html]'`.
@@ -243,6 +245,7 @@ def _case_section(index: int, case: CaseResult, gate: Mapping[str, str] | None =
     else:
         out.append('<p class="note">no non-finite result</p>')
     out.extend(_local_error_section(case))
+    out.extend(_precision_section(case))
     out.append("<h3>Timing (jitted)</h3>")
     if case.timing:
         out.append(_table(
@@ -312,6 +315,38 @@ def _local_error_section(case: CaseResult) -> list[str]:
     out.append(_table(["location", "primitive", "kind", "bits lost (max, mean; dashed: tolerance)", "max",
                        "mean", "samples over tolerance", "removed by rewriting", "line"], rows,
                       numeric=(4, 5, 6)))
+    return out
+
+
+def _precision_section(case: CaseResult) -> list[str]:
+    """The precision plan (``tune_precision=True``): the lines to keep high, the rewrites, the figures."""
+    plan = case.precision
+    if plan is None:
+        return []
+    out = [f"<h3>Precision plan: which lines must stay {_e(plan.high)}</h3>"]
+    if plan.error:
+        out.append(f'<p class="note">no plan: {_e(plan.error)}</p>')
+        return out
+    status = "within" if plan.reached else "<strong>NOT within</strong>"
+    out.append(f"<p>{_e(plan.dtype)} program: {len(plan.lines)} line(s) kept in {_e(plan.high)} "
+               f"({100 * plan.high_share:.1f}% of the float work), {len(plan.rewrites)} rewrite(s); the "
+               f"tuned program is {status} {plan.tolerance_ulps:g} ulps on {plan.samples} samples</p>")
+    if plan.lines:
+        out.append(_table(["keep in " + _e(plan.high), "function", "line"],
+                          [[f"<code>{_e(k.location or '?')}</code>", f"<code>{_e(k.function or '?')}</code>",
+                            f"<code>{_e(k.text)}</code>"] for k in plan.lines]))
+    if plan.rewrites:
+        out.append(_table(["rewrite", "location"],
+                          [[_e(r.rule), f"<code>{_e(r.location or '?')}</code>"] for r in plan.rewrites]))
+    if not plan.lines and not plan.rewrites:
+        out.append('<p class="note">nothing to keep high: the program is accurate in its dtype</p>')
+    out.append(_table(["program", "max error (bits)", "max ulps", "mean error (bits)", "non-finite"],
+                      [[name, _bits(f.max_bits), "inf" if f.max_ulps == float("inf") else f"{f.max_ulps:.3g}",
+                        _bits(f.mean_bits), str(f.overflows)]
+                       for name, f in (("as written", plan.original), ("tuned", plan.tuned))],
+                      numeric=(1, 2, 3, 4)))
+    if plan.note:
+        out.append(f'<p class="note">{_e(plan.note)}</p>')
     return out
 
 

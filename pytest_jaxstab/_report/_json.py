@@ -57,6 +57,8 @@ def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Seq
     (a case object without its own `"gradient"`), with its own `"gate"`. A case (or gradient) that a
     rewrite makes worse than written has the extra key `"rewrite_regression"` (its `"outcome"` is then
     "failed", whatever the judged variant's verdict; its `"gate"`, when compared, "regressed").
+    A bfloat16/float16 case checked with ``tune_precision=True`` has the extra key `"precision"`: its
+    precision plan (`PrecisionRecord.to_json`; the schema is in docs/architecture.md).
 
     Returns:
         `{"version": 1, "jax_version", "backends", "cases": [CaseResult.to_json() + {"gate"}, ...]}`,
@@ -191,6 +193,7 @@ def _validate_case(case: Any, where: str, *, nested: bool = False) -> None:
             _require_number(_key(record, figure, at), f"{at}.{figure}")
     _validate_local_error(case, where)
     _validate_rewrite_regression(case, where)
+    _validate_precision(case, where)
     if case.get("gradient") is not None:  # extra key: the gradient's figures (grad=True)
         if nested:
             _fail(f"{where}.gradient", "a gradient's figures have no gradient of their own")
@@ -217,6 +220,48 @@ def _validate_rewrite_regression(case: Any, where: str) -> None:
         _require_number(_key(reg, figure, at), f"{at}.{figure}")
     if case.get("outcome") != "failed":
         _fail(f"{where}.outcome", "a case with a rewrite_regression has failed")
+
+
+def _validate_precision(case: Any, where: str) -> None:
+    """The optional ``precision`` (``tune_precision=True`` on a bfloat16/float16 case): the kept lines
+    with their anchors, the rewrites, both programs' figures, the share and whether it is reached."""
+    plan = case.get("precision")
+    if plan is None:
+        return
+    at = f"{where}.precision"
+    _require_mapping(plan, at)
+    for key in ("dtype", "high", "note", "error"):
+        _require_str(_key(plan, key, at), f"{at}.{key}")
+    lines = _key(plan, "lines", at)
+    _require_list(lines, f"{at}.lines")
+    for j, line in enumerate(lines):
+        here = f"{at}.lines[{j}]"
+        _require_mapping(line, here)
+        _require_optional_str(_key(line, "location", here), f"{here}.location")
+        _require_str(_key(line, "function", here), f"{here}.function")
+        _require_str(_key(line, "text", here), f"{here}.text")
+        _require_count(_key(line, "occurrence", here), f"{here}.occurrence")
+    rewrites = _key(plan, "rewrites", at)
+    _require_list(rewrites, f"{at}.rewrites")
+    for j, rewrite in enumerate(rewrites):
+        here = f"{at}.rewrites[{j}]"
+        _require_mapping(rewrite, here)
+        _require_str(_key(rewrite, "rule", here), f"{here}.rule")
+        _require_optional_str(_key(rewrite, "location", here), f"{here}.location")
+    for program in ("original", "tuned"):
+        figures = _key(plan, program, at)
+        here = f"{at}.{program}"
+        _require_mapping(figures, here)
+        for figure in ("max_bits", "mean_bits"):
+            _require_number(_key(figures, figure, here), f"{here}.{figure}")
+        if _key(figures, "max_ulps", here) is not None:  # null: an output overflowed
+            _require_number(figures["max_ulps"], f"{here}.max_ulps")
+        _require_count(_key(figures, "overflows", here), f"{here}.overflows")
+    for figure in ("high_share", "tolerance_ulps"):
+        _require_number(_key(plan, figure, at), f"{at}.{figure}")
+    if not isinstance(_key(plan, "reached", at), bool):
+        _fail(f"{at}.reached", f"expected true or false, got {plan['reached']!r}")
+    _require_count(_key(plan, "samples", at), f"{at}.samples")
 
 
 def _validate_local_error(case: Any, where: str) -> None:

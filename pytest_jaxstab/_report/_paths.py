@@ -42,8 +42,8 @@ def relative_location(location: str | None, rootdir: str | os.PathLike[str]) -> 
 
 
 def relative_locations(case: CaseResult, rootdir: str | os.PathLike[str]) -> CaseResult:
-    """A copy of `case` whose rewrite (those that fired, and those that made it worse), NaN-origin and
-    local-error locations are relative to `rootdir`."""
+    """A copy of `case` whose rewrite (those that fired, and those that made it worse), NaN-origin,
+    local-error and precision-plan locations are relative to `rootdir`."""
     def rel(location: str | None) -> str | None:
         return relative_location(location, rootdir)
 
@@ -51,8 +51,14 @@ def relative_locations(case: CaseResult, rootdir: str | os.PathLike[str]) -> Cas
     if reg is not None:
         reg = dataclasses.replace(reg, rules=[dataclasses.replace(r, location=rel(r.location))
                                               for r in reg.rules])
+    plan = case.precision
+    if plan is not None:  # the anchor (function, text) names the line; only its shown location moves
+        plan = dataclasses.replace(
+            plan, lines=[dataclasses.replace(k, location=rel(k.location)) for k in plan.lines],
+            rewrites=[dataclasses.replace(r, location=rel(r.location)) for r in plan.rewrites])
     return dataclasses.replace(
         case,
+        precision=plan,
         rewrite_regression=reg,
         rewrites=[dataclasses.replace(r, location=rel(r.location)) for r in case.rewrites],
         nan_origins=[dataclasses.replace(n, location=rel(n.location)) for n in case.nan_origins],

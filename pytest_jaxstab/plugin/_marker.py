@@ -136,6 +136,11 @@ def parse_marker(mark: pytest.Mark, func: Any, *, is_method: bool = False) -> Ma
             values[key] = opt.check(value)
         except ArgumentError as exc:
             raise MarkerError(str(exc)) from None
+    from ._precision import asked_on_case, usage_problem
+
+    misuse = usage_problem(dtype, asked_on_case(values, given))
+    if misuse is not None:
+        raise MarkerError(misuse)
     spec = MarkerSpec(tuple(names), tuple(shapes), str(dtype), kw.get("domain"), values, given)
     _check_domain_and_rules(spec)
     return spec

@@ -182,6 +182,10 @@ class Options:
         return bool(self._value("search"))
 
     @property
+    def tune_precision(self) -> bool:
+        return bool(self._value("tune_precision"))
+
+    @property
     def judge(self) -> str:
         return str(self._value("judge"))
 
@@ -390,4 +394,6 @@ def describe(options: Options) -> str | None:
         parts.append("timing")
     if not options.search:
         parts.append("search=off")
+    if options.tune_precision:
+        parts.append("tune-precision")
     return f"jaxstab: {', '.join(parts)}" if parts else None

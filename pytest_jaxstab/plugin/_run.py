@@ -18,8 +18,9 @@ import pytest
 # a module first imported between two cases would make draws depend on test order (xdist vs serial).
 from .. import _baseline  # noqa: F401  (loaded before any case runs)
 from .._check import check_case
-from .._errors import JaxstabError
+from .._errors import ArgumentError, JaxstabError
 from ._marker import MARKER, MarkerError, parse_marker
+from ._precision import asked_on_case, plan_record, usage_problem, wanted
 from ._session import CASES_KEY, COMPLETE_KEY, PENDING_KEY, SESSION_KEY, JaxstabSession, pending_failures
 
 __all__ = ["CASES_KEY", "COMPLETE_KEY", "PENDING_KEY", "JaxstabFixture", "pending_failures", "run_case",
@@ -73,6 +74,9 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
     try:
         chosen = case_settings(session, settings, options or {}, entry,
                                "jaxstab.check()" if entry == "fixture" else f"@pytest.mark.{MARKER}")
+        misuse = usage_problem(dtype, asked_on_case(options or {}, settings))
+        if misuse is not None:
+            raise ArgumentError(misuse)
         result = check_case(fn, shapes=shapes, dtype=dtype, domain=domain, settings=_for_check(chosen),
                        name=nodeid, witnesses=session.witnesses(nodeid),
                        derandomize=session.options.derandomize,
@@ -83,7 +87,12 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
         problem = f"{nodeid}: {type(exc).__name__}: {exc}"
     if problem is not None:  # outside the except block: no "during handling..." chain in the report
         pytest.fail(problem, pytrace=False)
+    if wanted(result.dtype, chosen):  # before the gate: it compares the plan's kept lines
+        result.precision = plan_record(fn, shapes=shapes, dtype=result.dtype, domain=domain, chosen=chosen)
     failure = _judge(session, result)
+    if failure is not None and result.precision is not None:
+        result.message += ("\n\n" if result.message else "") + result.precision.describe()
+        failure = _judge(session, result)
     if annotate is not None and failure is not None and result.outcome == "failed":
         note = annotate(result, chosen)
         if note:

@@ -8,6 +8,7 @@ the same reports and baselines. Workers never write files.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import textwrap
 from pathlib import Path
@@ -114,7 +115,14 @@ class JaxstabSession:
         if self.baseline is None:
             return None
         from .._baseline import compare
+        from .._report._paths import relative_locations
 
+        if case.precision is not None:
+            # The plan's locations as the end of the session compares them (relative to the rootdir): a
+            # kept line's key holds its file, and must read the same here as in the saved baseline.
+            # (Only the plan's: the message's other locations stay as the check gave them.)
+            plan = relative_locations(case, self.config.rootpath).precision
+            case = dataclasses.replace(case, precision=plan)
         return compare([case], self.baseline, self.checks, collected_nodeids=[]).cases[0]
 
     # --- results -------------------------------------------------------------------------------------
