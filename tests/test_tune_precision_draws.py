@@ -92,3 +92,22 @@ def test_by_value_draws_cover_the_declared_interval_and_unbounded_domains_at_a_s
     # A domain predicate that rejects a value gives None (the check's draw takes that sample).
     picky = jst.strategies.Domain(-1.0, 1.0, where=lambda v: v != 0 and abs(v) > 0.999)
     assert _by_value(plans_for(jnp.bfloat16, [(64,)], picky), rng) is None
+
+
+def shifted(x):
+    return (x + 1024) - 1024  # absorbed
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_the_plan_holds_op_by_op_where_jit_keeps_excess_precision(dtype):
+    # JAX 0.10's CPU jit keeps float16 intermediates in float32: judged jitted there, this program looked
+    # exact and nothing was kept, while the program as written (op by op, or on a backend that rounds)
+    # loses everything. The plan must keep the line on every JAX, and hold both ways.
+    dt = jnp.dtype(dtype)
+    plan = jst.tune_precision(shifted, shapes=[(16,)], dtype=dtype, domain=(0.5, 1.0))
+    assert plan.lines == (_line(shifted, "absorbed"),), str(plan)
+    x = jnp.asarray(np.random.default_rng(7).uniform(0.5, 1.0, 16), dt)
+    ref = np.asarray(x, np.float64)  # exact: x + 1024 - 1024 = x
+    for run in (plan.fn, jax.jit(plan.fn)):
+        assert _ulps(run(x), ref, dt).max() <= TOL_ULPS, str(plan)
+    assert _ulps(shifted(x), ref, dt).max() > TOL_ULPS  # op by op, the program as written loses it
