@@ -196,8 +196,8 @@ def judge_case(case: Case, s: Settings, run: RunContext, *, derivative: bool = F
         origins, local, timings = _diagnose(programs, acc, minimal, s, judged, run.profile)
     # A derivative-only rewrite (``Rule.derivative_only``: the value bit for bit, a better derivative)
     # is reported where the derivative is judged: in a check of the value it changed nothing judged,
-    # and every program with a sigmoid or a tanh would list it (docs/architecture.md, "Derivatives
-    # that lose").
+    # and every program with a sigmoid or a tanh would list it
+    # (docs/architecture.md, "Derivatives that lose").
     applied = [a for a in programs.applied if derivative or not getattr(a, "derivative_only", False)]
     result = CaseResult(
         nodeid=case.case_id, dtype=str(case.result_dtype), samples=acc.samples, discarded=acc.discarded,
