@@ -245,3 +245,14 @@ def test_near_misses_of_soft_sign_are_left_alone(fn):
 def test_a_constant_logistic_is_not_matched():
     x = jnp.ones(3, np.float32)
     assert jst.explain(lambda v: v * jax.nn.sigmoid(jnp.float32(2.0)), x).rules == []
+
+
+def test_a_precision_plan_does_not_list_it():
+    # jst.tune_precision judges values: a derivative-only rewrite changed none
+    def layer(x):
+        return jnp.sum(jnp.tanh(x) * jax.nn.sigmoid(x))
+
+    plan = jst.tune_precision(layer, shapes=(16,), dtype="bfloat16", domain=(-4.0, 4.0))
+    assert not {"tanh_derivative", "logistic_derivative"} & {rule for rule, _ in plan.rewrites}
+    assert {"tanh_derivative", "logistic_derivative"} <= set(
+        jst.explain(layer, jnp.ones(16, jnp.bfloat16)).rules)
