@@ -330,6 +330,8 @@ def test_the_table_covers_every_rule_of_the_catalogue():
     covered |= {"log_normal_mass", "log_logistic_mass"}  # tails (issue 39): test_rewrites_normal_tails.py
     # derivatives that lose (issue 39): tests/test_rewrites_gradients.py
     covered |= {"softplus_kink", "hypot_constant", "norm_quotient", "jvp_rule"}
+    # derivative only (issue 39): tests/test_rewrites_library_derivatives.py
+    covered |= {"logistic_derivative", "tanh_derivative", "soft_sign_derivative"}
     # a label picked from a log-softmax, or one-hot targets (issue 39): tests/test_rewrites_gather.py
     covered |= {"select_log_softmax", "one_hot_nll"}
     # second moments across arrays (issue 35): tests/test_rewrites_moments.py
@@ -435,8 +437,10 @@ def test_fires_with_unrelated_code_between_the_pattern_equations():
         return jnp.sqrt(a + b) + c
 
     x, y = f32(1.0, 2.0, 3.0), f32(0.5, 0.25, 4.0)
-    for fn, rule in ((lse, "logsumexp"), (sp, "softplus"), (smx, "softmax"), (hyp, "hypot")):
-        assert _rules(fn, x, y) == [rule], fn.__name__
+    # the tanh between gets its derivative-only rule (structural: listed after the pattern rules)
+    for fn, rules in ((lse, ["logsumexp"]), (sp, ["softplus", "tanh_derivative"]), (smx, ["softmax"]),
+                      (hyp, ["hypot"])):
+        assert _rules(fn, x, y) == rules, fn.__name__
         np.testing.assert_allclose(jst.stabilize(fn)(x, y), fn(x, y), rtol=1e-6)
 
 

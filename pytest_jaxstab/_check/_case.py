@@ -194,10 +194,15 @@ def judge_case(case: Case, s: Settings, run: RunContext, *, derivative: bool = F
         programs = _programs(case, s, rules, derivative, run.profile)
         acc, minimal = _inputs(case, s, run, programs, judged)
         origins, local, timings = _diagnose(programs, acc, minimal, s, judged, run.profile)
+    # A derivative-only rewrite (``Rule.derivative_only``: the value bit for bit, a better derivative)
+    # is reported where the derivative is judged: in a check of the value it changed nothing judged,
+    # and every program with a sigmoid or a tanh would list it
+    # (docs/architecture.md, "Derivatives that lose").
+    applied = [a for a in programs.applied if derivative or not getattr(a, "derivative_only", False)]
     result = CaseResult(
         nodeid=case.case_id, dtype=str(case.result_dtype), samples=acc.samples, discarded=acc.discarded,
         uncertain=acc.uncertain, original=acc.stats("original"), rewritten=acc.stats("rewritten"),
-        rewrites=[RewriteRecord(a.rule, a.location) for a in programs.applied],
+        rewrites=[RewriteRecord(a.rule, a.location) for a in applied],
         nan_origins=origins, timing=timings, local_error=local, witnesses=acc.witnesses(minimal),
         # Sorted: the same inputs give the same report whatever order they arrived in (witnesses first).
         points=sorted(acc.points, key=lambda p: (p.magnitude, p.original_bits, p.rewritten_bits)),
@@ -205,12 +210,12 @@ def judge_case(case: Case, s: Settings, run: RunContext, *, derivative: bool = F
     )
     result.outcome = "failed" if result.judged_stats.verdict == "fail" else "passed"
     if result.outcome == "failed":
-        result.message = failure_message(result, minimal, case.names, programs.applied)
+        result.message = failure_message(result, minimal, case.names, applied)
     else:
         result.note = passing_note(result)
     if acc.regression.worst is not None:  # a wrong rewrite fails the case whatever apply= and judge= say
         t0 = time.perf_counter()
-        apply_regression(result, acc.regression.worst, programs.applied, rules,
+        apply_regression(result, acc.regression.worst, applied, rules,
                          lambda subset: _run_with(case, s, programs, subset, derivative,
                                                   acc.regression.worst), case.names)
         run.profile.add("regression", time.perf_counter() - t0)

@@ -26,8 +26,11 @@ from ._stability_gamma import GAMMA_RULES
 from ._stability_gradients import (
     HYPOT_CONSTANT,
     JVP_RULE,
+    LOGISTIC_DERIVATIVE,
     NORM_QUOTIENT,
+    SOFT_SIGN_DERIVATIVE,
     SOFTPLUS_KINK,
+    TANH_DERIVATIVE,
     rewrite_rules_with,
 )
 from ._stability_logs import (
@@ -395,6 +398,9 @@ STABILITY: tuple[Rule, ...] = (
     NORM_QUOTIENT,  # structural: x / d for d a root the pattern rules may have rewritten (a norm)
     XLOGY,  # structural: after the pattern rules fixed their logs, after bregman took its sums
     JVP_RULE,  # structural: a user's custom_jvp rule rewritten by this catalogue (composable)
+    SOFT_SIGN_DERIVATIVE,  # derivative only (a pattern; 1 + |x| is nothing else's)
+    LOGISTIC_DERIVATIVE,  # structural, derivative only: the logistics and tanhs no rule above took
+    TANH_DERIVATIVE,
 )
 rewrite_rules_with(STABILITY)  # the catalogue jvp_rule rewrites a user's derivative rule with
 

@@ -12,6 +12,14 @@ gives autodiff a spelling whose derivative is the function's:
   ``jnp.linalg.norm``, optax's ``safe_norm`` through its ``where``) becomes ``forms.quotient``: the
   same value, and the derivative ``(dx - q·dd)/d`` in place of JAX's ``-x·d^-2·dd``, whose ``d^-2``
   overflows for a tiny vector (``x / norm(x)`` at 1e-30 in float32: gradient NaN, exactly ~1e30).
+- ``logistic_derivative``, ``tanh_derivative`` (derivative only): the primitives ``logistic``
+  (``jax.nn.sigmoid``, ``expit``, ``silu``, ``logistic.cdf``) and ``tanh`` themselves, kept (the
+  same primitive computes the value, bit for bit) with an accurate derivative: JAX's ``s·(1 - s)``
+  and ``1 - t²`` are 0 once ``s`` or ``|t|`` rounds to 1 (x > 17 and |x| > 9 in float32), where
+  the exact ``e^-x`` and ``4e^-2|x|`` are normal floats.
+- ``soft_sign_derivative`` (derivative only): ``x / (|x| + 1)`` (``jax.nn.soft_sign``), the same
+  operations, with the derivative ``1/(|x| + 1)²`` where JAX's quotient rule cancels (``|x|`` ulps,
+  0 past 1e8 in float32).
 - ``hypot_constant``: ``sqrt(x² + c)``, ``rsqrt(x² + c)`` and ``1/sqrt(x² + c)`` (``c > 0`` a constant)
   as ``hypot(x, √c)`` or its reciprocal: ``x²`` overflows for ``|x| > 1.8e19`` in float32 (value inf
   or 0, derivative 0 or NaN) where the result is ``|x|`` or ``1/|x|``.
@@ -22,7 +30,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+from jax import lax
 
 from ... import _compat
 from ..._primitives import CALLS, GLUE
@@ -33,7 +43,8 @@ from ..forms import _core as _forms
 from ..forms import _gradients as _fg
 from ._stability_written import _named
 
-__all__ = ["HYPOT_CONSTANT", "JVP_RULE", "NORM_QUOTIENT", "SOFTPLUS_KINK", "rewrite_rules_with"]
+__all__ = ["HYPOT_CONSTANT", "JVP_RULE", "LOGISTIC_DERIVATIVE", "NORM_QUOTIENT", "SOFTPLUS_KINK",
+           "SOFT_SIGN_DERIVATIVE", "TANH_DERIVATIVE", "rewrite_rules_with"]
 
 x, y = var("x"), var("y")
 ONE, ZERO = const(1.0), const(0.0)
@@ -211,6 +222,57 @@ _IN_RULE = [0]  # > 0 while a rule's body is rewritten: its own custom_jvp calls
 _PROBED: dict[int, tuple[Any, bool]] = {}  # id(rule) -> (rule, whether the catalogue changes it)
 
 
+# --------------------------------------------------------------- logistic and tanh, derivative only
+def _match_primitive(g: Graph, i: int) -> Match | None:
+    """The root ``logistic`` / ``tanh`` of a real floating array that is not a constant (a
+    constant's derivative is never taken)."""
+    (a,) = g.eqns[i].invars
+    if _compat.is_literal(a) or not jnp.issubdtype(_compat.aval(a).dtype, jnp.floating):
+        return None
+    return Match(i, {"x": a}, {"x": a}, {i})
+
+
+def _logistic_derivative(x: Any) -> Any:
+    """logistic(x), the same primitive (bit for bit), with the derivative ``s(x)·s(-x)`` where
+    JAX's ``s·(1 - s)`` is 0 past x = 17 (float32) or 37 (float64)."""
+    return _forms.sigmoid(x)
+
+
+def _tanh_derivative(x: Any) -> Any:
+    """tanh(x), the same primitive (bit for bit), with the derivative ``4e/(1 + e)²``,
+    ``e = exp(-2|x|)``, where JAX's ``1 - t²`` is 0 past |x| = 9 (float32) or 19 (float64)."""
+    return _forms.tanh(x)
+
+
+LOGISTIC_DERIVATIVE = Rule(
+    # structural (after the pattern rules): a logistic that a value rule reads (log(sigmoid(x)),
+    # 1 - sigmoid(x)) is that rule's, whose form carries its own exact derivative
+    "logistic_derivative", None, _logistic_derivative, matcher=_match_primitive,
+    roots=frozenset({"logistic"}), derivative_only=True,
+    examples=(lambda x: jax.nn.sigmoid(x), lambda x: jax.nn.silu(x)),
+    **_example(lambda x: lax.logistic(x), domain=(-1e30, 1e30)),
+)
+TANH_DERIVATIVE = Rule(
+    "tanh_derivative", None, _tanh_derivative, matcher=_match_primitive,
+    roots=frozenset({"tanh"}), derivative_only=True,
+    examples=(lambda x: jax.nn.tanh(x),),
+    **_example(lambda x: jnp.tanh(x), domain=(-1e30, 1e30)),
+)
+
+
+def _soft_sign_derivative(x: Any) -> Any:
+    """x / (|x| + 1), the same operations (bit for bit), with the derivative ``1/(|x| + 1)²``."""
+    return _fg.soft_sign(x)
+
+
+_ABS_PLUS_ONE = any_of(op("add", op("abs", x), ONE), op("add", ONE, op("abs", x)))
+SOFT_SIGN_DERIVATIVE = Rule(
+    "soft_sign_derivative", op("div", x, _ABS_PLUS_ONE), _soft_sign_derivative, derivative_only=True,
+    examples=(lambda x: jax.nn.soft_sign(x),),
+    **_example(lambda x: x / (jnp.abs(x) + 1), domain=(-1e30, 1e30)),
+)
+
+
 _CATALOGUE: list[tuple[Rule, ...]] = [()]  # set by ``_stability`` once STABILITY (which lists this) exists
 
 
@@ -229,7 +291,9 @@ def _rewrite_rule(closed: Any) -> tuple[Any, bool]:
 
     _IN_RULE[0] += 1
     try:
-        new, applied = rewrite_jaxpr(closed, _CATALOGUE[0])
+        # a rule's body is differentiated only for a second derivative: derivative-only rules
+        # would re-bind every rule that reads a sigmoid for nothing
+        new, applied = rewrite_jaxpr(closed, [r for r in _CATALOGUE[0] if not r.derivative_only])
     finally:
         _IN_RULE[0] -= 1
     own = any(not (a.path and a.path[0].startswith(("custom_jvp_call", "custom_vjp_call")))

@@ -46,18 +46,21 @@ __all__ = ["Applied", "Explanation", "rewrite_jaxpr"]
 
 @dataclasses.dataclass(frozen=True)
 class Applied:
-    """One rewrite that fired: rule name, the user's ``file:line``, and the expression before/after."""
+    """One rewrite that fired: rule name, the user's ``file:line``, and the expression before/after;
+    ``derivative_only``: the rule keeps the value bit for bit and changes only the derivative."""
 
     rule: str
     location: str | None
     before: str
     after: str
     path: tuple[str, ...] = ()
+    derivative_only: bool = False
 
     def __str__(self) -> str:
         where = self.location or "<no user frame>"
         inside = f" (inside {' > '.join(self.path)})" if self.path else ""
-        return f"{where}: {self.rule}{inside}\n    - {self.before}\n    + {self.after}"
+        only = " (derivative only)" if self.derivative_only else ""
+        return f"{where}: {self.rule}{only}{inside}\n    - {self.before}\n    + {self.after}"
 
 
 class Explanation(list[Applied]):
@@ -147,8 +150,12 @@ def _fixed_point(closed: Any, rules: Sequence[Rule], graph: Graph | None, *, des
             if not subs:
                 continue
             src = _compat.refine_source(enclosing, eqn)
+            # a custom derivative's primal body is never differentiated by JAX: a rule that changes
+            # only the derivative would change nothing there (and be reported for nothing)
+            inner = ([r for r in rules if not r.derivative_only]
+                     if _compat.primitive_name(eqn) in CUSTOM_DERIVATIVES else rules)
             for site, sub in subs:
-                new_sub, got = rewrite_jaxpr(sub, rules, describe=describe, max_passes=max_passes,
+                new_sub, got = rewrite_jaxpr(sub, inner, describe=describe, max_passes=max_passes,
                                              path=(*path, _compat.eqn_name(eqn)), enclosing=src,
                                              lowering=lowering)
                 if got and _rebindable(eqn, new_sub):
@@ -263,7 +270,8 @@ def _retrace(g: Graph, plan: dict[int, tuple[Rule, Match]], sub_new: dict[int, d
             src = _compat.refine_source(enclosing, eqn)
             fired.append(Applied(rule.name, None if src is None else str(src),
                                  render(g, i, m) if describe else "",
-                                 _render_after(rule, m, kwargs) if describe else "", path))
+                                 _render_after(rule, m, kwargs) if describe else "", path,
+                                 rule.derivative_only))
 
         # Matches that run before their root (Match.at), by the equation they run after.
         early: dict[int, list[int]] = {}
@@ -359,7 +367,8 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
             src = _compat.refine_source(enclosing, eqn)
             after = _shorten(render_jaxpr(rep.closed, names)) if describe else ""
             before = render(g, j, m) if describe else ""
-            fired.append(Applied(rule.name, None if src is None else str(src), before, after, path))
+            fired.append(Applied(rule.name, None if src is None else str(src), before, after, path,
+                                 rule.derivative_only))
         elif j in swallowed:
             continue
         else:

@@ -48,6 +48,11 @@ class Rule:
         replacement is final). For small identities whose result another rule continues:
         ``exp(a)**2 -> exp(2a)``, then ``x / exp(2a) -> x * exp(-2a)``. The replacement must not
         contain its own pattern (the passes would repeat it up to ``max_passes`` times).
+      derivative_only: the replacement computes the same value with the same primitives, bit for
+        bit, and changes only how the program differentiates (``logistic`` with the derivative
+        ``s(x)·s(-x)``). Not applied inside a custom derivative's primal body (its derivative is the
+        rule's, never the primitive's); reported by :func:`jst.explain` as "derivative only", and
+        in a check's report only where the check judges the derivative (``grad=True``).
 
     Example (a user rule: ``x * 2 ** k`` in floating point written as ``ldexp``-style scaling)::
 
@@ -70,6 +75,7 @@ class Rule:
     composable: bool = False
     gate: Callable[[Graph, int], bool] | None = None
     roots: frozenset[str] | None = None
+    derivative_only: bool = False
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):

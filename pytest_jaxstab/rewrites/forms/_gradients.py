@@ -1,4 +1,4 @@
-"""Forms whose point is the derivative: a quotient by a norm, the reciprocal of ``hypot``.
+"""Forms whose point is the derivative: a quotient by a norm, the reciprocal of ``hypot``, soft sign.
 
 The values are the program's (``x / y`` bit for bit) or within an ulp of them (``1/hypot``); what
 changes is the derivative, written so that no intermediate overflows where the derivative does not
@@ -14,7 +14,7 @@ import jax
 
 from ._core import hypot
 
-__all__ = ["hypot_constant", "inv_hypot", "quotient"]
+__all__ = ["hypot_constant", "inv_hypot", "quotient", "soft_sign"]
 
 
 @jax.custom_jvp
@@ -60,3 +60,26 @@ def hypot_constant(x: Any, c: float, inverse: bool) -> Any:
     # in the program, which later rules read as a positive constant (xlogy's log of it)
     root = math.sqrt(c)
     return inv_hypot(x, root) if inverse else hypot(x, root)
+
+
+@jax.custom_jvp
+def soft_sign(x: Any) -> Any:
+    """``x / (|x| + 1)`` (``jax.nn.soft_sign``, the same operations: bit for bit) whose derivative is
+    ``r·r``, ``r = 1 / (|x| + 1)``.
+
+    JAX differentiates the quotient as ``1/(|x| + 1) - x·sign(x)/(|x| + 1)²``: two terms near
+    ``1/|x|`` whose difference is ``1/(|x| + 1)²``, so the derivative carries ``|x|`` ulps of error
+    (9.9 bits at 1e4 in float32) and is 0 past 1e8 in float32 (1e16 in float64) where the exact one
+    is ``1/x²``.
+
+    Example: ``jax.grad(forms.soft_sign)(jnp.float32(1e10))`` is 1e-20 (``jax.nn.soft_sign``: 0.0).
+    """
+    return x / (abs(x) + 1)
+
+
+@soft_sign.defjvp
+def _soft_sign_jvp(primals: Any, tangents: Any) -> Any:
+    (x,), (t,) = primals, tangents
+    d = abs(x) + 1
+    r = 1 / d
+    return x / d, t * r * r
