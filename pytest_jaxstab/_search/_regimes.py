@@ -97,8 +97,10 @@ def infer(cands: Sequence[Term], errs: np.ndarray, samples: Samples, original: T
     starts = [0] + [end for end, _ in plan[:-1]]
     for r, ((end, c_left), (next_end, c_right)) in enumerate(itertools.pairwise(plan)):
         lo_i, hi_i = _widened(errs[c_left, order], errs[c_right, order], starts[r], end, next_end)
-        thresholds.append(_bisect(cands[c_left], cands[c_right], samples, original, best_var, order, lo_i,
-                                  hi_i, bisect_steps))
+        t = _bisect(cands[c_left], cands[c_right], samples, original, best_var, order, lo_i, hi_i,
+                    bisect_steps)
+        # Widened spans of neighbouring splits may overlap: thresholds stay in order.
+        thresholds.append(max(t, thresholds[-1]) if thresholds else t)
     guarded = [_guarded(cands[c], best_var, thresholds, r,
                         _representative(errs[c], order[start:end], samples))
                for r, ((end, c), start) in enumerate(zip(plan, starts))]
