@@ -6,7 +6,8 @@ drawn here with numpy, the exact roots from mpmath at 4400 and 8800 bits (never 
 test). The lowering is judged by the gradient: ``jax.grad`` of an offered regime program is finite and
 matches the analytic derivative of the root (mpmath) in each regime, and a regime whose untaken branch
 is NaN has a finite gradient (a plain ``where`` does not). The regime inference itself: a split that
-does not pay is not made, one that does is, and a plan of four runs is found.
+does not pay is not made, one that does is, a sub-expression is split on where the loss follows it, and
+a plan of four runs is found.
 """
 
 from __future__ import annotations
@@ -221,6 +222,22 @@ def test_a_split_that_does_not_pay_is_not_made_and_one_that_does_is():
         errs = np.ones((2, smp.count))
         errs[1] += 30.0
         assert infer(cands, errs, smp, original) is None
+
+
+def test_a_split_on_a_sub_expression_is_made_where_the_loss_follows_it():
+    # Two candidates, each accurate on one side of x + y = 0 (the sum, not either input, decides): the
+    # split is on the original's sub-expression x + y, its threshold between the samples either side.
+    x, y = ("var", 0), ("var", 1)
+    original = ("mul", ("add", x, y), const(1.0))
+    cands = [("add", x, y), ("add", y, x)]
+    with x64_scope(F64):
+        smp = sample(original, F64, [(), ()], domains(F64, (-4.0, 4.0), 2), 96, 0)
+        total = smp.args[0] + smp.args[1]
+        errs = np.stack([np.where(total < 0, 0.0, 20.0), np.where(total < 0, 20.0, 0.0)])
+        term = infer(cands, errs, smp, original)
+    assert term is not None and term[0] == "where" and term[1][1] == ("add", x, y), term
+    t = term[1][2][1]
+    assert total[total < 0].max() <= t <= total[total >= 0].min()
 
 
 def test_the_dynamic_programme_finds_four_runs():

@@ -1,11 +1,14 @@
-"""Regime inference: up to four candidates joined by ``jnp.where`` on one input's range.
+"""Regime inference: up to four candidates joined by ``jnp.where`` on the range of an input or a
+sub-expression.
 
-As in Herbie: the points are sorted by one input; a dynamic programme splits them into at most
-``max_regimes`` runs, each served by the candidate with the least total error there; a split is kept
-only if each run beyond the first buys at least ``min_gain`` bits of mean error. Each threshold between
-two runs is then refined by bisection, judged by the oracle at the midpoints with the other inputs of
-the samples next to the split, over the span where the two candidates tie on the samples (a sample
-where both are exact says nothing about where the split belongs).
+As in Herbie: the points are sorted by one input (or one of the original's few smallest
+sub-expressions of several inputs, such as ``x + e``, which must buy twice as much per run); a dynamic
+programme splits them into at most ``max_regimes`` runs, each served by the candidate with the least
+total error there; a split is kept only if each run beyond the first buys at least ``min_gain`` bits
+of mean error. Each threshold between two runs of an input is then refined by bisection, judged by the
+oracle at the midpoints with the other inputs of the samples next to the split, over the span where
+the two candidates tie on the samples (a sample where both are exact says nothing about where the
+split belongs).
 
 Lowering: ``where(x < t, A, B)`` evaluates both branches everywhere, and the branch not taken may be
 NaN or infinite there (a series at its pole, a form that overflows), which ``jnp.where`` hides in the
@@ -26,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import oracles
-from ._expr import Term, const, variables
+from ._expr import Term, const, evaluate_jax, size, subterms, variables
 from ._judge import Samples, jax_function
 
 __all__ = ["infer"]
@@ -80,34 +83,68 @@ def infer(cands: Sequence[Term], errs: np.ndarray, samples: Samples, original: T
         return None
     idx = np.flatnonzero(valid)
     single = float(np.nanmin(np.nansum(errs[:, idx], axis=1)))
-    best_total, best_plan, best_var = single, None, -1
-    for v, values in enumerate(samples.args):
-        order = idx[np.argsort(values[idx].astype(np.float64), kind="stable")]
+    best_total, best_plan, best_key = single, None, -1
+    keys = _split_keys(original, samples, idx)
+    for key, (term, values) in enumerate(keys):
+        order = idx[np.argsort(values[idx], kind="stable")]
+        # A sub-expression pays a run more: it is one of many tried, the inputs are the natural splits.
+        price = min_gain * (1.0 if term[0] == "var" else 2.0) * n_valid
         for total, plan in _best_split(errs, order, max_regimes)[1:]:
-            runs = len(plan)
-            if total + min_gain * n_valid * (runs - 1) < best_total:
-                best_total, best_plan, best_var = total, (plan, order), v
+            if total + price * (len(plan) - 1) < best_total:
+                best_total, best_plan, best_key = total, (plan, order), key
     if best_plan is None:
         return None
     plan, order = best_plan
     plan = _merge(plan)
     if len(plan) < 2:
         return None
-    thresholds = []
+    key_term, key_values = keys[best_key]
+    thresholds: list[float] = []
     starts = [0] + [end for end, _ in plan[:-1]]
     for r, ((end, c_left), (next_end, c_right)) in enumerate(itertools.pairwise(plan)):
         lo_i, hi_i = _widened(errs[c_left, order], errs[c_right, order], starts[r], end, next_end)
-        t = _bisect(cands[c_left], cands[c_right], samples, original, best_var, order, lo_i, hi_i,
-                    bisect_steps)
+        if key_term[0] == "var":
+            t = _bisect(cands[c_left], cands[c_right], samples, original, key_term[1], order, lo_i, hi_i,
+                        bisect_steps)
+        else:  # a sub-expression cannot be set apart from the inputs: the middle of the tied span
+            t = _midpoint(float(key_values[order[lo_i]]), float(key_values[order[hi_i]]), samples.dtype)
         # Widened spans of neighbouring splits may overlap: thresholds stay in order.
         thresholds.append(max(t, thresholds[-1]) if thresholds else t)
-    guarded = [_guarded(cands[c], best_var, thresholds, r,
+    guarded = [_guarded(cands[c], key_term, thresholds, r,
                         _representative(errs[c], order[start:end], samples))
                for r, ((end, c), start) in enumerate(zip(plan, starts))]
     term = guarded[-1]
     for g, t in zip(reversed(guarded[:-1]), reversed(thresholds)):
-        term = ("where", ("lt", ("var", best_var), const(t)), g, term)
+        term = ("where", ("lt", key_term, const(t)), g, term)
     return term
+
+
+#: Sub-expressions of the original tried as split keys besides the inputs (the smallest first).
+_SUBTERM_KEYS = 6
+
+
+def _split_keys(original: Term, samples: Samples, idx: np.ndarray) -> list[tuple[Term, np.ndarray]]:
+    """What a regime may split on, with its values at the samples: each input, then up to
+    :data:`_SUBTERM_KEYS` of the original's smallest sub-expressions of several inputs (Herbie's branch
+    expressions: ``x + e`` where the loss depends on the sum, ``b*b - 4*a*c``), those finite at every
+    valid sample (their float values: what the lowered ``where`` compares)."""
+    keys: list[tuple[Term, np.ndarray]] = [(("var", v), np.asarray(a, np.float64))
+                                           for v, a in enumerate(samples.args)]
+    subs = sorted({t for t in subterms(original) if len(variables(t)) > 1 and t[0] not in _UNSPLIT},
+                  key=lambda t: (size(t), repr(t)))
+    for t in subs[:_SUBTERM_KEYS]:
+        try:
+            values = np.asarray(evaluate_jax(t, [jnp.asarray(a) for a in samples.args], samples.dtype),
+                                np.float64)
+        except (TypeError, ValueError):
+            continue
+        if values.shape == keys[0][1].shape and np.isfinite(values[idx]).all():
+            keys.append((t, values))
+    return keys
+
+
+#: Sub-expressions that are no split keys: comparisons and selections (already a split).
+_UNSPLIT = {"lt", "le", "where"}
 
 
 def _representative(errs: np.ndarray, points: np.ndarray, samples: Samples) -> list[float]:
@@ -118,13 +155,13 @@ def _representative(errs: np.ndarray, points: np.ndarray, samples: Samples) -> l
     return [float(a[i]) for a in samples.args]
 
 
-def _guarded(cand: Term, var: int, thresholds: list[float], run: int, rep: list[float]) -> Term:
+def _guarded(cand: Term, key: Term, thresholds: list[float], run: int, rep: list[float]) -> Term:
     """``cand`` reading its inputs where run ``run`` is taken, and ``rep`` (a point of its own run, where it
     is accurate) elsewhere: the branch not taken computes a finite value with a finite gradient, so that
     ``jnp.where`` neither yields NaN nor passes one to the gradient (the double-where trick). Where the
     run is taken, the inputs are the inputs: the value is the candidate's."""
-    cond_hi = ("lt", ("var", var), const(thresholds[run])) if run < len(thresholds) else None
-    cond_lo = ("lt", ("var", var), const(thresholds[run - 1])) if run > 0 else None
+    cond_hi = ("lt", key, const(thresholds[run])) if run < len(thresholds) else None
+    cond_lo = ("lt", key, const(thresholds[run - 1])) if run > 0 else None
     inputs = {}
     for i in sorted(variables(cand)):
         x: Term = ("var", i)
