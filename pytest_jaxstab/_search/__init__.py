@@ -3,7 +3,8 @@
 Modules, left to right: ``_expr`` (the term language and its one operator table), ``_lower`` (jaxpr to
 term), ``_localize`` (the sub-term to search, by local error), ``_rules`` (the identities), ``_egraph``
 (egglog saturation), ``_extract`` (candidates out of the e-graph), ``_judge`` (samples and the oracle),
-``_regimes`` (``where`` by input range), ``_source`` (printing), ``_result`` (``Improvement``),
+``_regimes`` (``where`` by input range), ``_roots`` (conjugate and scaled forms of
+``b +- sqrt(b*b + r)``), ``_source`` (printing), ``_result`` (``Improvement``),
 ``_improve`` (the pipeline).
 """
 

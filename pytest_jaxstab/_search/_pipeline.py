@@ -45,6 +45,7 @@ from ._localize import Focus, batches_for, localize, localize_whole
 from ._lower import Shapes, Unsupported, lower_program, reduction_counts
 from ._regimes import infer
 from ._result import Candidate, Improvement, Offer
+from ._roots import root_candidates
 from ._rules import RULES, rules_for
 from ._sampler import RECHECK_POINTS, domains, sample, strata
 from ._series import series_candidates
@@ -260,10 +261,11 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
             term = replace(original, focus.sub, series)
             finalists.append(term)
             kinds[term] = "series"
-    # Sums of lgamma terms paired by the difference of their arguments (a log binomial coefficient): a
-    # rewrite the e-graph reaches only after many reordering steps (``_gamma``).
+    # Sums of lgamma terms paired by the difference of their arguments (a log binomial coefficient), and
+    # b +- sqrt(b*b + r) by its conjugate and scaled (``_roots``): rewrites the e-graph reaches only after
+    # many steps (``_gamma``).
     for base in dict.fromkeys((original, start)):
-        for term in lgamma_pairings(base):
+        for term in [*lgamma_pairings(base), *root_candidates(base, dt)]:
             if term not in kinds:
                 finalists.append(term)
                 kinds[term] = "rewrite"

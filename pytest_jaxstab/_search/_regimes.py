@@ -1,10 +1,21 @@
-"""Regime inference: up to three candidates joined by ``jnp.where`` on one input's range.
+"""Regime inference: up to four candidates joined by ``jnp.where`` on the range of an input or a
+sub-expression.
 
-As in Herbie: the points are sorted by one input; a dynamic programme splits them into at most three
-runs, each served by the candidate with the least total error there; a split is kept only if it buys
-at least ``min_gain`` bits of mean error. Each threshold between two runs is then refined by bisection
-between the neighbouring sample values, judged by the oracle at the midpoints (the other inputs held at
-the left neighbour's values).
+As in Herbie: the points are sorted by one input (or one of the original's few smallest
+sub-expressions of several inputs, such as ``x + e``, which must buy twice as much per run); a dynamic
+programme splits them into at most ``max_regimes`` runs, each served by the candidate with the least
+total error there; a split is kept only if each run beyond the first buys at least ``min_gain`` bits
+of mean error. Each threshold between two runs of an input is then refined by bisection, judged by the
+oracle at the midpoints with the other inputs of the samples next to the split, over the span where
+the two candidates tie on the samples (a sample where both are exact says nothing about where the
+split belongs).
+
+Lowering: ``where(x < t, A, B)`` evaluates both branches everywhere, and the branch not taken may be
+NaN or infinite there (a series at its pole, a form that overflows), which ``jnp.where`` hides in the
+value but not in the gradient (``0 * nan``). Each candidate therefore reads its inputs only where its
+run is taken, and elsewhere a sample point of its own run where it is accurate (the double-where
+trick): where the run is taken nothing changes; elsewhere it computes a finite value with a finite
+gradient. The programs are elementwise, so the same ``where`` serves scalar and array inputs.
 """
 
 from __future__ import annotations
@@ -18,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import oracles
-from ._expr import Term, const
+from ._expr import Term, const, evaluate_jax, size, subterms, variables
 from ._judge import Samples, jax_function
 
 __all__ = ["infer"]
@@ -28,35 +39,40 @@ Plan = tuple[float, list[tuple[int, int]]]
 
 
 def _best_split(errs: np.ndarray, order: np.ndarray, max_regimes: int) -> list[Plan]:
-    """The best plan with 1, 2, ... ``max_regimes`` runs over ``order``: (total error, [(end, candidate)])."""
+    """The best plan with 1, 2, ... ``max_regimes`` runs over ``order``: (total error, [(end, candidate)]).
+
+    A dynamic programme over run ends (Herbie's): ``cost[r][j]`` is the least total error of the first
+    ``j`` points in ``r + 1`` runs, each run served by the candidate with the least error on it.
+    """
     e = np.nan_to_num(errs[:, order], nan=0.0)
     k, n = e.shape
     prefix = np.concatenate([np.zeros((k, 1)), np.cumsum(e, axis=1)], axis=1)
     seg_cost = prefix[:, None, :] - prefix[:, :, None]  # [c, i, j] = error of c on points i..j-1
     best = seg_cost.min(axis=0)
     arg = seg_cost.argmin(axis=0)
-    one = best[0, n]
-    plans: list[Plan] = [(float(one), [(n, int(arg[0, n]))])]
-    if max_regimes >= 2:
-        totals = best[0, 1:n] + best[1:n, n]
-        i = int(np.argmin(totals)) + 1
-        plans.append((float(totals[i - 1]), [(i, int(arg[0, i])), (n, int(arg[i, n]))]))
-    if max_regimes >= 3 and n >= 3:
-        # best over i < j of best[0,i] + best[i,j] + best[j,n]
-        left = best[0, :, None] + best[:, :] + best[None, :, n]
-        mask = np.triu(np.ones((n + 1, n + 1), bool), 1)
-        mask[0, :] = False
-        mask[:, n] = False
-        left = np.where(mask, left, np.inf)
-        i, j = np.unravel_index(int(np.argmin(left)), left.shape)
-        if math.isfinite(left[i, j]):
-            plans.append((float(left[i, j]), [(int(i), int(arg[0, i])), (int(j), int(arg[i, j])),
-                                             (n, int(arg[j, n]))]))
+    upper = np.triu(np.ones((n + 1, n + 1), bool), 1)  # a run i..j-1 is not empty: i < j
+    best = np.where(upper, best, np.inf)
+    cost = best[0].copy()  # one run: points 0..j-1
+    back: list[np.ndarray] = []
+    plans: list[Plan] = [(float(cost[n]), [(n, int(arg[0, n]))])]
+    for _ in range(1, max_regimes):
+        total = cost[:, None] + best  # [i, j]: the first i points in the runs so far, then i..j-1
+        back.append(np.argmin(total, axis=0))
+        cost = total[back[-1], np.arange(n + 1)]
+        if not math.isfinite(cost[n]):
+            break
+        runs, j = [], n
+        for step in reversed(back):
+            i = int(step[j])
+            runs.append((j, int(arg[i, j])))
+            j = i
+        runs.append((j, int(arg[0, j])))
+        plans.append((float(cost[n]), runs[::-1]))
     return plans
 
 
 def infer(cands: Sequence[Term], errs: np.ndarray, samples: Samples, original: Term, *,
-          max_regimes: int = 3, min_gain: float = 0.1, bisect_steps: int = 12) -> Term | None:
+          max_regimes: int = 4, min_gain: float = 0.1, bisect_steps: int = 12) -> Term | None:
     """The best ``where``-combination of ``cands`` (rows of ``errs``), or None when no split pays.
 
     ``errs`` are the candidates' errors at the samples (NaN where a point does not count).
@@ -67,29 +83,102 @@ def infer(cands: Sequence[Term], errs: np.ndarray, samples: Samples, original: T
         return None
     idx = np.flatnonzero(valid)
     single = float(np.nanmin(np.nansum(errs[:, idx], axis=1)))
-    best_total, best_plan, best_var = single, None, -1
-    for v, values in enumerate(samples.args):
-        order = idx[np.argsort(values[idx].astype(np.float64), kind="stable")]
+    best_total, best_plan, best_key = single, None, -1
+    keys = _split_keys(original, samples, idx)
+    for key, (term, values) in enumerate(keys):
+        order = idx[np.argsort(values[idx], kind="stable")]
+        # A sub-expression pays a run more: it is one of many tried, the inputs are the natural splits.
+        price = min_gain * (1.0 if term[0] == "var" else 2.0) * n_valid
         for total, plan in _best_split(errs, order, max_regimes)[1:]:
-            runs = len(plan)
-            if total + min_gain * n_valid * (runs - 1) < best_total:
-                best_total, best_plan, best_var = total, (plan, order), v
+            if total + price * (len(plan) - 1) < best_total:
+                best_total, best_plan, best_key = total, (plan, order), key
     if best_plan is None:
         return None
     plan, order = best_plan
     plan = _merge(plan)
     if len(plan) < 2:
         return None
-    thresholds = []
-    for (end, c_left), (_, c_right) in itertools.pairwise(plan):
-        lo_point = order[end - 1]
-        hi_point = order[end]
-        thresholds.append(_bisect(cands[c_left], cands[c_right], samples, original, best_var, lo_point,
-                                  hi_point, bisect_steps))
-    term = cands[plan[-1][1]]
-    for (_, c), t in reversed(list(zip(plan[:-1], thresholds))):
-        term = ("where", ("lt", ("var", best_var), const(t)), cands[c], term)
+    key_term, key_values = keys[best_key]
+    thresholds: list[float] = []
+    starts = [0] + [end for end, _ in plan[:-1]]
+    for r, ((end, c_left), (next_end, c_right)) in enumerate(itertools.pairwise(plan)):
+        lo_i, hi_i = _widened(errs[c_left, order], errs[c_right, order], starts[r], end, next_end)
+        if key_term[0] == "var":
+            t = _bisect(cands[c_left], cands[c_right], samples, original, key_term[1], order, lo_i, hi_i,
+                        bisect_steps)
+        else:  # a sub-expression cannot be set apart from the inputs: the middle of the tied span
+            t = _midpoint(float(key_values[order[lo_i]]), float(key_values[order[hi_i]]), samples.dtype)
+        # Widened spans of neighbouring splits may overlap: thresholds stay in order.
+        thresholds.append(max(t, thresholds[-1]) if thresholds else t)
+    guarded = [_guarded(cands[c], key_term, thresholds, r,
+                        _representative(errs[c], order[start:end], samples))
+               for r, ((end, c), start) in enumerate(zip(plan, starts))]
+    term = guarded[-1]
+    for g, t in zip(reversed(guarded[:-1]), reversed(thresholds)):
+        term = ("where", ("lt", key_term, const(t)), g, term)
     return term
+
+
+#: Sub-expressions of the original tried as split keys besides the inputs (the smallest first).
+_SUBTERM_KEYS = 6
+
+
+def _split_keys(original: Term, samples: Samples, idx: np.ndarray) -> list[tuple[Term, np.ndarray]]:
+    """What a regime may split on, with its values at the samples: each input, then up to
+    :data:`_SUBTERM_KEYS` of the original's smallest sub-expressions of several inputs (Herbie's branch
+    expressions: ``x + e`` where the loss depends on the sum, ``b*b - 4*a*c``), those finite at every
+    valid sample (their float values: what the lowered ``where`` compares)."""
+    keys: list[tuple[Term, np.ndarray]] = [(("var", v), np.asarray(a, np.float64))
+                                           for v, a in enumerate(samples.args)]
+    subs = sorted({t for t in subterms(original) if len(variables(t)) > 1 and t[0] not in _UNSPLIT},
+                  key=lambda t: (size(t), repr(t)))
+    for t in subs[:_SUBTERM_KEYS]:
+        try:
+            values = np.asarray(evaluate_jax(t, [jnp.asarray(a) for a in samples.args], samples.dtype),
+                                np.float64)
+        except (TypeError, ValueError):
+            continue
+        if values.shape == keys[0][1].shape and np.isfinite(values[idx]).all():
+            keys.append((t, values))
+    return keys
+
+
+#: Sub-expressions that are no split keys: comparisons and selections (already a split).
+_UNSPLIT = {"lt", "le", "where"}
+
+
+def _representative(errs: np.ndarray, points: np.ndarray, samples: Samples) -> list[float]:
+    """The inputs of a sample of the run where its candidate is most accurate (the median such one)."""
+    e = np.nan_to_num(errs[points], nan=np.inf)
+    good = points[e <= e.min()]
+    i = int(good[len(good) // 2])
+    return [float(a[i]) for a in samples.args]
+
+
+def _guarded(cand: Term, key: Term, thresholds: list[float], run: int, rep: list[float]) -> Term:
+    """``cand`` reading its inputs where run ``run`` is taken, and ``rep`` (a point of its own run, where it
+    is accurate) elsewhere: the branch not taken computes a finite value with a finite gradient, so that
+    ``jnp.where`` neither yields NaN nor passes one to the gradient (the double-where trick). Where the
+    run is taken, the inputs are the inputs: the value is the candidate's."""
+    cond_hi = ("lt", key, const(thresholds[run])) if run < len(thresholds) else None
+    cond_lo = ("lt", key, const(thresholds[run - 1])) if run > 0 else None
+    inputs = {}
+    for i in sorted(variables(cand)):
+        x: Term = ("var", i)
+        if cond_hi is not None:
+            x = ("where", cond_hi, x, const(rep[i]))
+        if cond_lo is not None:
+            x = ("where", cond_lo, const(rep[i]), x)
+        inputs[i] = x
+    return _substitute(cand, inputs)
+
+
+def _substitute(term: Term, inputs: dict[int, Term]) -> Term:
+    if term[0] == "var":
+        return inputs.get(term[1], term)
+    if term[0] == "const":
+        return term
+    return (term[0], *(_substitute(c, inputs) for c in term[1:]))
 
 
 def _merge(plan: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -102,34 +191,63 @@ def _merge(plan: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _bisect(left: Term, right: Term, samples: Samples, original: Term, var: int, lo_i: int, hi_i: int,
-            steps: int) -> float:
+#: Samples on each side of a split whose other inputs judge each bisection step.
+_NEIGHBOURS = 4
+#: Mean bits by which one side must beat the other at a midpoint to move the threshold past it: below
+#: it, the difference is the rounding of different operations, and chasing it moved quadm's split at
+#: b = 0 to b = -4e-73, where the form that cancels for b < 0 loses every bit.
+_TIE_BITS = 1.0
+
+
+def _widened(left: np.ndarray, right: np.ndarray, start: int, end: int, stop: int) -> tuple[int, int]:
+    """Where the split between runs ``start:end`` (``left``'s) and ``end:stop`` (``right``'s) may lie: from
+    the last point of the left run where ``left`` is clearly better to the first of the right run where
+    ``right`` is; between them the two tie on the samples (quadm's ``b = -4e-73`` next to ``b < 0`` points
+    where the naive form was still exact), and the bisection decides."""
+    l_err, r_err = np.nan_to_num(left, nan=0.0), np.nan_to_num(right, nan=0.0)
+    better_left = np.flatnonzero(l_err[start:end] < r_err[start:end] - _TIE_BITS)
+    better_right = np.flatnonzero(r_err[end:stop] < l_err[end:stop] - _TIE_BITS)
+    lo = start + int(better_left[-1]) if better_left.size else end - 1
+    hi = end + int(better_right[0]) if better_right.size else end
+    return lo, hi
+
+
+def _bisect(left: Term, right: Term, samples: Samples, original: Term, var: int, order: np.ndarray, lo_i: int,
+            hi_i: int, steps: int) -> float:
+    """The threshold between the samples ``order[lo_i]`` and ``order[hi_i]``: bisection on ``var``, each
+    midpoint judged at the other inputs of up to :data:`_NEIGHBOURS` samples on each side (one sample's
+    alone misplaced quadm's sign split: at its ``a, c`` both forms were accurate far from ``b = 0``)."""
     dtype = samples.dtype
-    lo = float(samples.args[var][lo_i])
-    hi = float(samples.args[var][hi_i])
-    base = [np.asarray(a[lo_i], dtype) for a in samples.args]
+    lo = float(samples.args[var][order[lo_i]])
+    hi = float(samples.args[var][order[hi_i]])
+    near = np.concatenate([order[max(0, lo_i - _NEIGHBOURS + 1):lo_i + 1], order[hi_i:hi_i + _NEIGHBOURS]])
+    base = [np.asarray(a[near], dtype) for a in samples.args]
+    f_orig, f_left, f_right = (jax_function(t, dtype) for t in (original, left, right))
     for _ in range(steps):
         mid = _midpoint(lo, hi, dtype)
         if mid <= lo or mid >= hi:
             break
         point = list(base)
-        point[var] = np.asarray(mid, dtype)
-        exact = oracles.evaluate(jax_function(original, dtype), *point, dtype=dtype)
+        point[var] = np.full(len(near), mid, dtype)
+        exact = oracles.evaluate(f_orig, *point, dtype=dtype)
         ex = np.asarray(exact.values, dtype)
-        if not bool(np.asarray(exact.certain)) or np.isnan(ex):
+        ok = np.asarray(exact.certain, bool) & ~np.isnan(ex)
+        if not ok.any():
             break
-        e_left = _bits(left, point, ex, dtype)
-        e_right = _bits(right, point, ex, dtype)
-        if e_left <= e_right:
+        e_left = _bits(f_left, point, ex, dtype)[ok].sum()
+        e_right = _bits(f_right, point, ex, dtype)[ok].sum()
+        if abs(e_left - e_right) <= _TIE_BITS * ok.sum():
+            return mid  # both as accurate here (rounding noise apart): a split at 0 stays at 0
+        if e_left < e_right:
             lo = mid
         else:
             hi = mid
     return hi
 
 
-def _bits(term: Term, point: list[Any], exact: Any, dtype: Any) -> float:
-    value = np.asarray(jax_function(term, dtype)(*(jnp.asarray(p) for p in point)), dtype)
-    return float(oracles.error_bits(value, exact))
+def _bits(fn: Any, point: list[Any], exact: Any, dtype: Any) -> np.ndarray:
+    value = np.asarray(fn(*(jnp.asarray(p) for p in point)), dtype)
+    return np.nan_to_num(np.asarray(oracles.error_bits(value, exact), float), nan=64.0)
 
 
 def _midpoint(lo: float, hi: float, dtype: Any) -> float:
