@@ -10,8 +10,8 @@ value float64 holds exactly (16-bit values, at most 2^14 of them), summed four w
     PYTHONPATH=. python benchmarks/bench_precision.py [--samples N]
 
 The figures quoted in README.md ("Which lines must stay float32") and docs/architecture.md ("Mixed
-precision") come from this script. Only the CPU is measured here; a GPU's reductions are not (see the
-README for what a GPU is documented to do).
+precision (`jst.tune_precision`, issue 34)") come from this script. Only the CPU is measured here;
+a GPU's reductions are not (no device was lent to this work).
 """
 
 from __future__ import annotations

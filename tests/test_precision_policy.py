@@ -266,7 +266,8 @@ def test_mlp_policy_gradient_is_finite_and_close_to_the_float32_models():
     g = jax.jit(jax.grad(loss(pol.fn, np.float16)))(diff)
     g32 = jax.grad(loss(mlp_loss, np.float32))(  # the float32 model on the float16-rounded parameters
         jax.tree_util.tree_map(lambda a: a.astype(np.float32), _low(diff, np.float16)))
-    low = jax.grad(lambda p: mlp_loss({**p, **rest}, x))(jax.tree_util.tree_map(jnp.asarray, _low(diff, np.float16)))
+    low16 = jax.tree_util.tree_map(jnp.asarray, _low(diff, np.float16))
+    low = jax.grad(lambda p: mlp_loss({**p, **rest}, x))(low16)
     assert pol.fn(MLP_PARAMS, x).dtype == jnp.float32  # output_dtype
     for k in diff:
         got, want = np.asarray(g[k], np.float64), np.asarray(g32[k], np.float64)

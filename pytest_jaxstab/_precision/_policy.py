@@ -264,7 +264,8 @@ def precision_policy(fn: Callable[..., Any], params: Any, batch_shapes: Any, *, 
 # ------------------------------------------------------------------------------------------ layers
 def _entry(fn: Callable[..., Any]) -> tuple[str, str] | None:
     """``(file, function)`` of the model's own frame, where a layer's function path starts."""
-    code = getattr(fn, "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)
+    call = type(fn).__dict__.get("__call__")  # a callable object (an equinox/flax-style module)
+    code = getattr(fn, "__code__", None) or getattr(call, "__code__", None)
     # frames name their function by its qualified name on Python >= 3.11 (co_qualname)
     return None if code is None else (code.co_filename, getattr(code, "co_qualname", code.co_name))
 
@@ -343,8 +344,8 @@ def _layers(closed: Any, plan: PrecisionPlan, entry: tuple[str, str] | None) -> 
         keep = []
         for line in dict.fromkeys(op.line for op in ops if op.line in kept):
             mine = [op for op in ops if op.line == line]
-            keep.append(KeptOperation(str(line), mine[0].text, tuple(dict.fromkeys(op.primitive for op in mine)),
-                                      sum(op.work for op in mine)))
+            prims = tuple(dict.fromkeys(op.primitive for op in mine))
+            keep.append(KeptOperation(str(line), mine[0].text, prims, sum(op.work for op in mine)))
         lines = {op.line for op in ops}
         layers.append(LayerPolicy(
             name=name, scopes=ops[0].scopes, functions=ops[0].functions, keep=tuple(keep),
