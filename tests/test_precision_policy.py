@@ -225,12 +225,21 @@ def test_layers_without_scopes_are_named_by_the_users_functions():
 
 
 # ------------------------------------------------------------------------------- MLP + cross-entropy
-def test_mlp_loss_in_float16_keeps_the_logsumexp_line():
-    pol = jst.precision_policy(mlp_loss, MLP_PARAMS, (4, 8), dtype="float16", domain=(-4.0, 4.0))
+@pytest.mark.parametrize("rules", [None, ()], ids=["catalogue", "upcasts-only"])
+def test_mlp_loss_in_float16_fixes_the_logsumexp_line(rules):
+    # exp of a logit past 11.1 overflows float16. With the catalogue, its logsumexp rewrite (seen through
+    # jnp.sum's float32 accumulation) fixes the line in float16; with upcasts only, the line stays float32.
+    pol = jst.precision_policy(mlp_loss, MLP_PARAMS, (4, 8), dtype="float16", domain=(-4.0, 4.0), rules=rules)
     assert pol.reached, str(pol)
-    assert pol.high_layers == ("loss",), str(pol)  # exp of a logit past 11.1 overflows float16
-    (op,) = pol.layer("loss").keep
-    assert op.line == _line(mlp_loss, "logsumexp") and "exp" in op.primitives and "log" in op.primitives
+    assert pol.high_layers == ("loss",), str(pol)
+    loss, line = pol.layer("loss"), _line(mlp_loss, "logsumexp")
+    if rules is None:
+        assert loss.keep == () and loss.rewrites == (("logsumexp", line),), str(pol)
+        assert pol.plan.high_share == 0.0
+    else:
+        (op,) = loss.keep
+        assert op.line == line and "exp" in op.primitives and "log" in op.primitives, str(pol)
+        assert loss.rewrites == ()
     assert pol.layer("hidden").keep == () and pol.layer("logits").keep == ()
     rng = np.random.default_rng(99)
     overflowed = False

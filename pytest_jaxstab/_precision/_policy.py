@@ -130,8 +130,9 @@ class PrecisionPolicy:
 
     def __str__(self) -> str:
         plan = self.plan
-        rows = [f"precision policy: {self.jmp_policy} (jmp); {len(self.high_layers)} of {len(self.layers)} "
-                f"layer(s) keep operations in {self.high} ({plan.high_share:.1%} of the float work), "
+        kept = sum(1 for layer in self.layers if layer.keep)
+        rows = [f"precision policy: {self.jmp_policy} (jmp); {kept} of {len(self.layers)} layer(s) keep "
+                f"operations in {self.high} ({plan.high_share:.1%} of the float work), "
                 f"{len(plan.rewrites)} rewrite(s)"]
         width = max((len(layer.name) for layer in self.layers), default=0)
         for layer in self.layers:
