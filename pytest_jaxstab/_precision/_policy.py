@@ -217,8 +217,8 @@ def precision_policy(fn: Callable[..., Any], params: Any, batch_shapes: Any, *, 
                 h = (x - m) / jnp.sqrt(v + 1e-5) * p["g"]
             with jax.named_scope("mlp"):
                 return jax.nn.gelu(h @ p["w"])
-        pol = jst.precision_policy(block, params, (4, 64), dtype="bfloat16", domain=(-3, 3))
-        print(pol)            # ln: keep in float32 the variance line; mlp: all bfloat16
+        pol = jst.precision_policy(block, params, (4, 64), dtype="bfloat16", domain=(8, 12))
+        print(pol)            # per layer ("ln", "mlp"): the lines to keep in float32, or "all bfloat16"
         pol.fn(params, x)     # the tuned block
     """
     low, hi = _dtypes(dtype, high)
