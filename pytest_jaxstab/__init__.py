@@ -10,6 +10,7 @@
     jst.local_error(fn, *args)             # which of your lines loses the bits
     jst.improve(fn, shapes=..., dtype=...) # search a more accurate program (egglog + oracle)
     jst.tune_precision(fn, shapes=..., dtype="bfloat16")  # which lines must stay float32
+    jst.precision_policy(model, params, batch_shapes, dtype="bfloat16")  # the same, per layer
     jst.settings(max_examples=1000)        # the options of a case, frozen; named profiles
 
 The names below are the public API, listed once in ``_EXPORTS`` (``__all__`` is derived from it); each
@@ -47,6 +48,8 @@ if _typing.TYPE_CHECKING:
     from ._errors import UnknownNameError as UnknownNameError
     from ._errors import UnsupportedPrimitive as UnsupportedPrimitive
     from ._precision import PrecisionPlan as PrecisionPlan
+    from ._precision import PrecisionPolicy as PrecisionPolicy
+    from ._precision import precision_policy as precision_policy
     from ._precision import tune_precision as tune_precision
     from ._results import CaseResult as CaseResult
     from ._results import VariantStats as VariantStats
@@ -70,6 +73,8 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "local_error": ("._diagnostics", "local_error"),
     "time_backends": ("._diagnostics", "time_backends"),
     "PrecisionPlan": ("._precision", "PrecisionPlan"),
+    "PrecisionPolicy": ("._precision", "PrecisionPolicy"),
+    "precision_policy": ("._precision", "precision_policy"),
     "tune_precision": ("._precision", "tune_precision"),
     "ArgumentError": ("._errors", "ArgumentError"),
     "ArgumentTypeError": ("._errors", "ArgumentTypeError"),

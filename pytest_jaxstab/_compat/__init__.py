@@ -80,6 +80,8 @@ from ._views import scan as scan
 from ._views import scan_parts as scan_parts
 from ._views import source_line as source_line
 from ._views import source_line_in as source_line_in
+from ._views import user_frames as user_frames
+from ._views import user_scopes as user_scopes
 from ._views import while_parts as while_parts
 
 __all__ = [
@@ -140,6 +142,8 @@ __all__ = [
     "trace",
     "typeof",
     "user_context",
+    "user_frames",
+    "user_scopes",
     "walk",
     "while_parts",
     "with_jvp_rule",

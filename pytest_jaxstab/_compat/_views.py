@@ -41,6 +41,20 @@ def source_line(eqn: Eqn) -> SourceLine | None:
     return SourceLine(frame.file_name, frame.start_line, frame.function_name, text)
 
 
+def user_frames(eqn: Eqn) -> tuple[tuple[str, int, str], ...]:
+    """The user's frames of an equation's traceback as ``(file, line, function)``, innermost first (JAX's
+    and this package's frames skipped; the caller decides where the user's model starts)."""
+    return tuple((f.file_name, int(f.start_line), f.function_name)
+                 for f in _siu.user_frames(eqn.source_info.traceback))
+
+
+def user_scopes(eqn: Eqn) -> tuple[str, ...]:
+    """The ``jax.named_scope`` names on the equation's name stack, outermost first, without the
+    transforms (``vmap``, ``jvp``) that the stack also records: what the user named, not how it ran."""
+    stack = eqn.source_info.name_stack.stack
+    return tuple(e.name for e in stack if isinstance(e, _siu.Scope)) if stack else ()
+
+
 def refine_source(outer: SourceLine | None, eqn: Eqn) -> SourceLine | None:
     """The user position of ``eqn``, an equation inside a call whose own position is ``outer``.
 

@@ -260,7 +260,7 @@ def _retrace(g: Graph, plan: dict[int, tuple[Rule, Match]], sub_new: dict[int, d
             eqn = g.eqns[i]
             operands = _operand_names(m)
             kwargs = {k: (read(v) if k in operands else v) for k, v in m.captures.items()}
-            res = _replace(eqn, rule, kwargs, m.extra_outputs)
+            res = _replace(eqn, rule, kwargs, m.extra_outputs, wide=_accumulated(g, m))
             if res is None:  # the replacement refused: compute the swallowed equations as written
                 for j in sorted(m.swallowed | {i}):
                     bind_plain(g.eqns[j])
@@ -315,11 +315,12 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
         eqn = g.eqns[i]
         names = _operand_names(m)
         static = {k: v for k, v in m.captures.items() if k not in names}
+        wide = _accumulated(g, m)
         key = _rep_key(rule, names, [_compat.aval(m.atoms[k]) for k in names], static,
-                       _compat.aval(eqn.outvars[0]))
+                       _compat.aval(eqn.outvars[0]), wide)
         rep = _REP_CACHE.get(key) if key is not None else None
         if rep is None:
-            rep = _trace_replacement(eqn, rule, m, names, static)
+            rep = _trace_replacement(eqn, rule, m, names, static, wide)
             if rep is None:
                 return None
             if key is not None:
@@ -399,12 +400,12 @@ class _Replacement:
 
 
 def _trace_replacement(eqn: Any, rule: Rule, m: Match, names: list[str], static: dict[str, Any],
-                       ) -> _Replacement | None:
+                       wide: bool = False) -> _Replacement | None:
     """The replacement of match ``m`` traced on its operands' types; None if it refused."""
     refused: list[bool] = []
 
     def fn(*xs: Any) -> Any:
-        res = _replace(eqn, rule, {**dict(zip(names, xs)), **static})
+        res = _replace(eqn, rule, {**dict(zip(names, xs)), **static}, wide=wide)
         if res is None:
             refused.append(True)
             out = _compat.aval(eqn.outvars[0])
@@ -444,10 +445,11 @@ _REP_CACHE: dict[Any, _Replacement] = {}
 _REP_CACHE_SIZE = 512
 
 
-def _rep_key(rule: Rule, names: list[str], avals: list[Any], static: dict[str, Any], out: Any) -> Any:
+def _rep_key(rule: Rule, names: list[str], avals: list[Any], static: dict[str, Any], out: Any,
+             wide: bool = False) -> Any:
     key = (id(rule), rule, tuple(names),
            tuple((tuple(a.shape), a.dtype, getattr(a, "weak_type", False)) for a in avals),
-           tuple(sorted(static.items())), (tuple(out.shape), out.dtype))
+           tuple(sorted(static.items())), (tuple(out.shape), out.dtype), wide)
     try:
         hash(key)
     except TypeError:  # an unhashable captured parameter: trace every time
@@ -461,12 +463,35 @@ def _operand_names(m: Match) -> list[str]:
     return [k for k, v in m.captures.items() if k in m.atoms and m.atoms[k] is v]
 
 
+def _accumulated(g: Graph, m: Match) -> bool:
+    """Whether match ``m`` saw through a low-precision sum's float32 accumulation
+    (``Graph.is_accumulation_convert``): then its replacement is computed in float32 (``_replace``)."""
+    return any(_compat.primitive_name(g.eqns[j]) == "convert_element_type"
+               and g.is_accumulation_convert(g.eqns[j]) for j in m.swallowed)
+
+
+def _widened(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """float16/bfloat16 array operands as float32 (the other captures as they are)."""
+    def up(v: Any) -> Any:
+        dtype = getattr(v, "dtype", None)
+        if dtype is not None and getattr(dtype, "name", "") in ("float16", "bfloat16"):
+            return jax.lax.convert_element_type(v, jnp.float32)
+        return v
+    return {k: up(v) for k, v in kwargs.items()}
+
+
 def _replace(eqn: Any, rule: Rule, kwargs: dict[str, Any], extra_outputs: Sequence[Any] = (),
-             ) -> tuple[Any, list[Any]] | None:
-    """The replacement's value for the root (and for ``extra_outputs``), or None to skip the match."""
+             wide: bool = False) -> tuple[Any, list[Any]] | None:
+    """The replacement's value for the root (and for ``extra_outputs``), or None to skip the match.
+
+    ``wide``: the match saw through the float32 accumulation of a float16/bfloat16 sum. The stable
+    form is then computed in float32 from the low-precision operands and rounded once to the root's
+    dtype: the program as written kept its sum in float32, and a form rounding its own steps to the low
+    dtype (``max + log1p(sum - 1)`` cancels near 0) could be worse than it where it was right.
+    """
     target = _compat.aval(eqn.outvars[0])
     with _compat.user_context(eqn), jax.named_scope(f"{SCOPE_PREFIX}{rule.name}"):
-        out = rule.replacement(**kwargs)
+        out = rule.replacement(**(_widened(kwargs) if wide else kwargs))
         extras: list[Any] = []
         if extra_outputs:
             out, values = out

@@ -90,7 +90,7 @@ class Graph:
             prod = self.producer_eqn(atom)
             if prod is None:
                 return None
-            if not self.is_glue(prod[1]):
+            if not self.seen_through(prod[1]):
                 return prod[1]
             atom = prod[1].invars[0]
         return None
@@ -123,9 +123,10 @@ class Graph:
         constant = False
         a = atom
         const_steps = 0  # glue seen through so far
+        decided = False  # the constant's walk ended at an accumulation conversion the op walk passes
         for _ in range(16):
             if _compat.is_literal(a) or a in self.const_values:
-                constant = const_steps < 6
+                constant = constant if decided else const_steps < 6
                 break
             i = self.producer.get(a)
             if i is None:
@@ -133,9 +134,12 @@ class Graph:
             eqn = self.eqns[i]
             if self.is_glue(eqn):
                 const_steps += 1
+            elif self.is_accumulation_convert(eqn):
+                if not decided:  # as for any conversion: the constant's answer is found past it
+                    constant, decided = self._constant_past(eqn.invars[0], 5 - const_steps), True
             else:
                 name = _compat.primitive_name(eqn)
-                if name == "convert_element_type":  # ends the op walk, not the constant's
+                if name == "convert_element_type" and not decided:  # ends the op walk, not the constant's
                     constant = self._constant_past(eqn.invars[0], 5 - const_steps)
                 break
             a = eqn.invars[0]
@@ -160,6 +164,50 @@ class Graph:
         if name == "convert_element_type":
             return _compat.aval(eqn.invars[0]).dtype == _compat.aval(eqn.outvars[0]).dtype
         return False
+
+    def seen_through(self, eqn: Any) -> bool:
+        """Whether an op pattern sees through ``eqn``: glue, or one of the two conversions of a
+        low-precision sum's float32 accumulation (:meth:`is_accumulation_convert`)."""
+        return self.is_glue(eqn) or self.is_accumulation_convert(eqn)
+
+    def is_accumulation_convert(self, eqn: Any) -> bool:
+        """Whether ``eqn`` is one side of ``convert(low -> f32) -> reduce_sum -> convert(f32 -> low)``
+        with nothing else reading the float32 values: how ``jnp.sum``/``jnp.mean`` of float16 and
+        bfloat16 accumulate. Seen through, a rule written against the float32 spelling matches the low
+        one; its replacement's own sums (``jnp.sum`` in the forms) accumulate in float32 the same way.
+        Another reader of the float32 sum or of the widened operand ends it: swallowing would change
+        what that reader sees."""
+        if _compat.primitive_name(eqn) != "convert_element_type" or len(eqn.outvars) != 1:
+            return False
+        src, dst = (_compat.aval(eqn.invars[0]).dtype, _compat.aval(eqn.outvars[0]).dtype)
+        names = {getattr(src, "name", str(src)), getattr(dst, "name", str(dst))}
+        if names not in ({"float16", "float32"}, {"bfloat16", "float32"}):
+            return False
+        if dst.itemsize > src.itemsize:  # widening: read only by a reduce_sum narrowed back to src
+            users = self.consumers(eqn.outvars[0])
+            if len(users) != 1 or self.uses[eqn.outvars[0]] != 1:
+                return False
+            red = self.eqns[users[0]]
+            return self._narrowed_sum(red, src)
+        prod = self.producer_eqn(eqn.invars[0])  # narrowing: of a reduce_sum of a widened dst
+        return prod is not None and self.uses[eqn.invars[0]] == 1 and self._narrowed_sum(prod[1], dst)
+
+    def _narrowed_sum(self, red: Any, low: Any) -> bool:
+        """``red`` is a one-operand reduce_sum of a conversion from ``low``, its result read once, by a
+        conversion back to ``low``."""
+        if _compat.primitive_name(red) != "reduce_sum" or len(red.invars) != 1 or len(red.outvars) != 1:
+            return False
+        wide = self.producer_eqn(red.invars[0])
+        if wide is None or _compat.primitive_name(wide[1]) != "convert_element_type" \
+                or _compat.aval(wide[1].invars[0]).dtype != low or self.uses[red.invars[0]] != 1:
+            return False
+        out = red.outvars[0]
+        users = self.consumers(out)
+        if len(users) != 1 or self.uses[out] != 1:
+            return False
+        back = self.eqns[users[0]]
+        return (_compat.primitive_name(back) == "convert_element_type"
+                and _compat.aval(back.outvars[0]).dtype == low)
 
 
 @dataclasses.dataclass

@@ -201,7 +201,7 @@ def _match_op(g: Graph, pat: Op, atom: Any, state: _State, into_reduction: bool)
             return
         if key not in st.shared and _compat.primitive_name(eqn) in pat.prim:
             break
-        if not (pat.glue and g.is_glue(eqn)):
+        if not (pat.glue and g.seen_through(eqn)):
             return
         st.swallowed.add(i)
         chain.append(eqn)
