@@ -45,6 +45,7 @@ from ._lower import Shapes, Unsupported, lower_program, reduction_counts
 from ._regimes import infer
 from ._result import Candidate, Improvement
 from ._rules import RULES, rules_for
+from ._rules_identities import identity_candidates
 from ._sampler import RECHECK_POINTS, domains, sample, strata
 from ._series import series_candidates
 from ._source import expression, function_source
@@ -262,10 +263,11 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     # Sums of lgamma terms paired by the difference of their arguments (a log binomial coefficient): a
     # rewrite the e-graph reaches only after many reordering steps (``_gamma``).
     for base in dict.fromkeys((original, start)):
-        for term in lgamma_pairings(base):
+        # and the identities tried at every sub-term, as written (``_rules_identities``)
+        for term, kind in [(u, "rewrite") for u in lgamma_pairings(base)] + identity_candidates(base, array):
             if term not in kinds:
                 finalists.append(term)
-                kinds[term] = "rewrite"
+                kinds[term] = kind
     times["series"] = time.perf_counter() - t
 
     t = time.perf_counter()

@@ -1,0 +1,198 @@
+"""Identities of complex arithmetic and of powers, tried by the e-graph and directly at every sub-term.
+
+FPBench writes a complex operation as the real programs of its two parts: a division's
+``(a c + b d) / (c c + d d)``, a square root's ``0.5 sqrt(2 (sqrt(re re + im im) + re))``. Their stable
+forms branch on the inputs (Smith's division on ``|d| <= |c|``, the square root on the sign of ``re``), and
+an e-graph reaches a two-branch form only through a rule that writes it whole: those rules are here, in
+the family ``complex-forms`` (``_rules`` registers it). The e-graph saturates the sub-term local error
+points at, which for a division is its numerator alone; so :func:`identity_candidates` also applies the
+same rules directly at every sub-term of the written program (matching modulo the order of the operands
+of ``+`` and ``*``), and normalises one-input rational sub-terms exactly (``_rational``): every candidate
+is then judged by the oracle and re-checked like the e-graph's own, never offered where it loses.
+
+The forms:
+
+- Smith's division with Baudin and Smith's repair (2012): where ``d / c`` underflows to 0, ``b (d / c)``
+  is computed as ``d (b / c)``; where an input reaches ``2**1000``, every input is halved first (exact for
+  normal floats) so that ``a + b r`` and ``c + d r`` cannot overflow. The ratio of the larger part keeps
+  ``c c + d d`` from overflowing or underflowing.
+- The complex square root's parts by ``hypot``, with the cancelling branch ``|im| / sqrt(2 (h - re))``
+  (``(h + re)(h - re) = im**2``) where ``re < 0`` (the imaginary part: where ``re > 0``).
+- ``(1 + a)**b - 1 = expm1(b log1p(a))`` (compound interest), and ``a**c - b**c = b**c expm1(c log1p((a -
+  b) / b))`` (``(x + 1)**(1/n) - x**(1/n)``, a cube root written as a power), each guarded to the inputs
+  where the identity holds (the written form elsewhere).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+from ._expr import Term, replace, subterms, variables
+
+__all__ = ["IDENTITY_SOURCE", "identity_candidates"]
+
+#: Above this magnitude an input of Smith's division is halved first (2**1000: the sums cannot overflow).
+_HUGE = "1.0715086071862673e301"
+
+
+def _smith(real: bool, half: bool) -> str:
+    """Smith's division with Baudin-Smith's repair: the real part of (a + ib)/(c + id), or the imaginary;
+    ``half``: each sum of the quotient is of halved terms (no overflow). The ratios are of the inputs as
+    given: a halved input may be subnormal, which XLA's CPU backend flushes to zero."""
+    r, s = "(div d c)", "(div c d)"
+
+    def plus(x: str, y: tuple[str, str], op: str = "add", swap: bool = False) -> str:
+        """x + y[0] y[1] (``swap``: y[0] y[1] + x); halved: x/2 + (y[0]/2) y[1]. Not x/2 + (y[0] y[1])/2:
+        XLA's simplifier factors a common multiplier out of a sum, which brings back the overflow."""
+        prod = f"(mul (mul {y[0]} 0.5) {y[1]})" if half else f"(mul {y[0]} {y[1]})"
+        lone = f"(mul {x} 0.5)" if half else x
+        return f"({op} {prod} {lone})" if swap else f"({op} {lone} {prod})"
+
+    if real:  # (a c + b d) / (c c + d d)
+        small = f"(where (lt 0 (abs {r})) {plus('a', ('b', r))} {plus('a', ('d', '(div b c)'))})"
+        large = f"(where (lt 0 (abs {s})) {plus('b', ('a', s))} {plus('b', ('c', '(div a d)'))})"
+    else:  # (b c - a d) / (c c + d d)
+        small = (f"(where (lt 0 (abs {r})) {plus('b', ('a', r), 'sub')} "
+                 f"{plus('b', ('d', '(div a c)'), 'sub')})")
+        large = (f"(where (lt 0 (abs {s})) {plus('a', ('b', s), 'sub', True)} "
+                 f"{plus('a', ('c', '(div b d)'), 'sub', True)})")
+    return (f"(where (le (abs d) (abs c)) (div {small} {plus('c', ('d', r))}) "
+            f"(div {large} {plus('d', ('c', s))}))")
+
+
+def _smith_scaled(real: bool) -> str:
+    biggest = "(max (max (abs a) (abs b)) (max (abs c) (abs d)))"
+    return f"(where (lt {biggest} {_HUGE}) {_smith(real, False)} {_smith(real, True)})"
+
+
+_H = "(hypot a b)"
+#: Where an input reaches this (2**1020), ``2 (h + a)`` or ``hypot`` itself could overflow: the halved
+#: inputs' ``hypot`` (exact halving there) and ``2 sqrt(h/2) sqrt(1 + (a/2) / (h/2))``.
+_BIG = "1.1235582092889474e307"
+_H2 = "(hypot (mul a 0.5) (mul b 0.5))"
+
+
+def _root(sign: str) -> str:
+    """sqrt(2 (h + a)) (``sign`` "add"; "sub": sqrt(2 (h - a))) with no cancellation and no overflow:
+    where the sum cancels, |b| / sqrt((h - a) / 2) (``(h + a)(h - a) = b**2``)."""
+    other = "sub" if sign == "add" else "add"
+    small = f"(lt (max (abs a) (abs b)) {_BIG})"
+    direct = (f"(where {small} (sqrt (mul 2 ({sign} {_H} a))) "
+              f"(mul 2 (mul (sqrt {_H2}) (sqrt ({sign} 1 (div (mul a 0.5) {_H2}))))))")
+    via_b = (f"(div (abs b) (where {small} (sqrt (mul 0.5 ({other} {_H} a))) "
+             f"(mul (sqrt {_H2}) (sqrt ({other} 1 (div (mul a 0.5) {_H2}))))))")
+    cancels = "(lt a 0)" if sign == "add" else "(lt 0 a)"
+    return f"(where {cancels} {via_b} {direct})"
+
+
+_SQRT_PLUS, _SQRT_MINUS = _root("add"), _root("sub")
+_MOD = "(sqrt (add (mul a a) (mul b b)))"
+
+#: The rules, in ``_rules``' source format: (name, lhs, rhs, both ways).
+IDENTITY_SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
+    "complex-forms": [
+        ("smith-division-robust", "(div (add (mul a c) (mul b d)) (add (mul c c) (mul d d)))",
+         _smith_scaled(True), False),
+        ("smith-division-im-robust", "(div (sub (mul b c) (mul a d)) (add (mul c c) (mul d d)))",
+         _smith_scaled(False), False),
+        ("complex-sqrt-re", f"(sqrt (mul 2 (add {_MOD} a)))", _SQRT_PLUS, False),
+        ("complex-sqrt-re-hypot", f"(sqrt (mul 2 (add {_H} a)))", _SQRT_PLUS, False),
+        ("complex-sqrt-im", f"(sqrt (mul 2 (sub {_MOD} a)))", _SQRT_MINUS, False),
+        ("complex-sqrt-im-hypot", f"(sqrt (mul 2 (sub {_H} a)))", _SQRT_MINUS, False),
+        ("pow-expm1", "(sub (pow (add 1 a) b) 1)",
+         "(where (lt -1 a) (expm1 (mul b (log1p a))) (sub (pow (add 1 a) b) 1))", False),
+        ("pow-diff-expm1", "(sub (pow a c) (pow b c))",
+         "(where (lt 0 b) (mul (pow b c) (expm1 (mul c (log1p (div (sub a b) b))))) "
+         "(sub (pow a c) (pow b c)))", False),
+    ],
+}
+
+_COMMUTATIVE = frozenset({"add", "mul", "hypot", "max", "min"})
+#: Candidates :func:`identity_candidates` returns at most (each is compiled and judged).
+_LIMIT = 12
+
+
+def _matches(pattern: Term, term: Term, binding: dict[str, Term]) -> Iterator[dict[str, Term]]:
+    """Every binding under which ``pattern`` matches ``term``, the operands of commutative operators in
+    either order (``a*c + b*d`` matches ``c*a + d*b``)."""
+    kind = pattern[0]
+    if kind == "pvar":
+        bound = binding.get(pattern[1])
+        if bound is None:
+            yield {**binding, pattern[1]: term}
+        elif bound == term:
+            yield binding
+        return
+    if kind == "const":
+        if term[0] == "const" and term[1] == pattern[1]:
+            yield binding
+        return
+    if term[0] != kind or len(term) != len(pattern):
+        return
+    orders = [pattern[1:]]
+    if kind in _COMMUTATIVE:
+        orders.append(pattern[1:][::-1])
+    seen: list[dict[str, Term]] = []
+    for operands in orders:
+        partial = [binding]
+        for p, t in zip(operands, term[1:]):
+            partial = [b2 for b in partial for b2 in _matches(p, t, b)]
+        for b in partial:
+            if b not in seen:
+                seen.append(b)
+                yield b
+
+
+def _instantiate(pattern: Term, binding: dict[str, Term]) -> Term:
+    if pattern[0] == "pvar":
+        return binding[pattern[1]]
+    if pattern[0] == "const":
+        return pattern
+    return (pattern[0], *(_instantiate(p, binding) for p in pattern[1:]))
+
+
+def _tidy(term: Term) -> Term:
+    """``(p + q) - p`` as ``q`` (either order), bottom-up: the difference of a power's bases written as
+    ``x + 1`` and ``x`` is 1, exactly, never ``(x + 1) - x`` rounded."""
+    if term[0] in ("var", "const"):
+        return term
+    term = (term[0], *(_tidy(c) for c in term[1:]))
+    if term[0] == "sub" and term[1][0] == "add":
+        p, q = term[1][1], term[1][2]
+        if p == term[2]:
+            return q
+        if q == term[2]:
+            return p
+    return term
+
+
+def identity_candidates(term: Term, array: bool = False) -> list[tuple[Term, str]]:
+    """``term`` with one sub-term rewritten by a rule of :data:`IDENTITY_SOURCE` (modulo commutativity),
+    normalised as a rational function of one input (``_rational``), or (a scalar program) replaced by its
+    series at 0 or infinity (``_series.subterm_series``), each with its kind (``"rewrite"``,
+    ``"series"``): at most :data:`_LIMIT` rewrites, largest sub-terms first, and the series."""
+    from ._rational import rational_form
+    from ._rules import RULES
+    from ._series import subterm_series
+
+    rules = [r for r in RULES if r.family in IDENTITY_SOURCE]
+    out: list[Term] = []
+    subs = sorted((t for t in dict.fromkeys(subterms(term)) if t[0] not in ("var", "const")),
+                  key=lambda t: -len(subterms(t)))
+    for sub in subs:
+        for rule in rules:
+            for binding in itertools.islice(_matches(rule.lhs, sub, {}), 4):
+                new = replace(term, sub, _tidy(_instantiate(rule.rhs, binding)))
+                if new != term and new not in out:
+                    out.append(new)
+        if len(variables(sub)) == 1 and not array:
+            normal = rational_form(sub)
+            if normal is not None and normal != sub:
+                new = replace(term, sub, normal)
+                if new not in out:
+                    out.append(new)
+        if len(out) >= _LIMIT:
+            break
+    found = [(u, "rewrite") for u in out[:_LIMIT]]
+    return found if array else found + [(u, "series") for u in subterm_series(term)]
