@@ -89,6 +89,19 @@ def _root(sign: str) -> str:
 _SQRT_PLUS, _SQRT_MINUS = _root("add"), _root("sub")
 _MOD = "(sqrt (add (mul a a) (mul b b)))"
 
+
+def _finite(holds: str, new: str, written: str) -> str:
+    """``new`` where the identity ``holds`` and ``new`` is a finite float; the ``written`` form elsewhere
+    (``b**c expm1(...)`` is ``0 * inf`` where ``b**c`` underflows and the expm1 overflows)."""
+    return f"(where {holds} (where (lt (abs {new}) 1.7976931348623157e308) {new} {written}) {written})"
+
+_L = "(log1p (div (sub a b) b))"
+#: b**c expm1(c L), L = log1p((a - b) / b); where |c L| < 2**-60, expm1(c L) = c L and L = (a - b) / b to
+#: the last bit, and the product is taken as (b**c c (a - b)) / b: c L and (a - b) / b alone may be
+#: subnormal, which XLA's CPU backend flushes to zero ((x + 1)**(1/3) - x**(1/3) for x > 1.5e307).
+_POW_DIFF = (f"(where (lt (abs (mul c {_L})) 8.673617379884035e-19) "
+             f"(div (mul (mul (pow b c) c) (sub a b)) b) (mul (pow b c) (expm1 (mul c {_L}))))")
+
 #: The rules, in ``_rules``' source format: (name, lhs, rhs, both ways).
 IDENTITY_SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
     "complex-forms": [
@@ -101,10 +114,9 @@ IDENTITY_SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
         ("complex-sqrt-im", f"(sqrt (mul 2 (sub {_MOD} a)))", _SQRT_MINUS, False),
         ("complex-sqrt-im-hypot", f"(sqrt (mul 2 (sub {_H} a)))", _SQRT_MINUS, False),
         ("pow-expm1", "(sub (pow (add 1 a) b) 1)",
-         "(where (lt -1 a) (expm1 (mul b (log1p a))) (sub (pow (add 1 a) b) 1))", False),
+         _finite("(lt -1 a)", "(expm1 (mul b (log1p a)))", "(sub (pow (add 1 a) b) 1)"), False),
         ("pow-diff-expm1", "(sub (pow a c) (pow b c))",
-         "(where (lt 0 b) (mul (pow b c) (expm1 (mul c (log1p (div (sub a b) b))))) "
-         "(sub (pow a c) (pow b c)))", False),
+         _finite("(lt 0 b)", _POW_DIFF, "(sub (pow a c) (pow b c))"), False),
     ],
 }
 
