@@ -28,8 +28,8 @@ from pytest_jaxstab._check._trace import x64_scope
 from pytest_jaxstab._search._expr import evaluate_mp, subterms
 from pytest_jaxstab._search._rational import rational_form
 from pytest_jaxstab._search._rules import parse
-from pytest_jaxstab._search._rules_identities import identity_candidates
 from pytest_jaxstab._search._series import series_candidates
+from pytest_jaxstab._search._subterm_rewrites import identity_candidates
 
 MEAN_BITS = 2.0  # the fix criterion (Herbie's "accurate") ...
 MAX_BITS = 8.0  # ... and its bound on the worst case

@@ -45,11 +45,11 @@ from ._lower import Shapes, Unsupported, lower_program, reduction_counts
 from ._regimes import infer
 from ._result import Candidate, Improvement
 from ._rules import RULES, rules_for
-from ._rules_identities import identity_candidates
 from ._sampler import RECHECK_POINTS, domains, sample, strata
 from ._series import series_candidates
 from ._source import expression, function_source
 from ._stable import Conditioning
+from ._subterm_rewrites import identity_candidates
 
 __all__ = ["run"]
 
@@ -263,7 +263,7 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     # Sums of lgamma terms paired by the difference of their arguments (a log binomial coefficient): a
     # rewrite the e-graph reaches only after many reordering steps (``_gamma``).
     for base in dict.fromkeys((original, start)):
-        # and the identities tried at every sub-term, as written (``_rules_identities``)
+        # and the identities tried at every sub-term, as written (``_subterm_rewrites``)
         for term, kind in [(u, "rewrite") for u in lgamma_pairings(base)] + identity_candidates(base, array):
             if term not in kinds:
                 finalists.append(term)

@@ -5,7 +5,7 @@ FPBench writes a complex operation as the real programs of its two parts: a divi
 forms branch on the inputs (Smith's division on ``|d| <= |c|``, the square root on the sign of ``re``), and
 an e-graph reaches a two-branch form only through a rule that writes it whole: those rules are here, in
 the family ``complex-forms`` (``_rules`` registers it). The e-graph saturates the sub-term local error
-points at, which for a division is its numerator alone; so :func:`identity_candidates` also applies the
+points at, which for a division is its numerator alone; so ``_subterm_rewrites`` also applies the
 same rules directly at every sub-term of the written program (matching modulo the order of the operands
 of ``+`` and ``*``), and normalises one-input rational sub-terms exactly (``_rational``): every candidate
 is then judged by the oracle and re-checked like the e-graph's own, never offered where it loses.
@@ -25,12 +25,7 @@ The forms:
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
-
-from ._expr import Term, replace, subterms, variables
-
-__all__ = ["IDENTITY_SOURCE", "identity_candidates"]
+__all__ = ["IDENTITY_SOURCE"]
 
 #: Above this magnitude an input of Smith's division is halved first (2**1000: the sums cannot overflow).
 _HUGE = "1.0715086071862673e301"
@@ -119,92 +114,3 @@ IDENTITY_SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
          _finite("(lt 0 b)", _POW_DIFF, "(sub (pow a c) (pow b c))"), False),
     ],
 }
-
-_COMMUTATIVE = frozenset({"add", "mul", "hypot", "max", "min"})
-#: Candidates :func:`identity_candidates` returns at most (each is compiled and judged).
-_LIMIT = 12
-
-
-def _matches(pattern: Term, term: Term, binding: dict[str, Term]) -> Iterator[dict[str, Term]]:
-    """Every binding under which ``pattern`` matches ``term``, the operands of commutative operators in
-    either order (``a*c + b*d`` matches ``c*a + d*b``)."""
-    kind = pattern[0]
-    if kind == "pvar":
-        bound = binding.get(pattern[1])
-        if bound is None:
-            yield {**binding, pattern[1]: term}
-        elif bound == term:
-            yield binding
-        return
-    if kind == "const":
-        if term[0] == "const" and term[1] == pattern[1]:
-            yield binding
-        return
-    if term[0] != kind or len(term) != len(pattern):
-        return
-    orders = [pattern[1:]]
-    if kind in _COMMUTATIVE:
-        orders.append(pattern[1:][::-1])
-    seen: list[dict[str, Term]] = []
-    for operands in orders:
-        partial = [binding]
-        for p, t in zip(operands, term[1:]):
-            partial = [b2 for b in partial for b2 in _matches(p, t, b)]
-        for b in partial:
-            if b not in seen:
-                seen.append(b)
-                yield b
-
-
-def _instantiate(pattern: Term, binding: dict[str, Term]) -> Term:
-    if pattern[0] == "pvar":
-        return binding[pattern[1]]
-    if pattern[0] == "const":
-        return pattern
-    return (pattern[0], *(_instantiate(p, binding) for p in pattern[1:]))
-
-
-def _tidy(term: Term) -> Term:
-    """``(p + q) - p`` as ``q`` (either order), bottom-up: the difference of a power's bases written as
-    ``x + 1`` and ``x`` is 1, exactly, never ``(x + 1) - x`` rounded."""
-    if term[0] in ("var", "const"):
-        return term
-    term = (term[0], *(_tidy(c) for c in term[1:]))
-    if term[0] == "sub" and term[1][0] == "add":
-        p, q = term[1][1], term[1][2]
-        if p == term[2]:
-            return q
-        if q == term[2]:
-            return p
-    return term
-
-
-def identity_candidates(term: Term, array: bool = False) -> list[tuple[Term, str]]:
-    """``term`` with one sub-term rewritten by a rule of :data:`IDENTITY_SOURCE` (modulo commutativity),
-    normalised as a rational function of one input (``_rational``), or (a scalar program) replaced by its
-    series at 0 or infinity (``_series.subterm_series``), each with its kind (``"rewrite"``,
-    ``"series"``): at most :data:`_LIMIT` rewrites, largest sub-terms first, and the series."""
-    from ._rational import rational_form
-    from ._rules import RULES
-    from ._series import subterm_series
-
-    rules = [r for r in RULES if r.family in IDENTITY_SOURCE]
-    out: list[Term] = []
-    subs = sorted((t for t in dict.fromkeys(subterms(term)) if t[0] not in ("var", "const")),
-                  key=lambda t: -len(subterms(t)))
-    for sub in subs:
-        for rule in rules:
-            for binding in itertools.islice(_matches(rule.lhs, sub, {}), 4):
-                new = replace(term, sub, _tidy(_instantiate(rule.rhs, binding)))
-                if new != term and new not in out:
-                    out.append(new)
-        if len(variables(sub)) == 1 and not array:
-            normal = rational_form(sub)
-            if normal is not None and normal != sub:
-                new = replace(term, sub, normal)
-                if new not in out:
-                    out.append(new)
-        if len(out) >= _LIMIT:
-            break
-    found = [(u, "rewrite") for u in out[:_LIMIT]]
-    return found if array else found + [(u, "series") for u in subterm_series(term)]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import mpmath
 
-from ._expr import Term, const, evaluate_mp
+from ._expr import Term, const, evaluate_mp, is_array_op, replace, size, subterms, variables
 
 __all__ = ["series_candidates", "subterm_series"]
 
@@ -134,8 +134,6 @@ def subterm_series(program: Term) -> list[Term]:
     """``program`` with one sub-term of a single input that cancels (an addition or subtraction inside)
     replaced by its series at 0 or infinity: at most :data:`_SUBTERMS` sub-terms tried, the largest first;
     the whole program too when it reads one input."""
-    from ._expr import is_array_op, replace, size, subterms, variables
-
     # A sub-term with a cancellation of its own: an addition or subtraction below an operator (x + 1
     # alone is its own series).
     subs = [t for t in dict.fromkeys(subterms(program)) if t[0] not in ("var", "const")
