@@ -91,11 +91,14 @@ def _finite(holds: str, new: str, written: str) -> str:
     return f"(where {holds} (where (lt (abs {new}) 1.7976931348623157e308) {new} {written}) {written})"
 
 _L = "(log1p (div (sub a b) b))"
-#: b**c expm1(c L), L = log1p((a - b) / b); where |c L| < 2**-60, expm1(c L) = c L and L = (a - b) / b to
-#: the last bit, and the product is taken as (b**c c (a - b)) / b: c L and (a - b) / b alone may be
-#: subnormal, which XLA's CPU backend flushes to zero ((x + 1)**(1/3) - x**(1/3) for x > 1.5e307).
-_POW_DIFF = (f"(where (lt (abs (mul c {_L})) 8.673617379884035e-19) "
-             f"(div (mul (mul (pow b c) c) (sub a b)) b) (mul (pow b c) (expm1 (mul c {_L}))))")
+#: b**c expm1(c L), L = log1p((a - b) / b). Where |c L| < 2**-60, expm1(c L) = c L to the last bit: the
+#: product is (b**c c) L, and where also |(a - b) / b| < 2**-60 (L = (a - b) / b to the last bit), (b**c c
+#: (a - b)) / b: c L and (a - b) / b alone may be subnormal, which XLA's CPU backend flushes to zero
+#: ((x + 1)**(1/3) - x**(1/3) for x > 1.5e307).
+_TINY = "8.673617379884035e-19"
+_POW_DIFF = (f"(where (lt (abs (mul c {_L})) {_TINY}) (where (lt (abs (div (sub a b) b)) {_TINY}) "
+             f"(div (mul (mul (pow b c) c) (sub a b)) b) (mul (mul (pow b c) c) {_L})) "
+             f"(mul (pow b c) (expm1 (mul c {_L}))))")
 
 #: The rules, in ``_rules``' source format: (name, lhs, rhs, both ways).
 IDENTITY_SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
