@@ -264,7 +264,8 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     # rewrite the e-graph reaches only after many reordering steps (``_gamma``).
     for base in dict.fromkeys((original, start)):
         # and the identities tried at every sub-term, as written (``_subterm_rewrites``)
-        for term, kind in [(u, "rewrite") for u in lgamma_pairings(base)] + identity_candidates(base, array):
+        found = identity_candidates(base, array, focus.sub if base == original else None)
+        for term, kind in [(u, "rewrite") for u in lgamma_pairings(base)] + found:
             if term not in kinds:
                 finalists.append(term)
                 kinds[term] = kind

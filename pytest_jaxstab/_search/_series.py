@@ -13,8 +13,8 @@ other candidate.
 Where no Laurent series fits, one with a logarithmic term is tried: ``f(x) - c log(x)`` for a few simple
 ``c`` (``(N + 1) log(N + 1) - N log(N) - 1`` is ``log(N) + 1/(2N) - 1/(6N**2) + ...`` at infinity; its
 cancellation is in the ``1/N`` terms). :func:`subterm_series` expands every sub-term of one input of a
-program of any number of inputs (the error of ``x (x + 1)**-1 ... `` may concentrate in one part): the
-rest is kept as written, and the regimes decide where the expansion serves.
+program of any number of inputs (of the sub-term local error points at: the error may concentrate in one
+part of it): the rest is kept as written, and the regimes decide where the expansion serves.
 """
 
 from __future__ import annotations

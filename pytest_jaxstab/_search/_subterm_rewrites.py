@@ -80,12 +80,13 @@ def _tidy(term: Term) -> Term:
     return term
 
 
-def identity_candidates(term: Term, array: bool = False) -> list[tuple[Term, str]]:
+def identity_candidates(term: Term, array: bool = False, focus: Term | None = None) -> list[tuple[Term, str]]:
     """``term`` with one sub-term rewritten by a rule of :data:`IDENTITY_SOURCE` (modulo commutativity),
-    normalised as a rational function of one input (``_rational``), or (a scalar program) replaced by its
-    series at 0 or infinity (``_series.subterm_series``), each with its kind (``"rewrite"``,
-    ``"series"``): at most :data:`_LIMIT` rewrites, largest sub-terms first, and the series."""
-
+    normalised as a rational function of one input (``_rational``), or (a scalar program) one of
+    ``focus``'s sub-terms replaced by its series at 0 or infinity (``_series.subterm_series``; none
+    without ``focus``: a series is an approximation, kept to the sub-term local error points at), each
+    with its kind (``"rewrite"``, ``"series"``): at most :data:`_LIMIT` rewrites, largest sub-terms
+    first, and the series."""
     rules = [r for r in RULES if r.family in IDENTITY_SOURCE]
     out: list[Term] = []
     subs = sorted((t for t in dict.fromkeys(subterms(term)) if t[0] not in ("var", "const")),
@@ -105,4 +106,6 @@ def identity_candidates(term: Term, array: bool = False) -> list[tuple[Term, str
         if len(out) >= _LIMIT:
             break
     found = [(u, "rewrite") for u in out[:_LIMIT]]
-    return found if array else found + [(u, "series") for u in subterm_series(term)]
+    if array or focus is None:
+        return found
+    return found + [(replace(term, focus, u), "series") for u in subterm_series(focus)]
