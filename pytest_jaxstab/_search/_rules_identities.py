@@ -27,8 +27,6 @@ from __future__ import annotations
 
 __all__ = ["IDENTITY_SOURCE"]
 
-#: Above this magnitude an input of Smith's division is halved first (2**1000: the sums cannot overflow).
-_HUGE = "1.0715086071862673e301"
 
 
 def _smith(real: bool, half: bool) -> str:
@@ -57,14 +55,17 @@ def _smith(real: bool, half: bool) -> str:
 
 
 def _smith_scaled(real: bool) -> str:
-    biggest = "(max (max (abs a) (abs b)) (max (abs c) (abs d)))"
-    return f"(where (lt {biggest} {_HUGE}) {_smith(real, False)} {_smith(real, True)})"
+    """The plain quotient where it and its denominator are finite (a finite numerator over an overflowed
+    denominator is a finite 0); else the halved sums'. Decided by finiteness, not by a magnitude: no
+    constant of one float type (2**1000 overflows float32)."""
+    plain, halved = _smith(real, False), _smith(real, True)
+    den = "(where (le (abs d) (abs c)) (add c (mul d (div d c))) (add (mul c (div c d)) d))"
+    return f"(where (lt (abs {plain}) inf) (where (lt (abs {den}) inf) {plain} {halved}) {halved})"
 
 
 _H = "(hypot a b)"
-#: Where an input reaches this (2**1020), ``2 (h + a)`` or ``hypot`` itself could overflow: the halved
-#: inputs' ``hypot`` (exact halving there) and ``2 sqrt(h/2) sqrt(1 + (a/2) / (h/2))``.
-_BIG = "1.1235582092889474e307"
+#: Where ``hypot`` or ``2 (h + a)`` overflows (decided by finiteness: no constant of one float type), the
+#: halved inputs' ``hypot`` (exact halving there) and ``2 sqrt(h/2) sqrt(1 + (a/2) / (h/2))``.
 _H2 = "(hypot (mul a 0.5) (mul b 0.5))"
 
 
@@ -72,10 +73,11 @@ def _root(sign: str) -> str:
     """sqrt(2 (h + a)) (``sign`` "add"; "sub": sqrt(2 (h - a))) with no cancellation and no overflow:
     where the sum cancels, |b| / sqrt((h - a) / 2) (``(h + a)(h - a) = b**2``)."""
     other = "sub" if sign == "add" else "add"
-    small = f"(lt (max (abs a) (abs b)) {_BIG})"
-    direct = (f"(where {small} (sqrt (mul 2 ({sign} {_H} a))) "
+    plain = f"(sqrt (mul 2 ({sign} {_H} a)))"
+    direct = (f"(where (lt {plain} inf) {plain} "
               f"(mul 2 (mul (sqrt {_H2}) (sqrt ({sign} 1 (div (mul a 0.5) {_H2}))))))")
-    via_b = (f"(div (abs b) (where {small} (sqrt (mul 0.5 ({other} {_H} a))) "
+    plain_den = f"(sqrt (mul 0.5 ({other} {_H} a)))"
+    via_b = (f"(div (abs b) (where (lt {plain_den} inf) {plain_den} "
              f"(mul (sqrt {_H2}) (sqrt ({other} 1 (div (mul a 0.5) {_H2}))))))")
     cancels = "(lt a 0)" if sign == "add" else "(lt 0 a)"
     return f"(where {cancels} {via_b} {direct})"
@@ -88,7 +90,7 @@ _MOD = "(sqrt (add (mul a a) (mul b b)))"
 def _finite(holds: str, new: str, written: str) -> str:
     """``new`` where the identity ``holds`` and ``new`` is a finite float; the ``written`` form elsewhere
     (``b**c expm1(...)`` is ``0 * inf`` where ``b**c`` underflows and the expm1 overflows)."""
-    return f"(where {holds} (where (lt (abs {new}) 1.7976931348623157e308) {new} {written}) {written})"
+    return f"(where {holds} (where (lt (abs {new}) inf) {new} {written}) {written})"
 
 _L = "(log1p (div (sub a b) b))"
 #: b**c expm1(c L), L = log1p((a - b) / b). Where |c L| < 2**-60, expm1(c L) = c L to the last bit: the
