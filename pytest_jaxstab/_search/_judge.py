@@ -9,6 +9,7 @@ error at each point is ``oracles.error_bits`` of its float result; points that d
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -18,9 +19,9 @@ import numpy as np
 
 from .. import oracles
 from .._dtypes import dtype_info
-from ._expr import Term, evaluate_jax
+from ._expr import Term, evaluate_jax, is_array_op, subterms
 
-__all__ = ["Samples", "jax_function"]
+__all__ = ["Samples", "jax_function", "program_callable"]
 
 
 def _flush(a: np.ndarray) -> np.ndarray:
@@ -104,3 +105,29 @@ class Samples:
     def jit_errors(self, fn: Callable[..., Any]) -> np.ndarray:
         """Errors of a JAX function, jitted as users run it."""
         return self.errors(jax.jit(fn)(*self.args))
+
+
+def program_callable(fn: Callable[..., Any], term: Term, dt: np.dtype[Any], names: list[str],
+                     by_keyword: bool, out_shape: tuple[int, ...]) -> Callable[..., Any]:
+    """``term`` as a callable with ``fn``'s signature (positional or keyword arguments ``names``); an
+    array program's result reshaped or broadcast to ``out_shape``."""
+    import jax.numpy as jnp
+
+    array = any(is_array_op(t[0]) for t in subterms(term))
+
+    @functools.wraps(fn)
+    def improved(*args: Any, **kwargs: Any) -> Any:
+        if by_keyword:
+            bound = dict(zip(names, args))
+            bound.update(kwargs)
+            vals = [jnp.asarray(bound[n]) for n in names]
+        else:
+            vals = [jnp.asarray(a) for a in args]
+        out = evaluate_jax(term, vals, dt)
+        if not array:
+            return out
+        if int(np.prod(jnp.shape(out))) == int(np.prod(out_shape)):
+            return jnp.reshape(out, out_shape)
+        return jnp.broadcast_to(out, out_shape)
+
+    return improved

@@ -37,10 +37,10 @@ from . import _pareto as pareto
 from ._choose import WORSE_BITS, Rechecked, choose, worse_than
 from ._choose import safe as _safe
 from ._egraph import BASE_FAMILIES, SaturationError, families_by_kind, families_for, saturate
-from ._expr import Term, cost, evaluate_jax, is_array_op, replace, subterms, variables
+from ._expr import Term, cost, is_array_op, replace, subterms, variables
 from ._extract import Extractor
 from ._gamma import lgamma_pairings
-from ._judge import Samples
+from ._judge import Samples, program_callable
 from ._localize import Focus, batches_for, localize, localize_whole
 from ._lower import Shapes, Unsupported, lower_program, reduction_counts
 from ._regimes import infer
@@ -51,6 +51,7 @@ from ._sampler import RECHECK_POINTS, domains, sample, strata
 from ._series import series_candidates
 from ._source import expression, function_source
 from ._stable import Conditioning
+from ._subterm_rewrites import identity_candidates
 
 __all__ = ["run"]
 
@@ -261,14 +262,16 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
             term = replace(original, focus.sub, series)
             finalists.append(term)
             kinds[term] = "series"
-    # Sums of lgamma terms paired by the difference of their arguments (a log binomial coefficient), and
-    # b +- sqrt(b*b + r) by its conjugate and scaled (``_roots``): rewrites the e-graph reaches only after
-    # many steps (``_gamma``).
+    # Sums of lgamma terms paired by the difference of their arguments (a log binomial coefficient),
+    # b +- sqrt(b*b + r) by its conjugate and scaled (``_roots``), and the identities tried at every
+    # sub-term as written (``_subterm_rewrites``): rewrites the e-graph reaches only after many steps.
     for base in dict.fromkeys((original, start)):
-        for term in [*lgamma_pairings(base), *root_candidates(base, dt)]:
+        found = identity_candidates(base, array, focus.sub if base == original else None)
+        pairs = (*lgamma_pairings(base), *root_candidates(base, dt))
+        for term, kind in [(u, "rewrite") for u in pairs] + found:
             if term not in kinds:
                 finalists.append(term)
-                kinds[term] = "rewrite"
+                kinds[term] = kind
     times["series"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -358,7 +361,7 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
             return Offer(r.cand, functools.wraps(fn)(cat_callable[2]), f"{fname} = jst.stabilize("
                                 f"{getattr(fn, '__name__', 'fn')})\n", r.mean, r.max, seconds)
         program = replace(whole, original, r.cand.term)
-        return Offer(r.cand, _callable(fn, program, dt, names, by_keyword, out_shape),
+        return Offer(r.cand, program_callable(fn, program, dt, names, by_keyword, out_shape),
                             function_source(program, params, fname, out_shape if array else None), r.mean,
                             r.max, seconds)
 
@@ -573,27 +576,3 @@ def _distinct(ranked: list[Term], samples: Samples, k: int) -> list[Term]:
         if len(out) >= k:
             break
     return out
-
-
-def _callable(fn: Callable[..., Any], term: Term, dt: np.dtype[Any], names: list[str], by_keyword: bool,
-              out_shape: tuple[int, ...]) -> Callable[..., Any]:
-    import jax.numpy as jnp
-
-    array = any(is_array_op(t[0]) for t in subterms(term))
-
-    @functools.wraps(fn)
-    def improved(*args: Any, **kwargs: Any) -> Any:
-        if by_keyword:
-            bound = dict(zip(names, args))
-            bound.update(kwargs)
-            vals = [jnp.asarray(bound[n]) for n in names]
-        else:
-            vals = [jnp.asarray(a) for a in args]
-        out = evaluate_jax(term, vals, dt)
-        if not array:
-            return out
-        if int(np.prod(jnp.shape(out))) == int(np.prod(out_shape)):
-            return jnp.reshape(out, out_shape)
-        return jnp.broadcast_to(out, out_shape)
-
-    return improved

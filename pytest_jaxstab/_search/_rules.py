@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 from ._expr import OPS, REDUCTIONS, Term, const, is_array_op, is_reduction, reduction_axes
+from ._rules_identities import IDENTITY_SOURCE
 
 __all__ = ["REDUCTION_RULES", "RULES", "Rule", "apply_at_root", "parse", "rules_for"]
 
@@ -405,6 +406,7 @@ def _build(source: dict[str, list[tuple[str, str, str, bool]]]) -> tuple[Rule, .
     return tuple(rules)
 
 
+_SOURCE.update(IDENTITY_SOURCE)  # complex arithmetic and powers (issue 36): ``_rules_identities``
 #: Every directed rule, in family order.
 RULES: tuple[Rule, ...] = _build(_SOURCE)
 #: The reduction identities with ``_R`` standing for the axes (``sum_R``): see :func:`rules_for`.

@@ -14,6 +14,8 @@ _PRECEDENCE = {"add": 1, "sub": 1, "mul": 2, "div": 2, "lt": 0, "le": 0}
 
 
 def _literal(value: float) -> str:
+    if value in (float("inf"), float("-inf")):  # a finiteness test (``_rules_identities``)
+        return "jnp.inf" if value > 0 else "-jnp.inf"
     if value == int(value) and abs(value) < 1e16:
         return f"{int(value)}.0"
     return repr(float(value))
