@@ -39,6 +39,7 @@ from ... import _compat
 from ..._primitives import CALLS, CUSTOM_DERIVATIVES
 from ._lowering import LOWERINGS
 from ._match import SCOPE_PREFIX, Graph, Match, _final
+from ._render import render, render_jaxpr, shorten
 from ._rule import Rule
 
 __all__ = ["Applied", "Explanation", "rewrite_jaxpr"]
@@ -366,7 +367,7 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
             k, out = rep.out
             subst[eqn.outvars[0]] = out if k < 0 else slots[k]
             src = _compat.refine_source(enclosing, eqn)
-            after = _shorten(render_jaxpr(rep.closed, names)) if describe else ""
+            after = shorten(render_jaxpr(rep.closed, names)) if describe else ""
             before = render(g, j, m) if describe else ""
             fired.append(Applied(rule.name, None if src is None else str(src), before, after, path,
                                  rule.derivative_only))
@@ -521,36 +522,6 @@ def _replace(eqn: Any, rule: Rule, kwargs: dict[str, Any], extra_outputs: Sequen
 
 
 # ----------------------------------------------------------------------------------- rendering
-def render(g: Graph, root: int, m: Match) -> str:
-    """The matched expression as text, leaves named by their capture names: ``log(reduce_sum(exp(x)))``."""
-    def inside(a: Any) -> bool:
-        prod = g.producer_eqn(a)
-        return prod is not None and prod[0] in m.swallowed
-
-    names = {id(a): n for n, a in m.atoms.items() if not inside(a)}
-
-    def atom_text(a: Any, depth: int) -> str:
-        if _compat.is_literal(a):
-            return _num(_compat.literal_value(a))
-        if id(a) in names:
-            return names[id(a)]
-        prod = g.producer_eqn(a)
-        if prod is not None and prod[0] in m.swallowed and depth < 12:
-            return eqn_text(prod[0], depth + 1)
-        if a in g.const_values:
-            return "const"
-        return "…"
-
-    def eqn_text(i: int, depth: int) -> str:
-        eqn = g.eqns[i]
-        if g.is_glue(eqn) and i != root:
-            return atom_text(eqn.invars[0], depth)
-        args = ", ".join(atom_text(a, depth) for a in eqn.invars)
-        return f"{_compat.primitive_name(eqn)}({args})"
-
-    return _shorten(eqn_text(root, 0))
-
-
 def _render_after(rule: Rule, m: Match, kwargs: dict[str, Any]) -> str:
     names = _operand_names(m)
     static = {k: v for k, v in kwargs.items() if k not in names}
@@ -563,44 +534,4 @@ def _render_after(rule: Rule, m: Match, kwargs: dict[str, Any]) -> str:
         closed = jax.make_jaxpr(root_value)(*avals)
     except Exception as exc:  # pragma: no cover - rendering must never break explain
         return f"<{rule.name}: {type(exc).__name__}>"
-    return _shorten(render_jaxpr(closed, names))
-
-
-def render_jaxpr(closed: Any, names: Sequence[str]) -> str:
-    """A single-output jaxpr as one nested expression (shared sub-terms inlined), for ``explain``."""
-    env = {id(v): n for v, n in zip(_compat.invars(closed), names)}
-    for v in _compat.constvars(closed):
-        env[id(v)] = "const"
-    for eqn in _compat.eqns(closed):
-        args = [(_num(_compat.literal_value(a)) if _compat.is_literal(a) else env.get(id(a), "…"))
-                for a in eqn.invars]
-        name = _compat.primitive_name(eqn)
-        if name in ("convert_element_type", "broadcast_in_dim", "reshape", "squeeze", "expand_dims",
-                    "copy", "copy_p") and args:
-            text = args[0]
-        elif name == "jit" and eqn.params.get("name") == "_where":
-            text = f"where({', '.join(args)})"
-        elif _compat.subjaxprs(eqn):
-            text = f"{_compat.eqn_name(eqn)}({', '.join(args)})"
-        else:
-            text = f"{name}({', '.join(args)})"
-        for v in eqn.outvars:  # capped: a shared sub-term inlined at every use doubles per level;
-            env[id(v)] = text[:_RENDER_CAP]  # a prefix of each part keeps the shortened prefix exact
-    outs = [(_num(_compat.literal_value(a)) if _compat.is_literal(a) else env.get(id(a), "…"))
-            for a in _compat.outvars(closed)]
-    return ", ".join(outs)
-
-
-_RENDER_CAP = 400  # > _shorten's limit
-
-
-def _num(v: Any) -> str:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return "const"
-    return repr(int(f)) if f.is_integer() and abs(f) < 1e15 else f"{f:g}"
-
-
-def _shorten(s: str, limit: int = 160) -> str:
-    return s if len(s) <= limit else s[: limit - 1] + "…"
+    return shorten(render_jaxpr(closed, names))
