@@ -160,8 +160,12 @@ def _mlp_ref(p, x, dtype):
 # ------------------------------------------------------------------------------ transformer block
 @pytest.fixture(scope="module", params=["bfloat16", "float16"])
 def block_policy(request):
-    # x around 10: the layer norm's mean is large against the spread, the case mixed precision is for
-    pol = jst.precision_policy(block, BLOCK_PARAMS, (T, D), dtype=request.param, domain=(8.0, 12.0))
+    # x around 10: the layer norm's mean is large against the spread, the case mixed precision is for.
+    # Seed 2: the float16 softmax overflows only for rows whose normalized values are far apart (the
+    # fuzzer's dominant and spread classes); the plan's 64 samples reach such a row at 1 of the seeds
+    # 0-5 (measured; a quarter of them are drawn by value, rows that never overflow). This seed is one
+    # that does, so the tests see what the plan does with the overflow in its samples.
+    pol = jst.precision_policy(block, BLOCK_PARAMS, (T, D), dtype=request.param, domain=(8.0, 12.0), seed=2)
     return request.param, pol
 
 

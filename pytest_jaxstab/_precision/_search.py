@@ -1,10 +1,10 @@
 """Which lines must stay in the high precision: samples, exact results, figures, greedy then pruned.
 
-Half the samples are drawn as ``jst.check`` draws its siblings (``strategies._scenario``: the array classes
-of ``jst.strategies.arguments`` over the domain and dtype, every choice from a seeded generator), half by
-value as a model's data looks (uniform over a bounded domain's values, else normal at a scale; see
-``_by_value``), and the
-exact output of each is the oracle's (``oracles.evaluate``), rounded to the low dtype; elements the
+Three quarters of the samples are drawn as ``jst.check`` draws its siblings (``strategies._scenario``:
+the array classes of ``jst.strategies.arguments`` over the domain and dtype, every choice from a seeded
+generator), a quarter by value as a model's data looks (uniform over a bounded domain's values, else
+normal at a scale; see ``_by_value``), and the exact output of each is the oracle's
+(``oracles.evaluate``), rounded to the low dtype; elements the
 oracle cannot settle, or whose exact value is not a finite float of the low dtype, are not judged.
 
 The search (:func:`search`):
@@ -114,8 +114,9 @@ def draw(closed: Any, dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], d
     for k in range(n * _TRIES_PER_SAMPLE):
         if len(args) >= n:
             break
-        # Even draws by value (a model's data), odd ones the check's (where formulas break).
-        drawn = _by_value(plans, rng) if k % 2 == 0 else None
+        # A quarter by value (a model's data), the rest the check's (where formulas break), as the
+        # search's sampler shares its points (``_search._sampler``).
+        drawn = _by_value(plans, rng) if k % 4 == 0 else None
         if drawn is None:
             drawn = base.fresh(seed * 1_000_003 + k + 1)
         if drawn is None:
@@ -140,7 +141,7 @@ def draw(closed: Any, dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], d
 def _by_value(plans: Sequence[Any], rng: np.random.Generator) -> tuple[np.ndarray, ...] | None:
     """One input as a model's data looks: every element uniform over the domain's VALUES where the domain
     is a bounded interval a user declared (activations in (5, 15)), else normal with a scale of 2^-4 to
-    2^8 (from the bounded end where one is). The check's draws (the other half) are bit-pattern and
+    2^8 (from the bounded end where one is). The check's draws (the other three quarters) are bit-pattern and
     class draws, built to find where a formula breaks: over a 64-element dot product they are dominated
     by tiny values, so a softmax of its logits came out exactly uniform and a bfloat16 attention looked
     exact. None where a domain predicate rejects a value (the check's draw then takes the sample)."""
