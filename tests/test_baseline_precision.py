@@ -85,16 +85,23 @@ def test_the_plan_gate_moved_new_gone_and_absent():
     moved = compare_plans(saved, _plan(_kept(14)))
     assert moved == ("unchanged", "precision plan: the same 1 line(s) kept in float32 "
                                   "(moved: src/model.py:10 -> src/model.py:14)")
-    status, text = compare_plans(saved, _plan(_kept(14), _kept(15, "m = jnp.mean(x)")))
+    got = compare_plans(saved, _plan(_kept(14), _kept(15, "m = jnp.mean(x)")))
+    assert got is not None
+    status, text = got
     assert status == "regressed" and "1 new line(s) must stay float32: src/model.py:15" in text
     assert "`m = jnp.mean(x)`" in text
     # the same code in another function is another line
-    status, _ = compare_plans(saved, _plan(_kept(10, function="Block.norm")))
+    got = compare_plans(saved, _plan(_kept(10, function="Block.norm")))
+    assert got is not None
+    status, _ = got
     assert status == "regressed"
-    status, text = compare_plans(PlanEntry("bfloat16", "float32", [_kept(10), _kept(11, "m = jnp.mean(x)")]),
-                                 _plan(_kept(10)))
+    got = compare_plans(PlanEntry("bfloat16", "float32", [_kept(10), _kept(11, "m = jnp.mean(x)")]),
+                        _plan(_kept(10)))
+    assert got is not None
+    status, text = got
     assert status == "improved" and "no longer must stay float32: src/model.py:11" in text
-    assert compare_plans(None, _plan(_kept(10)))[0] == "new"  # a baseline saved before tune_precision
+    first = compare_plans(None, _plan(_kept(10)))
+    assert first is not None and first[0] == "new"  # a baseline saved before tune_precision
     assert compare_plans(saved, None) is None  # this run made no plan: nothing to compare
     assert compare_plans(saved, _plan(error="TraceError: ...")) is None
 

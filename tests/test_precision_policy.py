@@ -143,7 +143,7 @@ def _block_ref(p, x, dtype):
     a = [[mp.exp(t) / mp.fsum(mp.exp(u) for u in row) for t in row] for row in s]
     xs = [[xi + hi for xi, hi in zip(xr, hr)] for xr, hr in zip(xs, _matmul(a, v))]
     h = _ln_ref(xs, _vec(p["g2"]), eps)
-    h = [[max(t, mp.mpf(0)) for t in row] for row in _matmul(h, _mat(p["w1"]))]
+    h = [[max(mp.mpf(t), mp.mpf(0)) for t in row] for row in _matmul(h, _mat(p["w1"]))]
     h = _matmul(h, _mat(p["w2"]))
     return np.array([[float(xi + hi) for xi, hi in zip(xr, hr)] for xr, hr in zip(xs, h)])
 

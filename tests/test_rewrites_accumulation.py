@@ -63,7 +63,7 @@ def test_norm_fires_through_the_accumulation_and_fixes_overflow_and_underflow(dt
         if not np.all(np.isfinite(g.astype(np.float32))) or not np.any(g.astype(np.float32)):
             continue  # 1e-22 is 0 in float16: nothing to measure
         assert _rules(l2_norm, g) == ["norm"]
-        ref = mp.sqrt(mp.fsum(mp.mpf(float(v)) ** 2 for v in g.astype(np.float64)))
+        ref = mp.mpf(mp.sqrt(mp.fsum(mp.mpf(float(v)) ** 2 for v in g.astype(np.float64))))
         assert _ulps(jst.stabilize(l2_norm)(g), float(ref), dtype) <= BOUND_ULPS
 
 

@@ -115,7 +115,7 @@ def test_quadratic_roots_are_solved_over_every_float_on_an_independent_sample(na
     # max on such a sample (b*b and 4ac overflow, -b + sqrt cancels); nothing or a worse offer was made.
     fn, k, d, sign = QUADRATICS[name]
     imp = _improved(name)
-    assert imp.improved and imp.best.kind.startswith("regimes"), imp.report()
+    assert imp.improved and imp.best is not None and imp.best.kind.startswith("regimes"), imp.report()
     a, b, c, exact = _bit_uniform_sample(k, d, sign, 400, 36)
     with x64_scope(F64):
         orig_vals = np.asarray(jax.jit(fn)(a, b, c))
@@ -255,7 +255,7 @@ def test_an_elementwise_program_over_arrays_gets_the_regimes_too():
     # quadp over (5,)-shaped inputs: judged per element, offered as the same regime program, which runs
     # on the arrays elementwise with the scalar offer's values and a finite gradient.
     imp = jst.improve(_quadp, shapes=[(5,), (5,), (5,)], dtype="float64", seed=0)
-    assert imp.improved and imp.best.kind.startswith("regimes"), imp.report()
+    assert imp.improved and imp.best is not None and imp.best.kind.startswith("regimes"), imp.report()
     a = np.array([1.0, 2.0, 1e-3, -2.0, 1.5])
     b = np.array([-3.0, 5.0, 1e200, -1e160, 1e-3])
     c = np.array([0.5, -1.5, 1e-3, 3.0, -2.0])

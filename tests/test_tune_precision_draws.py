@@ -77,7 +77,9 @@ def test_attention_logits_are_kept_high_and_the_plan_holds_on_ordinary_data(dtyp
 
 def test_by_value_draws_cover_the_declared_interval_and_unbounded_domains_at_a_scale():
     rng = np.random.default_rng(0)
-    (x,) = _by_value(plans_for(jnp.bfloat16, [(4096,)], (5.0, 15.0)), rng)
+    drawn = _by_value(plans_for(jnp.bfloat16, [(4096,)], (5.0, 15.0)), rng)
+    assert drawn is not None
+    (x,) = drawn
     x = np.asarray(x, np.float32)
     assert x.min() >= 5.0 and x.max() <= 15.0
     # Uniform over the values: each fifth of the interval holds about a fifth of 4096 (> 15% each).
@@ -86,7 +88,9 @@ def test_by_value_draws_cover_the_declared_interval_and_unbounded_domains_at_a_s
     # One-sided: from the bounded end; unbounded: both signs; never beyond the dtype's range.
     checks = (((0.0, None), lambda v: v.min() >= 0.0), ((None, None), lambda v: v.min() < 0 < v.max()))
     for domain, check in checks:
-        (y,) = _by_value(plans_for(jnp.float16, [(512,)], domain), rng)
+        drawn = _by_value(plans_for(jnp.float16, [(512,)], domain), rng)
+        assert drawn is not None
+        (y,) = drawn
         y = np.asarray(y, np.float32)
         assert np.isfinite(y).all() and check(y)
     # A domain predicate that rejects a value gives None (the check's draw takes that sample).
