@@ -167,6 +167,30 @@ def test_lowering_sees_through_jit_and_keeps_constants():
     assert lower(closed) == ("add", expm1_times_2, ("mul", x, x))
 
 
+def test_an_equality_guard_is_searched_and_kept_as_written():
+    # where(x != y, (exp x - exp y) / (x - y), exp x): a guard as public code writes it (a divided
+    # difference). The comparison is carried through the search opaquely; the branch is fixed.
+    from pytest_jaxstab._search._lower import lower
+
+    def divided(x, y):
+        return jnp.where(x != y, (jnp.exp(x) - jnp.exp(y)) / (x - y), jnp.exp(x))
+
+    x, y = ("var", 0), ("var", 1)
+    assert lower(jax.make_jaxpr(divided)(1.0, 2.0))[1] == ("ne", x, y)
+    assert lower(jax.make_jaxpr(lambda a: jnp.where(a == 0, 1.0, a))(1.0))[1] == ("eq", x, ("const", 0.0))
+    imp = jst.improve(divided, shapes=[(), ()], dtype="float64", domain=(-20.0, 20.0), **LIMITS)
+    assert imp.improved, imp.report()
+    assert "x != y" in imp.source
+    # Near the diagonal (y = x + d, d down to 1e-12) the written form loses about log2(1/d) bits.
+    rng = np.random.default_rng(7)
+    xs = rng.uniform(-20.0, 20.0, 40)
+    ys = xs + _log_uniform(1e-12, 1e-3, 40, rng)
+    def exact(a, b):
+        return (mpmath.exp(a) - mpmath.exp(b)) / (a - b)
+    assert _bits(imp.fn, exact, [xs, ys]).mean() <= ACCURATE_BITS
+    assert _bits(divided, exact, [xs, ys]).mean() > INACCURATE_BITS
+
+
 def test_saturation_respects_its_limits_and_never_merges_distinct_values():
     from pytest_jaxstab._search._egraph import _consistent, saturate
 

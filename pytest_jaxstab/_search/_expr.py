@@ -1,7 +1,8 @@
 """The search's expression language: a scalar real-number program as a tree, and its one operator table.
 
-A term is a tuple: ``("var", i)`` (the i-th input), ``("const", v)`` (a float constant) or
-``(op, child, ...)`` with ``op`` a key of :data:`OPS`. Every other module (the e-graph language, the
+A term is a tuple: ``("var", i)`` (the i-th input), ``("const", v)`` (a float constant, or a
+:class:`Table`: one example's array, which only a regime's guard holds) or ``(op, child, ...)`` with ``op``
+a key of :data:`OPS`. Every other module (the e-graph language, the
 evaluators, the printer, the series) reads the same table, so an operator is added in one place.
 
 The op-cost model (``Op.cost``) is a rough relative latency on a CPU, in units of one addition: what the
@@ -19,10 +20,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import mpmath
+import numpy as np
 
 from . import _special
 
-__all__ = ["OPS", "REDUCTIONS", "Op", "Term", "const", "cost", "evaluate_jax", "evaluate_mp", "is_array_op",
+__all__ = ["OPS", "REDUCTIONS", "Op", "Table", "Term", "const", "cost", "evaluate_jax", "evaluate_mp", "is_array_op",
            "is_const", "is_reduction", "is_selection", "op", "reduction_axes", "replace", "selection_name",
            "selection_spec", "selection_shape", "size", "subterms", "variables"]
 
@@ -54,6 +56,27 @@ def _mp_logaddexp(a: Any, b: Any) -> Any:
 
 def _mp_where(c: Any, a: Any, b: Any) -> Any:
     return a if c else b
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """An array constant (hashable, so that it can sit in a term): a regime's guard of an array program
+    feeds the branch not taken one drawn example (``_regimes``). Float values, row-major, exact as drawn."""
+
+    shape: tuple[int, ...]
+    values: tuple[float, ...]
+
+    @classmethod
+    def of(cls, array: Any) -> Table:
+        a = np.asarray(array, np.float64)
+        return cls(tuple(int(d) for d in a.shape), tuple(float(v) for v in a.ravel()))
+
+    def array(self, dtype: Any) -> Any:
+        return jnp.asarray(np.reshape(np.asarray(self.values, np.float64), self.shape), dtype)
+
+    def nested(self) -> Any:
+        """The values as nested lists (what ``jnp.asarray`` reads back)."""
+        return np.reshape(np.asarray(self.values, np.float64), self.shape).tolist()
 
 
 def _no_mp(*_: Any) -> Any:
@@ -99,7 +122,12 @@ OPS: dict[str, Op] = {o.name: o for o in (
     # Comparisons and select are carried through the search opaquely (no identity rewrites them).
     _op("lt", 2, jnp.less, lambda a, b: a < b, 1, "{0} < {1}", True),
     _op("le", 2, jnp.less_equal, lambda a, b: a <= b, 1, "{0} <= {1}", True),
+    _op("eq", 2, jnp.equal, lambda a, b: a == b, 1, "{0} == {1}", True),  # where(x == 0, ...) guards
+    _op("ne", 2, jnp.not_equal, lambda a, b: a != b, 1, "{0} != {1}", True),
     _op("where", 3, jnp.where, _mp_where, 1, "jnp.where({0}, {1}, {2})"),
+    # One element as a rank-0 value: a regime's split key of an array program (a whole reduction, whose
+    # kept axes would otherwise broadcast its comparison into the rank of every input it guards).
+    _op("scalar", 1, lambda a: jnp.reshape(a, ()), lambda a: a, 0, "jnp.reshape({0}, ())"),
     # Special functions (``_special``): the library's float implementation, mpmath's exact value.
     _op("lgamma", 1, jax.scipy.special.gammaln, _special.mp_lgamma, 40, "jax.scipy.special.gammaln({0})"),
     _op("digamma", 1, jax.scipy.special.digamma, mpmath.digamma, 40, "jax.scipy.special.digamma({0})"),
@@ -295,7 +323,7 @@ def evaluate_jax(term: Term, args: Sequence[Any], dtype: Any) -> Any:
         if t[0] == "var":
             out = args[t[1]]
         elif t[0] == "const":
-            out = jnp.asarray(t[1], dtype)
+            out = t[1].array(dtype) if isinstance(t[1], Table) else jnp.asarray(t[1], dtype)
         else:
             out = op(t[0]).jax(*(go(c) for c in t[1:]))
         memo[t] = out
@@ -314,6 +342,8 @@ def evaluate_mp(term: Term, args: Sequence[Any]) -> Any:
         if t[0] == "var":
             out = args[t[1]]
         elif t[0] == "const":
+            if isinstance(t[1], Table):
+                raise TypeError("an array constant has no scalar (mpmath) semantics")
             out = mpmath.mpf(t[1])
         else:
             out = op(t[0]).mp(*(go(c) for c in t[1:]))

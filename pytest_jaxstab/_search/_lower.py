@@ -43,7 +43,7 @@ _DIRECT = {
     "sqrt": "sqrt", "cbrt": "cbrt", "exp": "exp", "log": "log", "expm1": "expm1", "log1p": "log1p",
     "sin": "sin", "cos": "cos", "tan": "tan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
     "asin": "asin", "acos": "acos", "atan": "atan", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
-    "atan2": "atan2", "pow": "pow", "max": "max", "min": "min", "lt": "lt", "le": "le",
+    "atan2": "atan2", "pow": "pow", "max": "max", "min": "min", "lt": "lt", "le": "le", "eq": "eq", "ne": "ne",
     "lgamma": "lgamma", "digamma": "digamma", "erf": "erf", "erfc": "erfc", "erf_inv": "erf_inv",
     "logistic": "logistic",
 }
@@ -91,7 +91,7 @@ def _lower(closed: Any, sites: Sites | None) -> Term:
     shapes = Shapes([tuple(_compat.aval(v).shape) for v in _compat.invars(closed)])
     (term,) = _run(closed, [("var", i) for i in range(len(_compat.invars(closed)))], consts, sites, None,
                    shapes)
-    if term[0] in ("lt", "le"):
+    if term[0] in ("lt", "le", "eq", "ne"):
         raise Unsupported("the function returns a comparison, not a float")
     return term
 
@@ -236,6 +236,8 @@ class Shapes:
         if term[0] == "var":
             out = self.inputs[term[1]]
         elif term[0] == "const":
+            out = ()
+        elif term[0] == "scalar":
             out = ()
         elif is_selection(term[0]):
             out = selection_shape(term[0])

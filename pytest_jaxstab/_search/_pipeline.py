@@ -280,7 +280,7 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     times["judge"] += time.perf_counter() - t
 
     t = time.perf_counter()
-    if finalists and not array:
+    if finalists:
         errs = np.array([e for _, e in judged])
         regime = infer(finalists, errs, samples, original)
         if regime is not None:

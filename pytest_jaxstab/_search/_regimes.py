@@ -15,7 +15,15 @@ NaN or infinite there (a series at its pole, a form that overflows), which ``jnp
 value but not in the gradient (``0 * nan``). Each candidate therefore reads its inputs only where its
 run is taken, and elsewhere a sample point of its own run where it is accurate (the double-where
 trick): where the run is taken nothing changes; elsewhere it computes a finite value with a finite
-gradient. The programs are elementwise, so the same ``where`` serves scalar and array inputs.
+gradient. Elementwise programs are judged per element, so the same ``where`` serves scalar and array
+inputs.
+
+Array programs (with reductions, judged per example of whole arrays): a split is per example. The keys
+are the scalar inputs and the original's sub-expressions with one value per example (a whole reduction,
+``sum(v)``, or a formula of such), compared as rank-0 values (``jnp.reshape(k, ())``) so that the guard
+keeps every input's shape; a candidate's error on an example is its mean over the output's elements;
+the guard's representative is one drawn example (an array constant in the source); candidates whose
+output has another shape than the original's are not joined.
 """
 
 from __future__ import annotations
@@ -25,12 +33,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import oracles
-from ._expr import Term, const, evaluate_jax, size, subterms, variables
-from ._judge import Samples, jax_function
+from ._expr import Table, Term, const, evaluate_jax, size, subterms, variables
+from ._judge import Samples
 
 __all__ = ["infer"]
 
@@ -78,6 +87,8 @@ def infer(cands: Sequence[Term], errs: np.ndarray, samples: Samples, original: T
     ``errs`` are the candidates' errors at the samples (NaN where a point does not count).
     """
     valid = samples.valid
+    if samples.out_shape is not None:  # an array program: one point per example
+        errs, valid = _per_example(cands, errs, samples, original)
     n_valid = int(valid.sum())
     if len(cands) < 2 or n_valid < 8:
         return None
@@ -103,20 +114,51 @@ def infer(cands: Sequence[Term], errs: np.ndarray, samples: Samples, original: T
     starts = [0] + [end for end, _ in plan[:-1]]
     for r, ((end, c_left), (next_end, c_right)) in enumerate(itertools.pairwise(plan)):
         lo_i, hi_i = _widened(errs[c_left, order], errs[c_right, order], starts[r], end, next_end)
-        if key_term[0] == "var":
+        if key_term[0] == "var":  # (of an array program: a scalar input)
             t = _bisect(cands[c_left], cands[c_right], samples, original, key_term[1], order, lo_i, hi_i,
                         bisect_steps)
         else:  # a sub-expression cannot be set apart from the inputs: the middle of the tied span
             t = _midpoint(float(key_values[order[lo_i]]), float(key_values[order[hi_i]]), samples.dtype)
         # Widened spans of neighbouring splits may overlap: thresholds stay in order.
         thresholds.append(max(t, thresholds[-1]) if thresholds else t)
-    guarded = [_guarded(cands[c], key_term, thresholds, r,
+    guarded = [_guarded(cands[c], _compared(key_term, samples), thresholds, r,
                         _representative(errs[c], order[start:end], samples))
                for r, ((end, c), start) in enumerate(zip(plan, starts))]
     term = guarded[-1]
     for g, t in zip(reversed(guarded[:-1]), reversed(thresholds)):
-        term = ("where", ("lt", key_term, const(t)), g, term)
+        term = ("where", ("lt", _compared(key_term, samples), const(t)), g, term)
     return term
+
+
+def _compared(key: Term, samples: Samples) -> Term:
+    """The key as compared: of an array program, a rank-0 value (a reduction keeps its axes)."""
+    return key if samples.out_shape is None or key[0] == "var" else ("scalar", key)
+
+
+def _per_example(cands: Sequence[Term], errs: np.ndarray, samples: Samples, original: Term,
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """An array program's errors as one figure per example (the mean over its output's elements; NaN
+    where none counts) and the examples that count. A candidate whose output has another shape than
+    the original's (a rewrite that moved a selection) cannot be joined: its errors are made prohibitive."""
+    n = samples.valid.shape[0]
+    counted = samples.valid.reshape(n, -1)
+    flat = errs.reshape(len(cands), n, -1)
+    with np.errstate(invalid="ignore"):
+        per = np.where(counted.any(axis=1), np.nansum(flat, axis=2) / np.maximum(counted.sum(axis=1), 1), np.nan)
+    shape = _example_shape(original, samples)
+    for c, cand in enumerate(cands):
+        if _example_shape(cand, samples) != shape:
+            per[c] = 1e9
+    return per, counted.any(axis=1)
+
+
+def _example_shape(term: Term, samples: Samples) -> tuple[int, ...] | None:
+    """The shape ``term`` evaluates to on one example (None when it does not evaluate)."""
+    one = [jax.ShapeDtypeStruct(a.shape[1:], samples.dtype) for a in samples.args]
+    try:
+        return tuple(jax.eval_shape(lambda *a: evaluate_jax(term, a, samples.dtype), *one).shape)
+    except (TypeError, ValueError):
+        return None
 
 
 #: Sub-expressions of the original tried as split keys besides the inputs (the smallest first).
@@ -128,23 +170,43 @@ def _split_keys(original: Term, samples: Samples, idx: np.ndarray) -> list[tuple
     :data:`_SUBTERM_KEYS` of the original's smallest sub-expressions of several inputs (Herbie's branch
     expressions: ``x + e`` where the loss depends on the sum, ``b*b - 4*a*c``), those finite at every
     valid sample (their float values: what the lowered ``where`` compares)."""
+    array = samples.out_shape is not None
+    n = len(samples.valid)
+    # Of an array program, only a scalar input sets one example apart from another.
     keys: list[tuple[Term, np.ndarray]] = [(("var", v), np.asarray(a, np.float64))
-                                           for v, a in enumerate(samples.args)]
-    subs = sorted({t for t in subterms(original) if len(variables(t)) > 1 and t[0] not in _UNSPLIT},
+                                           for v, a in enumerate(samples.args) if not array or a.ndim == 1]
+    # Of an array program, a sub-expression of one input is a key too (``sum(v)``): it is no input.
+    fewest = 1 if array else 2
+    subs = sorted({t for t in subterms(original)
+                   if len(variables(t)) >= fewest and t[0] not in _UNSPLIT and t[0] != "var"},
                   key=lambda t: (size(t), repr(t)))
-    for t in subs[:_SUBTERM_KEYS]:
-        try:
-            values = np.asarray(evaluate_jax(t, [jnp.asarray(a) for a in samples.args], samples.dtype),
-                                np.float64)
-        except (TypeError, ValueError):
+    found = 0
+    for t in subs:
+        if found >= _SUBTERM_KEYS:
+            break
+        values = _key_values(t, samples)
+        if values is None or values.size != n:
             continue
-        if values.shape == keys[0][1].shape and np.isfinite(values[idx]).all():
+        values = values.reshape(n)
+        if np.isfinite(values[idx]).all():
             keys.append((t, values))
+            found += 1
     return keys
 
 
+def _key_values(t: Term, samples: Samples) -> np.ndarray | None:
+    """``t``'s float values at the samples (per example, stacked, for an array program)."""
+    args = [jnp.asarray(a) for a in samples.args]
+    try:
+        if samples.out_shape is None:
+            return np.asarray(evaluate_jax(t, args, samples.dtype), np.float64)
+        return np.asarray(jax.vmap(lambda *a: evaluate_jax(t, a, samples.dtype))(*args), np.float64)
+    except (TypeError, ValueError):
+        return None
+
+
 #: Sub-expressions that are no split keys: comparisons and selections (already a split).
-_UNSPLIT = {"lt", "le", "where"}
+_UNSPLIT = {"lt", "le", "eq", "ne", "where"}
 
 
 def _representative(errs: np.ndarray, points: np.ndarray, samples: Samples) -> list[float]:
@@ -152,10 +214,10 @@ def _representative(errs: np.ndarray, points: np.ndarray, samples: Samples) -> l
     e = np.nan_to_num(errs[points], nan=np.inf)
     good = points[e <= e.min()]
     i = int(good[len(good) // 2])
-    return [float(a[i]) for a in samples.args]
+    return [float(a[i]) if a.ndim == 1 else Table.of(a[i]) for a in samples.args]
 
 
-def _guarded(cand: Term, key: Term, thresholds: list[float], run: int, rep: list[float]) -> Term:
+def _guarded(cand: Term, key: Term, thresholds: list[float], run: int, rep: list[float | Table]) -> Term:
     """``cand`` reading its inputs where run ``run`` is taken, and ``rep`` (a point of its own run, where it
     is accurate) elsewhere: the branch not taken computes a finite value with a finite gradient, so that
     ``jnp.where`` neither yields NaN nor passes one to the gradient (the double-where trick). Where the
@@ -165,10 +227,12 @@ def _guarded(cand: Term, key: Term, thresholds: list[float], run: int, rep: list
     inputs = {}
     for i in sorted(variables(cand)):
         x: Term = ("var", i)
+        r = rep[i]
+        safe: Term = ("const", r) if isinstance(r, Table) else const(r)
         if cond_hi is not None:
-            x = ("where", cond_hi, x, const(rep[i]))
+            x = ("where", cond_hi, x, safe)
         if cond_lo is not None:
-            x = ("where", cond_lo, const(rep[i]), x)
+            x = ("where", cond_lo, safe, x)
         inputs[i] = x
     return _substitute(cand, inputs)
 
@@ -222,7 +286,7 @@ def _bisect(left: Term, right: Term, samples: Samples, original: Term, var: int,
     hi = float(samples.args[var][order[hi_i]])
     near = np.concatenate([order[max(0, lo_i - _NEIGHBOURS + 1):lo_i + 1], order[hi_i:hi_i + _NEIGHBOURS]])
     base = [np.asarray(a[near], dtype) for a in samples.args]
-    f_orig, f_left, f_right = (jax_function(t, dtype) for t in (original, left, right))
+    f_orig, f_left, f_right = (samples.function(t) for t in (original, left, right))
     for _ in range(steps):
         mid = _midpoint(lo, hi, dtype)
         if mid <= lo or mid >= hi:
@@ -234,6 +298,7 @@ def _bisect(left: Term, right: Term, samples: Samples, original: Term, var: int,
         ok = np.asarray(exact.certain, bool) & ~np.isnan(ex)
         if not ok.any():
             break
+        ok = ok.reshape(len(near), -1).all(axis=1)  # of an array program: the examples wholly judged
         e_left = _bits(f_left, point, ex, dtype)[ok].sum()
         e_right = _bits(f_right, point, ex, dtype)[ok].sum()
         if abs(e_left - e_right) <= _TIE_BITS * ok.sum():
@@ -246,8 +311,10 @@ def _bisect(left: Term, right: Term, samples: Samples, original: Term, var: int,
 
 
 def _bits(fn: Any, point: list[Any], exact: Any, dtype: Any) -> np.ndarray:
+    """Bits of error per point (per example: the mean over its elements)."""
     value = np.asarray(fn(*(jnp.asarray(p) for p in point)), dtype)
-    return np.nan_to_num(np.asarray(oracles.error_bits(value, exact), float), nan=64.0)
+    bits = np.nan_to_num(np.asarray(oracles.error_bits(value, exact), float), nan=64.0)
+    return bits.reshape(len(point[0]), -1).mean(axis=1)
 
 
 def _midpoint(lo: float, hi: float, dtype: Any) -> float:

@@ -125,16 +125,28 @@ class Improvement:
                 if o is not None:
                     speed = _speed(o.seconds, self.original_seconds)
                     lines.append(f"  {label + ':':22s} mean {o.mean_bits:.2f} bits, max {o.max_bits:.2f} "
-                                 f"bits, cost {o.candidate.cost:g}, {speed}   {o.candidate.source}")
+                                 f"bits, cost {o.candidate.cost:g}, {speed}   {_short(o.candidate.source)}")
             if len(self.frontier) > 1:
                 lines.append("  frontier (mean bits, cost):")
-                lines.extend(f"    {c.mean_bits:6.2f}  {c.cost:5g}  {c.source}" for c in self.frontier)
+                lines.extend(f"    {c.mean_bits:6.2f}  {c.cost:5g}  {_short(c.source)}" for c in self.frontier)
             lines.append("")
             lines.append(self.source.rstrip())
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.report()
+
+
+#: Characters of a candidate's one-line source the report shows; a longer one (a regime joining large
+#: forms) is cut there: the whole program is the offer's ``source`` (a ``def`` with its repeated parts
+#: named), the best one printed at the end of the report.
+_SHOWN_CHARS = 200
+
+
+def _short(source: str) -> str:
+    if len(source) <= _SHOWN_CHARS:
+        return source
+    return f"{source[:_SHOWN_CHARS]} ... ({len(source)} characters in all: the offer's .source)"
 
 
 def _speed(seconds: dict[str, float], original: dict[str, float]) -> str:
