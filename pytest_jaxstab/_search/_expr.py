@@ -24,8 +24,8 @@ import numpy as np
 
 from . import _special
 
-__all__ = ["OPS", "REDUCTIONS", "Op", "Table", "Term", "const", "cost", "evaluate_jax", "evaluate_mp", "is_array_op",
-           "is_const", "is_reduction", "is_selection", "op", "reduction_axes", "replace", "selection_name",
+__all__ = ["OPS", "REDUCTIONS", "Op", "Table", "Term", "broadcast_name", "broadcast_shape", "const", "cost",
+           "evaluate_jax", "evaluate_mp", "is_array_op", "is_broadcast", "is_const", "is_reduction", "is_selection", "op", "reduction_axes", "replace", "selection_name",
            "selection_spec", "selection_shape", "size", "subterms", "variables"]
 
 Term = tuple[Any, ...]
@@ -239,9 +239,48 @@ def is_selection(kind: str) -> bool:
 
 
 def is_array_op(kind: str) -> bool:
-    """Whether ``kind`` works on whole arrays (a reduction or a selection): a program with one is judged on
-    whole arrays."""
-    return is_reduction(kind) or is_selection(kind)
+    """Whether ``kind`` works on whole arrays (a reduction, a selection or a broadcast): a program with one
+    is judged on whole arrays."""
+    return is_reduction(kind) or is_selection(kind) or is_broadcast(kind)
+
+
+#: A broadcast that replicates its operand: ``jnp.broadcast_to(x, shape)``, named ``bcast_`` then the
+#: shape's dimensions joined by ``x`` (``bcast_2x3``). ``c * jnp.ones(n)`` or ``jnp.full(n, c)`` lowers
+#: to it; a broadcast that only adds or drops size-1 axes stays an identity. Arrays only (no mpmath).
+_BROADCAST = "bcast_"
+
+
+def broadcast_name(shape: Sequence[int]) -> str:
+    """The operator name of the broadcast to ``shape``."""
+    return _BROADCAST + "x".join(str(int(d)) for d in shape)
+
+
+def broadcast_shape(kind: str) -> tuple[int, ...] | None:
+    """The shape a broadcast operator name broadcasts to; None for other names."""
+    if not kind.startswith(_BROADCAST):
+        return None
+    try:
+        shape = tuple(int(d) for d in kind[len(_BROADCAST):].split("x"))
+    except ValueError:
+        return None
+    return shape if shape and all(d >= 1 for d in shape) else None
+
+
+def is_broadcast(kind: str) -> bool:
+    """Whether ``kind`` names a replicating broadcast (``bcast_2``)."""
+    return broadcast_shape(kind) is not None
+
+
+@functools.cache
+def _broadcast_op(kind: str) -> Op:
+    shape = broadcast_shape(kind)
+    if shape is None:
+        raise KeyError(kind)
+
+    def apply(x: Any) -> Any:
+        return jnp.broadcast_to(x, shape)
+
+    return Op(kind, 1, apply, _no_mp, 0, f"jnp.broadcast_to({{0}}, {shape!r})")
 
 
 def selection_shape(kind: str) -> tuple[int, ...]:
@@ -267,10 +306,12 @@ def _selection_op(kind: str) -> Op:
 
 
 def op(kind: str) -> Op:
-    """The operator named ``kind``: an elementwise one of :data:`OPS`, a reduction (``sum_ax1``) or a
-    selection (``sel_0x1x1``)."""
+    """The operator named ``kind``: an elementwise one of :data:`OPS`, a reduction (``sum_ax1``), a
+    selection (``sel_0x1x1``) or a broadcast (``bcast_2``)."""
     if kind in OPS:
         return OPS[kind]
+    if is_broadcast(kind):
+        return _broadcast_op(kind)
     return _selection_op(kind) if is_selection(kind) else _reduction_op(kind)
 
 

@@ -14,6 +14,7 @@ that the local error's worst line can be found in the term.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,8 +23,11 @@ import numpy as np
 from .. import _compat
 from ._expr import (
     Term,
+    broadcast_name,
+    broadcast_shape,
     const,
     evaluate_mp,
+    is_broadcast,
     is_reduction,
     is_selection,
     reduction_axes,
@@ -147,6 +151,10 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
         return [args[1] if args[0][0] == "const" else args[0]]  # max(-inf, m) (jax.nn.softmax's guard)
     if name in _DIRECT:
         return [(_DIRECT[name], *args)]
+    if name == "broadcast_in_dim" and sites is not None:
+        replicated = _replicating(eqn, args[0], shapes)
+        if replicated is not None:
+            return [replicated]
     if name in _IDENTITY:
         return [args[0]]
     if name == "convert_element_type":
@@ -192,6 +200,27 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
                       f"knows")
 
 
+def _replicating(eqn: Any, operand: Term, shapes: Shapes) -> Term | None:
+    """A ``broadcast_in_dim`` that replicates its operand (``c * ones(n)``, ``full(n, c)``) as the term
+    ``bcast_<shape>``, when the operand's term, its axes aligned to the right, lands where the equation
+    puts it; None where the broadcast only adds size-1 axes (an identity) or does not line up (the shape
+    check then names it)."""
+    real = tuple(int(d) for d in _compat.aval(eqn.outvars[0]).shape)
+    traced = tuple(int(d) for d in _compat.aval(eqn.invars[0]).shape)
+    if math.prod(real) == math.prod(traced):
+        return None  # no element repeated: the identity reading
+    expected = [1] * len(real)
+    for i, d in enumerate(eqn.params["broadcast_dimensions"]):
+        expected[int(d)] = traced[i]
+    kept = shapes.of(operand)
+    if len(kept) > len(real):
+        return None
+    padded = (1,) * (len(real) - len(kept)) + kept
+    if any(k not in (1, e) for k, e in zip(padded, expected)) or _nonunit(padded) != _nonunit(tuple(expected)):
+        return None
+    return (broadcast_name(real), operand)
+
+
 def reduction_counts(term: Term, inputs: list[tuple[int, ...]]) -> dict[str, int]:
     """Reduction name -> the number of elements it reads, for the names with one count in ``term``."""
     shapes = Shapes(inputs)
@@ -235,10 +264,10 @@ class Shapes:
             return hit
         if term[0] == "var":
             out = self.inputs[term[1]]
-        elif term[0] == "const":
+        elif term[0] == "const" or term[0] == "scalar":
             out = ()
-        elif term[0] == "scalar":
-            out = ()
+        elif is_broadcast(term[0]):
+            out = broadcast_shape(term[0]) or ()
         elif is_selection(term[0]):
             out = selection_shape(term[0])
         elif is_reduction(term[0]):
@@ -261,7 +290,7 @@ class Shapes:
         bad = _nonunit(kept) != _nonunit(real)
         if (name in _REDUCE or name in _SELECT) and self.of(term[1]) != operands[0]:
             bad = True  # the axes refer to the operand as traced: it must be that exact shape
-        if name == "broadcast_in_dim" and _nonunit(kept):
+        if name == "broadcast_in_dim" and _nonunit(kept) and not is_broadcast(term[0]):
             expected = [1] * len(real)
             for i, d in enumerate(eqn.params["broadcast_dimensions"]):
                 expected[int(d)] = operands[0][i]
