@@ -353,7 +353,8 @@ def test_an_array_program_with_a_reduction_gets_regimes_that_hold_on_an_independ
     # Finite gradients in both regimes (b of either sign), where the untaken form is the one that cancels.
     grad = jax.jit(jax.grad(imp.fn, argnums=(0, 1, 2)))
     with x64_scope(F64):
-        for v, a, c in ((np.array([-3e9, 1.0, 2.0, -5.0]), 0.5, -2.0), (np.array([4e9, -1.0, 3.0, 0.5]), 2.0, -7.0)):
+        for v, a, c in ((np.array([-3e9, 1.0, 2.0, -5.0]), 0.5, -2.0),
+                        (np.array([4e9, -1.0, 3.0, 0.5]), 2.0, -7.0)):
             got = grad(v, a, c)
             assert all(np.isfinite(np.asarray(g)).all() for g in got), (v, got)
             # dx/dc = -1 / (2 a x + b) at the root (implicit differentiation), to 2^-40 relative.

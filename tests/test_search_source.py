@@ -42,7 +42,8 @@ def test_a_repeated_sub_expression_is_named_once_and_the_program_is_unchanged():
 def test_an_array_constant_prints_as_the_values_drawn_bit_for_bit():
     v = ("var", 0)
     drawn = np.array([1e-300, -3.0000000000000004, 2.5e10, np.nextafter(1.0, 2.0)])
-    term = ("sum_all", ("where", ("lt", ("scalar", ("sum_all", v)), ("const", 0.0)), v, ("const", Table.of(drawn))))
+    key = ("lt", ("scalar", ("sum_all", v)), ("const", 0.0))
+    term = ("sum_all", ("where", key, v, ("const", Table.of(drawn))))
     src = function_source(term, ["v"], "f", (1,))
     assert "jnp.asarray([" in src
     with x64_scope(F64):

@@ -25,8 +25,9 @@ import numpy as np
 from . import _special
 
 __all__ = ["OPS", "REDUCTIONS", "Op", "Table", "Term", "broadcast_name", "broadcast_shape", "const", "cost",
-           "evaluate_jax", "evaluate_mp", "is_array_op", "is_broadcast", "is_const", "is_reduction", "is_selection", "op", "reduction_axes", "replace", "selection_name",
-           "selection_spec", "selection_shape", "size", "subterms", "variables"]
+           "evaluate_jax", "evaluate_mp", "is_array_op", "is_broadcast", "is_const", "is_reduction",
+           "is_selection", "op", "reduction_axes", "replace", "selection_name", "selection_spec",
+           "selection_shape", "size", "subterms", "variables"]
 
 Term = tuple[Any, ...]
 

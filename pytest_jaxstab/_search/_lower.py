@@ -47,7 +47,8 @@ _DIRECT = {
     "sqrt": "sqrt", "cbrt": "cbrt", "exp": "exp", "log": "log", "expm1": "expm1", "log1p": "log1p",
     "sin": "sin", "cos": "cos", "tan": "tan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
     "asin": "asin", "acos": "acos", "atan": "atan", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
-    "atan2": "atan2", "pow": "pow", "max": "max", "min": "min", "lt": "lt", "le": "le", "eq": "eq", "ne": "ne",
+    "atan2": "atan2", "pow": "pow", "max": "max", "min": "min",
+    "lt": "lt", "le": "le", "eq": "eq", "ne": "ne",
     "lgamma": "lgamma", "digamma": "digamma", "erf": "erf", "erfc": "erfc", "erf_inv": "erf_inv",
     "logistic": "logistic",
 }
@@ -216,7 +217,8 @@ def _replicating(eqn: Any, operand: Term, shapes: Shapes) -> Term | None:
     if len(kept) > len(real):
         return None
     padded = (1,) * (len(real) - len(kept)) + kept
-    if any(k not in (1, e) for k, e in zip(padded, expected)) or _nonunit(padded) != _nonunit(tuple(expected)):
+    misplaced = any(k not in (1, e) for k, e in zip(padded, expected))
+    if misplaced or _nonunit(padded) != _nonunit(tuple(expected)):
         return None
     return (broadcast_name(real), operand)
 

@@ -144,7 +144,8 @@ def _per_example(cands: Sequence[Term], errs: np.ndarray, samples: Samples, orig
     counted = samples.valid.reshape(n, -1)
     flat = errs.reshape(len(cands), n, -1)
     with np.errstate(invalid="ignore"):
-        per = np.where(counted.any(axis=1), np.nansum(flat, axis=2) / np.maximum(counted.sum(axis=1), 1), np.nan)
+        mean = np.nansum(flat, axis=2) / np.maximum(counted.sum(axis=1), 1)
+        per = np.where(counted.any(axis=1), mean, np.nan)
     shape = _example_shape(original, samples)
     for c, cand in enumerate(cands):
         if _example_shape(cand, samples) != shape:
@@ -209,7 +210,7 @@ def _key_values(t: Term, samples: Samples) -> np.ndarray | None:
 _UNSPLIT = {"lt", "le", "eq", "ne", "where"}
 
 
-def _representative(errs: np.ndarray, points: np.ndarray, samples: Samples) -> list[float]:
+def _representative(errs: np.ndarray, points: np.ndarray, samples: Samples) -> list[float | Table]:
     """The inputs of a sample of the run where its candidate is most accurate (the median such one)."""
     e = np.nan_to_num(errs[points], nan=np.inf)
     good = points[e <= e.min()]

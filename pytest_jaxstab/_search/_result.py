@@ -128,7 +128,8 @@ class Improvement:
                                  f"bits, cost {o.candidate.cost:g}, {speed}   {_short(o.candidate.source)}")
             if len(self.frontier) > 1:
                 lines.append("  frontier (mean bits, cost):")
-                lines.extend(f"    {c.mean_bits:6.2f}  {c.cost:5g}  {_short(c.source)}" for c in self.frontier)
+                lines.extend(f"    {c.mean_bits:6.2f}  {c.cost:5g}  {_short(c.source)}"
+                             for c in self.frontier)
             lines.append("")
             lines.append(self.source.rstrip())
         return "\n".join(lines)
