@@ -117,6 +117,13 @@ ARRAY_CASES: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], Any]] = 
     "logncdf": (lambda t: jnp.log((1 + erf(t / jnp.sqrt(2.0))) / 2), [()], (-35.0, 2.5)),
     # A covariance written expanded, over values far from 0 (the two terms cancel).
     "cov": (lambda x, y: jnp.mean(x * y) - jnp.mean(x) * jnp.mean(y), [(8,), (8,)], (1e8 - 4.0, 1e8 + 4.0)),
+    # A quadratic root whose b is a reduction (regimes per example on sum(v)), a Givens cosine spread over
+    # two components (a replicating broadcast), a divided difference guarded by x != y.
+    "quad-sum": (lambda v, a, c: (-jnp.sum(v) + jnp.sqrt(jnp.sum(v) ** 2 - 4 * a * c)) / (2 * a),
+                 [(4,), (), ()], [(-1e10, 1e10), (1e-3, 1e3), (-1e3, -1e-3)]),
+    "givens": (lambda a, b: a / jnp.sqrt(a * a + b * b) * jnp.ones(2), [(), ()], (-1e300, 1e300)),
+    "divdiff": (lambda x, y: jnp.where(x != y, (jnp.exp(x) - jnp.exp(y)) / (x - y), jnp.exp(x)), [(), ()],
+                (-20.0, 20.0)),
 }
 STAGES = ("localize", "judge", "catalogue", "saturate", "extract", "series", "regimes", "recheck", "pareto")
 

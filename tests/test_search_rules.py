@@ -132,16 +132,17 @@ def test_reduction_identities_hold_on_arrays():
 
     probe = ("add", ("sum_all", ("var", 0)), ("add", ("prod_all", ("var", 0)), ("max_all", ("var", 0))))
     rules = rules_for(probe, {"sum_all": 5, "prod_all": 5})
-    assert {"rms-scaled_all", "log-prod-ratio-guarded_all", "norm-scaled_all"} <= {r.name for r in rules}
+    assert {"rms-scaled_all", "log-prod-ratio-guarded_all", "norm-scaled_all", "power-mean_all",
+            "power-mean-scaled_all", "power-sum-root_all"} <= {r.name for r in rules}
     rng = np.random.default_rng(4)
     arrays = [np.concatenate([rng.uniform(0.05, 2.5, (16, 5)), rng.uniform(-2.5, 2.5, (16, 5))])
               for _ in range(2)]
-    # pow(prod(a), b) = prod(a ** b) holds for a scalar exponent b only (the search binds it to 1/n):
-    # there b is the same number at every element of an example.
+    # pow(prod(a), b) = prod(a ** b) holds for a scalar exponent b only (the search binds it to 1/n), and
+    # the power means and p-norms are over one p: there b is the same number at every element of an example.
     scalar_b = [arrays[0], np.repeat(arrays[1][:, :1], 5, axis=1)]
     for rule in rules:
         sides = []
-        args = scalar_b if rule.name.startswith("pow-of-prod") else arrays
+        args = scalar_b if rule.name.startswith(("pow-of-prod", "power-")) else arrays
         for side in (rule.lhs, rule.rhs):
             term = _rename(side)
             fn = jax.vmap(lambda *a, t=term: jnp.broadcast_to(jax_function(t, np.float64)(*a), (5,)))

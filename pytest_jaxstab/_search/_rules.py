@@ -320,6 +320,14 @@ _REDUCTION_SOURCE: list[tuple[str, str, str, bool]] = [
      "(sum_R (mul (div a (max_R (abs a))) (div b (max_R (abs b))))))",
      False),
     ("sqrt-of-scaled", "(sqrt (mul (mul a a) b))", "(mul (abs a) (sqrt b))", False),
+    # A p-norm with a traced p, sum(a**p)**(1/p), scaled by the largest element before the power (as
+    # norm-scaled): no power over- or underflows unless the result does, and nothing is raised to a large
+    # exponent (exp(lse(p log a) / p) would lose log2 |log result| bits in the exp). Guarded: only where
+    # no element is negative (a**p of a negative a is another function) and one is positive; elsewhere
+    # the written form.
+    ("power-sum-root", "(pow (sum_R (pow a b)) (div 1 b))",
+     "(where (le 0 (min_R a)) (where (lt 0 (max_R a)) (mul (max_R a) (pow (sum_R (pow (div a (max_R a)) b)) "
+     "(div 1 b))) (pow (sum_R (pow a b)) (div 1 b))) (pow (sum_R (pow a b)) (div 1 b)))", False),
 ]
 
 _SHIFT_A, _SHIFT_B = "(sub a (div (sum_R a) N))", "(sub b (div (sum_R b) N))"
@@ -333,6 +341,21 @@ _COUNT_SOURCE: list[tuple[str, str, str]] = [
     ("log-mean-exp", "(log (div (sum_R (exp a)) N))",
      "(add (max_R a) (log1p (div (sum_R (expm1 (sub a (max_R a)))) N)))"),
     ("sum-exp-expm1", "(sum_R (exp a))", "(add (sum_R (expm1 a)) N)"),
+    # A power mean with a traced p, mean(a**p)**(1/p), in log space about the element m that dominates
+    # (the largest for p > 0, the smallest for p < 0): m * exp(log1p(mean(expm1(p log(a/m)))) / p).
+    # mean(a**p) is 1 + O(p) for small p, and raising it to 1/p multiplies its rounding by 1/p; here the
+    # O(p) part is kept (log1p of the mean of expm1), nothing overflows, and the exp's argument lies in
+    # [log(1/N) / p, 0]. Guarded: only where every element is positive (log a is real) and p is not 0;
+    # elsewhere the written form.
+    ("power-mean", "(pow (div (sum_R (pow a b)) N) (div 1 b))",
+     "(where (lt 0 (min_R a)) (where (ne b 0) (mul (where (lt 0 b) (max_R a) (min_R a)) (exp (div (log1p "
+     "(div (sum_R (expm1 (mul b (log (div a (where (lt 0 b) (max_R a) (min_R a))))))) N)) b))) "
+     "(pow (div (sum_R (pow a b)) N) (div 1 b))) (pow (div (sum_R (pow a b)) N) (div 1 b)))"),
+    # The same mean scaled by the largest element (as power-sum-root): accurate where p is not small,
+    # without the exp's amplification of the log-space form; the search's regimes choose between them.
+    ("power-mean-scaled", "(pow (div (sum_R (pow a b)) N) (div 1 b))",
+     "(where (le 0 (min_R a)) (where (lt 0 (max_R a)) (mul (max_R a) (pow (div (sum_R (pow (div a (max_R a)) "
+     "b)) N) (div 1 b))) (pow (div (sum_R (pow a b)) N) (div 1 b))) (pow (div (sum_R (pow a b)) N) (div 1 b)))"),
     # A root mean square scaled by the largest magnitude before squaring (no square overflows or
     # underflows unless the result does); written with a product or a power.
     ("rms-scaled", "(sqrt (div (sum_R (mul a a)) N))",
