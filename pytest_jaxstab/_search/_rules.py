@@ -355,7 +355,8 @@ _COUNT_SOURCE: list[tuple[str, str, str]] = [
     # without the exp's amplification of the log-space form; the search's regimes choose between them.
     ("power-mean-scaled", "(pow (div (sum_R (pow a b)) N) (div 1 b))",
      "(where (le 0 (min_R a)) (where (lt 0 (max_R a)) (mul (max_R a) (pow (div (sum_R (pow (div a (max_R a)) "
-     "b)) N) (div 1 b))) (pow (div (sum_R (pow a b)) N) (div 1 b))) (pow (div (sum_R (pow a b)) N) (div 1 b)))"),
+     "b)) N) (div 1 b))) (pow (div (sum_R (pow a b)) N) (div 1 b))) "
+     "(pow (div (sum_R (pow a b)) N) (div 1 b)))"),
     # A root mean square scaled by the largest magnitude before squaring (no square overflows or
     # underflows unless the result does); written with a product or a power.
     ("rms-scaled", "(sqrt (div (sum_R (mul a a)) N))",
