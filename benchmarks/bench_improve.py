@@ -158,7 +158,9 @@ def _table(cases: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]], Any
               f"{fresh_o:>11} {fresh:>11} {seconds:7.1f}  {label}")
         print(f"{'':9} time split: {split}")
         if imp.improved:
-            print(f"{'':9} -> {b.source}")
+            # The one-line source, cut as the report cuts it (a regime's is pages long; .source is the def).
+            shown = b.source if len(b.source) <= 200 else f"{b.source[:200]} ... ({len(b.source)} characters)"
+            print(f"{'':9} -> {shown}")
             print(f"{'':9} {_pareto(imp)}")
     print()
     print(f"under 2 bits mean: {before}/{len(names)} originals, {after}/{len(names)} after improve")
