@@ -137,9 +137,13 @@ def test_reduction_identities_hold_on_arrays():
     rng = np.random.default_rng(4)
     arrays = [np.concatenate([rng.uniform(0.05, 2.5, (16, 5)), rng.uniform(-2.5, 2.5, (16, 5))])
               for _ in range(2)]
+    # c, a mask (where(c, ...) takes the entries where c != 0): each row keeps one entry and drops one.
+    mask = rng.integers(0, 2, (32, 5)).astype(np.float64)
+    mask[:, 0], mask[:, 1] = 1.0, 0.0
+    arrays.append(mask)
     # pow(prod(a), b) = prod(a ** b) holds for a scalar exponent b only (the search binds it to 1/n), and
     # the power means and p-norms are over one p: there b is the same number at every element of an example.
-    scalar_b = [arrays[0], np.repeat(arrays[1][:, :1], 5, axis=1)]
+    scalar_b = [arrays[0], np.repeat(arrays[1][:, :1], 5, axis=1), arrays[2]]
     for rule in rules:
         sides = []
         args = scalar_b if rule.name.startswith(("pow-of-prod", "power-")) else arrays

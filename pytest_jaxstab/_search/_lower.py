@@ -98,6 +98,12 @@ def _lower(closed: Any, sites: Sites | None) -> Term:
                    shapes)
     if term[0] in ("lt", "le", "eq", "ne"):
         raise Unsupported("the function returns a comparison, not a float")
+    if sites is not None:  # a program that returns a spread value (broadcast_to(c, n)) returns it whole
+        term = shapes.widened(term, tuple(_compat.aval(outs[0]).shape))
+    if any(t[0] == "const" and isinstance(t[1], float) and math.isnan(t[1]) for t in _all_subterms(term)):
+        # NaN is no number the identities can reason with (and a term with NaN in it never equals itself).
+        raise Unsupported("the function returns NaN on a branch its inputs select (a NaN constant); the "
+                          "search takes expressions of numbers")
     return term
 
 
@@ -108,6 +114,8 @@ def _constant(value: Any) -> Term:
         raise Unsupported(f"the function closes over a {getattr(value, 'dtype', type(value).__name__)} "
                           "constant; the search takes scalar elementwise expressions") from None
     flat = arr.reshape(-1)
+    if flat.size and np.issubdtype(flat.dtype, np.floating) and np.isnan(flat).all():
+        return ("const", float("nan"))  # a guard's fallback, kept only if a constant condition drops it
     if flat.size == 0 or not np.all(flat == flat[0]):
         raise Unsupported("the function closes over a non-uniform array constant; the search takes "
                           "scalar elementwise expressions")
@@ -133,9 +141,10 @@ def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any], sites: Site
         where = _compat.location(eqn) or outer
         outs = _equation(eqn, name, args, sites, where, shapes)
         if name not in _CALLS:
-            for var, term in zip(eqn.outvars, outs):
-                shapes.check(term, tuple(getattr(_compat.aval(var), "shape", ())), name, eqn,
-                             [tuple(getattr(_compat.aval(a), "shape", ())) for a in eqn.invars])
+            operands = [tuple(getattr(_compat.aval(a), "shape", ())) for a in eqn.invars]
+            outs = [shapes.fit(term, tuple(getattr(_compat.aval(var), "shape", ())), name, eqn, operands,
+                               widen=sites is not None)
+                    for var, term in zip(eqn.outvars, outs)]
         if sites is not None and name not in _CALLS:
             for term in outs:
                 if term[0] not in ("var", "const"):
@@ -152,10 +161,6 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
         return [args[1] if args[0][0] == "const" else args[0]]  # max(-inf, m) (jax.nn.softmax's guard)
     if name in _DIRECT:
         return [(_DIRECT[name], *args)]
-    if name == "broadcast_in_dim" and sites is not None:
-        replicated = _replicating(eqn, args[0], shapes)
-        if replicated is not None:
-            return [replicated]
     if name in _IDENTITY:
         return [args[0]]
     if name == "convert_element_type":
@@ -176,6 +181,11 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
     if name == "select_n":
         if len(args) != 3:
             raise Unsupported(f"select_n with {len(args) - 1} cases ({_where(eqn)})")
+        if not variables(args[0]):  # a condition of constants (jnp.var's ddof < n guard): decided here
+            try:
+                return [args[2] if bool(evaluate_mp(args[0], [])) else args[1]]
+            except TypeError:  # a reduction of constants has no scalar value: kept as a where
+                pass
         return [("where", args[0], args[2], args[1])]  # select_n(p, f, t) picks t where p
     if name in _CALLS:
         named = _NAMED.get(str(eqn.params.get("name", "")))
@@ -189,6 +199,10 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
             body = _compat.subjaxprs(eqn)[0][1]
         _, consts = _compat.parts(body)
         return _run(body, args, consts, sites, where, shapes)
+    if sites is not None and (name in _REDUCE or name in _SELECT or name == "dot_general"):
+        # An operand that is a value spread over the array (a broadcast kept small) is read whole here.
+        args = [shapes.widened(t, tuple(getattr(_compat.aval(a), "shape", ())))
+                for t, a in zip(args, eqn.invars)]
     if name in _REDUCE and sites is not None:
         rank = len(getattr(_compat.aval(eqn.invars[0]), "shape", ()))
         axes = tuple(sorted(int(a) for a in eqn.params.get("axes", ())))
@@ -199,28 +213,6 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
         return [_selection(eqn, name, args)]
     raise Unsupported(f"the primitive {name!r} ({_where(eqn)}) is not an elementwise operation the search "
                       f"knows")
-
-
-def _replicating(eqn: Any, operand: Term, shapes: Shapes) -> Term | None:
-    """A ``broadcast_in_dim`` that replicates its operand (``c * ones(n)``, ``full(n, c)``) as the term
-    ``bcast_<shape>``, when the operand's term, its axes aligned to the right, lands where the equation
-    puts it; None where the broadcast only adds size-1 axes (an identity) or does not line up (the shape
-    check then names it)."""
-    real = tuple(int(d) for d in _compat.aval(eqn.outvars[0]).shape)
-    traced = tuple(int(d) for d in _compat.aval(eqn.invars[0]).shape)
-    if math.prod(real) == math.prod(traced):
-        return None  # no element repeated: the identity reading
-    expected = [1] * len(real)
-    for i, d in enumerate(eqn.params["broadcast_dimensions"]):
-        expected[int(d)] = traced[i]
-    kept = shapes.of(operand)
-    if len(kept) > len(real):
-        return None
-    padded = (1,) * (len(real) - len(kept)) + kept
-    misplaced = any(k not in (1, e) for k, e in zip(padded, expected))
-    if misplaced or _nonunit(padded) != _nonunit(tuple(expected)):
-        return None
-    return (broadcast_name(real), operand)
 
 
 def reduction_counts(term: Term, inputs: list[tuple[int, ...]]) -> dict[str, int]:
@@ -286,12 +278,53 @@ class Shapes:
         self.memo[term] = out
         return out
 
+    def widened(self, term: Term, real: tuple[int, ...]) -> Term:
+        """``term`` spread to the traced shape ``real`` (``bcast_<real>``) where its own shape is smaller
+        and broadcasts to it (a value spread over an array: ``c * ones(n)``, ``full``, a scalar's
+        ``broadcast_in_dim``); ``term`` itself where the two have the same dimensions other than 1."""
+        kept = self.of(term)
+        if _nonunit(kept) == _nonunit(real) or len(kept) > len(real):
+            return term
+        padded = (1,) * (len(real) - len(kept)) + kept
+        if any(k not in (1, r) for k, r in zip(padded, real)):
+            return term
+        return (broadcast_name(real), term)
+
+    def fit(self, term: Term, real: tuple[int, ...], name: str, eqn: Any, operands: list[tuple[int, ...]],
+            widen: bool) -> Term:
+        """``term`` checked against the traced shape (:meth:`check`). A broadcast that spreads its
+        operand stays that operand, small, so that identities still see ``where(c, exp(x), 0.0)``; an
+        elementwise result that is smaller than the trace because all its operands were is widened there
+        (with ``widen``: an array program), as a reduction, a selection or a product widens what it reads."""
+        if widen and name == "broadcast_in_dim" and self._spreads(term, real, eqn, operands):
+            return term
+        if widen and name not in _REDUCE and name not in _SELECT and name != "broadcast_in_dim":
+            term = self.widened(term, real)
+        self.check(term, real, name, eqn, operands)
+        return term
+
+    def _spreads(self, term: Term, real: tuple[int, ...], eqn: Any, operands: list[tuple[int, ...]]) -> bool:
+        """Whether a ``broadcast_in_dim`` only repeats its operand ``term`` along new or unit axes, the
+        operand's own axes where trailing broadcasting puts them."""
+        kept = self.of(term)
+        if len(kept) > len(real):
+            return False
+        expected = [1] * len(real)
+        for i, d in enumerate(eqn.params["broadcast_dimensions"]):
+            expected[int(d)] = operands[0][i]
+        padded = (1,) * (len(real) - len(kept)) + kept
+        return (all(k in (1, e) for k, e in zip(padded, expected))
+                and _nonunit(padded) == _nonunit(tuple(expected)))
+
     def check(self, term: Term, real: tuple[int, ...], name: str, eqn: Any,
               operands: list[tuple[int, ...]]) -> None:
         kept = self.of(term)
         bad = _nonunit(kept) != _nonunit(real)
         if (name in _REDUCE or name in _SELECT) and self.of(term[1]) != operands[0]:
-            bad = True  # the axes refer to the operand as traced: it must be that exact shape
+            # The axes refer to the operand as traced: it must be that exact shape, unless the reduction
+            # takes every element (sum of a matrix-vector product, whose term keeps a unit axis).
+            whole = is_reduction(term[0]) and (reduction_axes(term[0]) or ("", ()))[1] is None
+            bad = not (whole and _nonunit(self.of(term[1])) == _nonunit(operands[0]))
         if name == "broadcast_in_dim" and _nonunit(kept) and not is_broadcast(term[0]):
             expected = [1] * len(real)
             for i, d in enumerate(eqn.params["broadcast_dimensions"]):

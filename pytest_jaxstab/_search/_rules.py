@@ -307,6 +307,9 @@ _REDUCTION_SOURCE: list[tuple[str, str, str, bool]] = [
      "(sub (sum_R (log a)) (sum_R (log b)))) (sub (sum_R (log a)) (sum_R (log b)))) "
      "(sub (sum_R (log a)) (sum_R (log b)))) (sub (sum_R (log a)) (sum_R (log b))))", False),
     ("log-sum-exp", "(log (sum_R (exp a)))", "(lse_R a)", False),
+    # Masked: the entries the mask drops count as exp(-inf) = 0 (padding in attention, ragged batches).
+    ("log-sum-exp-masked", "(log (sum_R (where c (exp a) 0)))", "(lse_R (where c a -inf))", False),
+    ("log-sum-exp-masked-else", "(log (sum_R (where c 0 (exp a))))", "(lse_R (where c -inf a))", False),
     ("pow-of-prod", "(pow (prod_R a) b)", "(prod_R (pow a b))", False),
     ("softmax", "(div (exp a) (sum_R (exp a)))", "(exp (sub a (lse_R a)))", False),
     ("log-softmax", "(log (div (exp a) (sum_R (exp a))))", "(sub a (lse_R a))", False),
