@@ -12,13 +12,13 @@ Tolerance: 4 ulps of the low dtype, the plan's own default target.
 
 from __future__ import annotations
 
-import inspect
-
 import jax
 import jax.numpy as jnp
 import mpmath as mp
 import numpy as np
 import pytest
+from precision_helpers import marked_line as _line
+from precision_helpers import ulps as _ulps
 
 import pytest_jaxstab as jst
 
@@ -26,21 +26,6 @@ mp.mp.dps = 60
 TOL_ULPS = 4
 EPS = 1e-5
 D, T = 8, 4  # model width, sequence length
-
-
-def _line(fn, marker: str) -> str:
-    """``file:line`` of the line of ``fn``'s source that carries the comment ``marker``."""
-    src, first = inspect.getsourcelines(fn)
-    (k,) = [i for i, text in enumerate(src) if f"# {marker}" in text]
-    return f"{inspect.getsourcefile(fn)}:{first + k}"
-
-
-def _ulps(got, ref64, dtype) -> np.ndarray:
-    """Ulps of ``dtype`` between ``got`` and the float64 reference rounded to ``dtype`` (inf: not finite)."""
-    ref = np.asarray(ref64, np.float64).astype(dtype)
-    got = np.asarray(got, dtype)
-    ulps = np.exp2(jst.oracles.error_bits(got, ref)) - 1.0
-    return np.where(np.isfinite(got.astype(np.float32)), ulps, np.inf)
 
 
 # ----------------------------------------------------------------------------------------- models

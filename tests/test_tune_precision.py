@@ -10,34 +10,18 @@ represent", with room for the output's rounding and a reduction's few roundings)
 
 from __future__ import annotations
 
-import inspect
-
 import jax
 import jax.numpy as jnp
 import mpmath as mp
 import numpy as np
 import pytest
+from precision_helpers import marked_line as _line
+from precision_helpers import ulps as _ulps
 
 import pytest_jaxstab as jst
 
 mp.mp.dps = 60
 TOL_ULPS = 4
-
-
-def _line(fn, marker: str) -> str:
-    """``file:line`` of the line of ``fn``'s source that carries the comment ``marker``."""
-    src, first = inspect.getsourcelines(fn)
-    (k,) = [i for i, text in enumerate(src) if f"# {marker}" in text]
-    return f"{inspect.getsourcefile(fn)}:{first + k}"
-
-
-def _ulps(got, ref64, dtype) -> np.ndarray:
-    """Ulps of ``dtype`` between ``got`` and the float64 reference rounded to ``dtype`` (inf: not finite)."""
-    ref = np.asarray(ref64, np.float64).astype(dtype)
-    got = np.asarray(got, dtype)
-    bits = jst.oracles.error_bits(got, ref)
-    ulps = np.exp2(bits) - 1.0
-    return np.where(np.isfinite(got.astype(np.float32)), ulps, np.inf)
 
 
 # ------------------------------------------------------------------------------------------ programs

@@ -10,13 +10,13 @@ plan's), references by mpmath at 60 digits on the low-precision inputs, toleranc
 
 from __future__ import annotations
 
-import inspect
-
 import jax
 import jax.numpy as jnp
 import mpmath as mp
 import numpy as np
 import pytest
+from precision_helpers import marked_line as _line
+from precision_helpers import ulps as _ulps
 
 import pytest_jaxstab as jst
 from pytest_jaxstab._precision._search import _by_value
@@ -24,19 +24,6 @@ from pytest_jaxstab.strategies._arrays import plans_for
 
 mp.mp.dps = 60
 TOL_ULPS = 4
-
-
-def _line(fn, marker: str) -> str:
-    src, first = inspect.getsourcelines(fn)
-    (k,) = [i for i, text in enumerate(src) if f"# {marker}" in text]
-    return f"{inspect.getsourcefile(fn)}:{first + k}"
-
-
-def _ulps(got, ref64, dtype) -> np.ndarray:
-    ref = np.asarray(ref64, np.float64).astype(dtype)
-    got = np.asarray(got, dtype)
-    ulps = np.exp2(jst.oracles.error_bits(got, ref)) - 1.0
-    return np.where(np.isfinite(got.astype(np.float32)), ulps, np.inf)
 
 
 def attention_weights(q, k):
