@@ -21,7 +21,8 @@ class Candidate:
             ``pytest_jaxstab._search._expr``).
         kind: ``"original"``, ``"rewrite"`` (derived by the e-graph from identities), ``"series"`` (a
             truncated expansion around 0 or infinity: an approximation, valid near its point only),
-            ``"regimes"`` (candidates joined by ``jnp.where`` on one input's range), ``"regimes with
+            ``"regimes"`` (candidates joined by ``jnp.where`` on the range of an input or of a
+            sub-expression; in an array program, per example), ``"regimes with
             series approximation"`` (one of the joined candidates is a series, used on its regime only)
             or ``"catalogue"`` (``jst.stabilize``'s rewrite, measured first; when it does not lower to a
             term, ``source`` is ``jst.stabilize(name)`` and ``term`` is None).
