@@ -216,6 +216,13 @@ def test_a_replicating_broadcast_lowers_to_a_term_that_computes_the_same():
         assert got.size == want.size and np.array_equal(got.reshape(want.shape), want), (term, got, want)
     with x64_scope(np.dtype(np.float64)):
         three_c, _ = lower_program(jax.make_jaxpr(cases[0][0])(1.0))
+        # A spread value then given a new axis in the middle (x spread over rows, then [:, :, None]):
+        # read by trailing broadcasting it would line up with the wrong axis of y. Refused, named.
+        from pytest_jaxstab._search._lower import Unsupported
+
+        with pytest.raises(Unsupported, match="broadcast_in_dim"):
+            lower_program(jax.make_jaxpr(lambda x, y: (x * jnp.ones((3, 3)))[:, :, None] + y)(
+                jnp.ones(3), jnp.ones((3, 3, 3))))
     assert three_c[0] == "sum_all" and three_c[1][0] == "bcast_3", three_c
 
 

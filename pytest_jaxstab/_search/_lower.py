@@ -325,7 +325,7 @@ class Shapes:
             # takes every element (sum of a matrix-vector product, whose term keeps a unit axis).
             whole = is_reduction(term[0]) and (reduction_axes(term[0]) or ("", ()))[1] is None
             bad = not (whole and _nonunit(self.of(term[1])) == _nonunit(operands[0]))
-        if name == "broadcast_in_dim" and _nonunit(kept) and not is_broadcast(term[0]):
+        if name == "broadcast_in_dim" and _nonunit(kept):
             expected = [1] * len(real)
             for i, d in enumerate(eqn.params["broadcast_dimensions"]):
                 expected[int(d)] = operands[0][i]
