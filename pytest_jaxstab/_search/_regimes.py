@@ -121,12 +121,13 @@ def infer(cands: Sequence[Term], errs: np.ndarray, samples: Samples, original: T
             t = _midpoint(float(key_values[order[lo_i]]), float(key_values[order[hi_i]]), samples.dtype)
         # Widened spans of neighbouring splits may overlap: thresholds stay in order.
         thresholds.append(max(t, thresholds[-1]) if thresholds else t)
-    guarded = [_guarded(cands[c], _compared(key_term, samples), thresholds, r,
+    compared = _compared(key_term, samples)
+    guarded = [_guarded(cands[c], compared, thresholds, r,
                         _representative(errs[c], order[start:end], samples))
                for r, ((end, c), start) in enumerate(zip(plan, starts))]
     term = guarded[-1]
     for g, t in zip(reversed(guarded[:-1]), reversed(thresholds)):
-        term = ("where", ("lt", _compared(key_term, samples), const(t)), g, term)
+        term = ("where", ("lt", compared, const(t)), g, term)
     return term
 
 
