@@ -1,11 +1,13 @@
 # pytest-jaxstab: two commands set everything up on a fresh machine.
-#   make demo   -> .venv (Python 3.12, newest jax), runs the example suite with the reports
+#   make demo   -> .venv (Python 3.12, newest tested jax), runs the example suite with the reports
 #   make demo-baseline -> re-saves examples/.jaxstab/baseline.json (commit it)
 #   make test   -> .venv, runs the test suite and the package's doctests (testpaths in pyproject.toml),
 #                  all but the slow tier (tests marked `slow`): a few minutes on 2 cores
 #   make test-slow -> the slow tier alone (CI runs `make test` and `make test-slow`: everything once)
 #   make test-all -> both tiers in one run
 #   make test-compat -> .venv-compat (Python 3.11, jax 0.10.2), runs the whole test suite
+#   make check-newest-jax -> .venv-newest with the newest jax the registry serves (whatever pyproject
+#                  admits), runs the fast tier on it: how a new JAX release is taken in (README)
 #   make lint   -> ruff + pyright in .venv
 #   make bench-costs -> every "Measured costs" figure of README in one run (quiet machine)
 SHELL := /bin/bash
@@ -20,9 +22,10 @@ PYTHON_COMPAT ?= $(call find_python,python3.11,3.11)
 JAX_COMPAT_VERSION ?= 0.10.2
 VENV ?= .venv
 VENV_COMPAT ?= .venv-compat
+VENV_NEWEST ?= .venv-newest
 PYTEST_ARGS ?=
 
-.PHONY: demo demo-baseline test test-slow test-all test-compat lint venv venv-compat clean bench-costs
+.PHONY: demo demo-baseline test test-slow test-all test-compat check-newest-jax lint venv venv-compat clean bench-costs
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: python3.12 not found; set PYTHON=/path/to/python3.12"; exit 2; }
@@ -55,6 +58,18 @@ test-compat: venv-compat
 	$(VENV_COMPAT)/bin/python -c 'import jax, sys; v = jax.__version__; print("jax", v); sys.exit(v != "$(JAX_COMPAT_VERSION)")'
 	$(VENV_COMPAT)/bin/python -m pytest -n 2 $(PYTEST_ARGS)
 
+# A new JAX release (README, "Supported versions"): the suite's fast tier on the newest jax/jaxlib the
+# registry serves, installed over pyproject's range (pip warns that it is outside; that is the point).
+# The one expected failure names the untested version (tests/test_compat.py); every other one is work.
+check-newest-jax:
+	@test -n "$(PYTHON)" || { echo "error: python3.12 not found; set PYTHON=/path/to/python3.12"; exit 2; }
+	test -x $(VENV_NEWEST)/bin/python || $(PYTHON) -m venv $(VENV_NEWEST)
+	$(VENV_NEWEST)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV_NEWEST)/bin/python -m pip install --quiet -e '.[test]'
+	$(VENV_NEWEST)/bin/python -m pip install --quiet --upgrade jax jaxlib
+	@echo "check-newest-jax: $$(date -u '+%Y-%m-%d'): $$($(VENV_NEWEST)/bin/python -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__)')"
+	$(VENV_NEWEST)/bin/python -m pytest -n 2 -m "not slow" $(PYTEST_ARGS)
+
 lint: venv
 	$(VENV)/bin/ruff check pytest_jaxstab tests benchmarks examples
 	$(VENV)/bin/pyright
@@ -73,7 +88,7 @@ demo-baseline: venv
 	  --jaxstab-save-baseline=examples/.jaxstab/baseline.json --jaxstab-prune-baseline || test $$? -eq 1
 
 clean:
-	rm -rf $(VENV) $(VENV_COMPAT) jaxstab-report.html .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VENV_COMPAT) $(VENV_NEWEST) jaxstab-report.html .pytest_cache .hypothesis
 
 # Every cost figure of README's "Measured costs" in one run, one script after the other, each ratio
 # printed against its goal, with the date and the machine's load before and after (issue 24). Run it

@@ -31,6 +31,8 @@ ELEMENTWISE: frozenset[str] = frozenset({
     "polygamma", "pow", "random_gamma_grad", "real", "reduce_precision", "regularized_incomplete_beta",
     "rem", "round", "rsqrt", "select_n", "sign", "sin", "sinh", "sqrt", "square", "stop_gradient", "sub",
     "tan", "tanh", "xor", "zeta",
+    # JAX 0.12.1's IEEE 754-2019 operations
+    "acospi", "asinpi", "atan2pi", "atanpi", "cospi", "exp2m1", "fma", "fmuladd", "log2p1", "sinpi", "tanpi",
 })
 
 #: Inserted by JAX around the user's operations without changing any element's value (``keepdims``

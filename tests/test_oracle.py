@@ -435,13 +435,18 @@ def test_inputs_are_taken_in_the_programs_dtype():
 
 def test_derivative_and_batched_programs():
     x = np.array([100.0, -3.0, 88.5, 1e-4], F32)
-    grad = evaluate(jax.grad(jax.nn.logsumexp), x)  # cotangents meet in add_any
-    closed, _, _ = _compat.trace(jax.grad(jax.nn.logsumexp), x)
-    assert "add_any" in {_compat.primitive_name(e) for _, e in _compat.walk(closed)}
+    grad = evaluate(jax.grad(jax.nn.logsumexp), x)
     with mpmath.workprec(REF_BITS):
         total = mpmath.fsum(mpmath.exp(exact(v)) for v in x)
         expected = np.array([rounded(mpmath.exp(exact(v)) / total, F32) for v in x])
     assert_identical(grad.values, expected)  # the gradient of logsumexp is softmax
+    # A value read twice: its two cotangents meet in add_any on every JAX version (reverse mode's fan-in;
+    # whether logsumexp's own derivative has one is its release's lowering: 0.12.1's has none).
+    twice = jax.grad(lambda v: jnp.sum(jnp.exp(v) * v))
+    y = np.array([0.5, -3.0, 20.0, 1e-4], F32)
+    closed, _, _ = _compat.trace(twice, y)
+    assert "add_any" in {_compat.primitive_name(e) for _, e in _compat.walk(closed)}
+    assert_identical(evaluate(twice, y).values, reference(lambda v: mpmath.exp(v) * (v + 1), y))
     m = x.reshape(2, 2)
     batched = evaluate(jax.vmap(lambda v: jnp.dot(v, v) - v[0] * v[0]), m)
     assert_identical(batched.values, np.array([rounded(exact(v[1]) ** 2, F32) for v in m]))

@@ -102,6 +102,8 @@ V = np.asarray([0.25, 0.5, 3.0])
 SPECIAL_ARGS = {
     "bernoulli": (lambda: jsp.bernoulli(6), ()),
     "bessel_jn": (lambda z: jsp.bessel_jn(z, v=2), (V,)),
+    # JAX 0.12.1's integer-order Bessel functions: the order is a static Python int
+    **{name: (lambda z, name=name: getattr(jsp, name)(2, z), (V,)) for name in ("iv", "jn", "kn", "yn")},
     "multigammaln": (lambda a: jsp.multigammaln(a, 3), (V + 2,)),
     "polygamma": (lambda x: jsp.polygamma(np.asarray([1, 2, 3]), x), (V,)),
     "zeta": (jsp.zeta, (V + 1.5, V)),

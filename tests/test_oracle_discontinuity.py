@@ -149,4 +149,5 @@ def test_comparisons_of_provably_different_values_never_escalate(dtype):
     with jax.enable_x64(dtype == F64):
         got = oracles.evaluate(lambda x: jnp.where(x > 0, jnp.sqrt(x), jnp.log(-x)), x)
     assert _certain(got).all()
-    assert np.asarray(got.precisions).max() == np.finfo(dtype).nmant + 1 + 32  # the first precision
+    # settled by the fast path (53: float64 intervals decide float32) or at the first precision
+    assert np.asarray(got.precisions).max() == (53 if dtype == F32 else np.finfo(dtype).nmant + 1 + 32)

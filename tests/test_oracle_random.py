@@ -182,6 +182,18 @@ def test_every_distribution_is_evaluated(name):
     assert all(np.asarray(c).all() for c in jax.tree_util.tree_leaves(result.certain))
 
 
+def test_poisson_draws_are_jaxs_own_below_and_above_the_switch_to_rejection():
+    # JAX 0.12.1 made jax.random.poisson one primitive, random_poisson (before, its sampler was traced
+    # into the program): the oracle runs JAX's own sampler exactly either way. Counts are integers, so
+    # they equal JAX's draws, on both sides of the mean of 10 where Knuth's product of uniforms gives way
+    # to Hormann's transformed rejection (no acceptance test of this key sits at a rounding).
+    lam = np.array([0.5, 3.0, 9.5, 10.0, 40.0, 1e3], F32)
+    f = lambda rate: jax.random.poisson(jax.random.key(3), rate)
+    got = oracles.evaluate(f, lam)
+    assert np.asarray(got.certain).all()
+    np.testing.assert_array_equal(np.asarray(got.values), np.asarray(f(lam)))
+
+
 # --------------------------------------------------------------------------------------- effects
 def _printing_softplus(x):
     jax.debug.print("x = {x}", x=x)

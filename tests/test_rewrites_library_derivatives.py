@@ -16,6 +16,10 @@ References are mpmath's (60 digits), from the textbook derivatives written out h
 
 A derivative-only rewrite is listed by ``jst.explain`` ("derivative only") and in a check's gradient
 result, not in the check of the value it leaves unchanged.
+
+jax 0.12.1 writes ``jax.nn.soft_sign`` as a ``custom_jvp`` whose rule is the exact ``1/(|x| + 1)²``
+(``EXACT_IN_JAX``, asked of the running JAX): there the same bounds are asserted of JAX's own
+derivative, which no rule touches, and the written quotient still gets the rule.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import numpy as np
 import pytest
 
 import pytest_jaxstab as jst
+from pytest_jaxstab import _compat
 from pytest_jaxstab._compat import enable_x64
 from pytest_jaxstab.rewrites.forms import _core as forms
 
@@ -84,6 +89,17 @@ LARGE = {
                  "soft_sign_derivative": [1e16, 1e50, -1e150]},
 }
 MODERATE = [0.0, 1e-30, 1e-3, -0.5, 1.0, 3.0, -7.0]
+# jax 0.12.1's soft_sign is a custom_jvp (``_soft_sign_and_scale``) whose rule is the exact
+# 1/(|x| + 1)²: nothing to fix, and no rule rewrites it (0.10 and 0.12.0 differentiate the quotient,
+# which the rule fixes). Asked of the running JAX, by the function its call wraps.
+EXACT_IN_JAX = {"soft_sign"} if any(
+    _compat.library_function(e) == "soft_sign_and_scale"
+    for _, e in _compat.walk(jax.make_jaxpr(jax.nn.soft_sign)(jnp.ones(3, np.float32)))) else set()
+
+
+def _rule_for(name):
+    """The rule expected to rewrite CASES[name] on this JAX (None: JAX's own derivative is exact)."""
+    return None if name in EXACT_IN_JAX else CASES[name][1]
 
 
 def _ulps(got, exact, dtype):
@@ -119,10 +135,11 @@ def _same_bits(a, b):
 @DTYPES
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_value_is_bit_identical(name, dtype):
-    fn, rule, _, _ = CASES[name]
+    fn, rule = CASES[name][0], _rule_for(name)
     with _x64(dtype):
         x = jnp.asarray(_bit_patterns(dtype))
-        assert rule in {a.rule for a in jst.explain(fn, x)}
+        fired = {a.rule for a in jst.explain(fn, x)}
+        assert rule in fired if rule is not None else fired == set()
         fixed = jst.stabilize(fn)
         assert _same_bits(fixed(x), fn(x))
         assert _same_bits(jax.jit(fixed)(x), jax.jit(fn)(x))
@@ -139,9 +156,11 @@ def test_the_derivative_is_accurate_where_jax_loses_it(name, dtype):
         x = jnp.asarray(xs, dtype)
         exact = [slope(mp.mpf(v)) for v in xs]
         as_jax = np.asarray(jax.vmap(jax.grad(fn))(x), np.float64)
-        # as JAX differentiates it: 0 (s or t rounds to ±1) or a cancellation hundreds of ulps off
-        assert all(g == 0 or abs(g - float(e)) > 100 * np.spacing(np.array(float(e), dtype))
-                   for g, e in zip(as_jax, exact))
+        if name in EXACT_IN_JAX:  # JAX's own rule is right here: the test would see it lost
+            assert _ulps(as_jax, exact, dtype) <= 4
+        else:  # as JAX differentiates it: 0 (s or t rounds to ±1) or a cancellation hundreds of ulps off
+            assert all(g == 0 or abs(g - float(e)) > 100 * np.spacing(np.array(float(e), dtype))
+                       for g, e in zip(as_jax, exact))
         fixed = jst.stabilize(fn)
         assert _ulps(jax.vmap(jax.grad(fixed))(x), exact, dtype) <= 4
 
@@ -168,8 +187,9 @@ def test_grad_vmap_and_jit_compose(dtype):
     with _x64(dtype):
         x = jnp.asarray([[0.3, -20.0, 40.0], [1e-3, 25.0, -60.0]], dtype)
         fixed = jst.stabilize(loss)
-        assert {"logistic_derivative", "tanh_derivative", "soft_sign_derivative"} <= {
-            a.rule for a in jst.explain(loss, x)}
+        fired = {a.rule for a in jst.explain(loss, x)}
+        assert {"logistic_derivative", "tanh_derivative"} <= fired
+        assert ("soft_sign_derivative" in fired) == ("soft_sign" not in EXACT_IN_JAX)
         g = np.asarray(jax.grad(fixed)(x))
         assert _same_bits(jax.jit(jax.grad(fixed))(x), g)
         assert _same_bits(jax.vmap(jax.grad(fixed))(x), g)  # the loss is a sum over rows

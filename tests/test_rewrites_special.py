@@ -18,7 +18,9 @@ mpmath at 256 bits on grids that include the tails, in float32 and float64:
 A Φ spelling whose constant is √2 rounded (``x * 0.7071067811865476``, ``x / 1.4142135``) is judged
 against its exact meaning, Φ(x·c·√2) with the program's c (as the oracle judges it): the rewrite
 keeps the program's value over the reals (module docstring of ``_stability_special``). JAX's own
-``ndtr`` (``norm.cdf``), inlined with its rounded 1/√2, is judged as Φ itself, as the oracle judges it.
+``ndtr`` (``norm.cdf``), inlined with its rounded 1/√2 up to jax 0.12.0, is judged as Φ itself, as the
+oracle judges it; jax 0.12.1's own ``ndtr``/``log_ndtr`` called bare are accurate and left alone
+(``Case.own``), held to the same bounds.
 """
 
 from __future__ import annotations
@@ -104,6 +106,9 @@ class Case:
     # Φ(x·c·√2) with c rounded to the dtype (the constant is the program's, not √2 itself)
     literal: tuple[str, float] | None = None
     x_factor: bool = False  # the exact value is x·Φ(x·c·√2): ``exact`` gets v·c·√2, times x/(v·c·√2)
+    # JAX's own routine called bare (norm.cdf, norm.logcdf): rewritten where that routine is inaccurate
+    # (jax 0.10 to 0.12.0), left alone where it is not (0.12.1: _compat.ACCURATE); held to the same bounds
+    own: bool = False
 
     def argument(self, v: Any, dtype: Any) -> Any:
         if self.literal is None:
@@ -144,9 +149,9 @@ CASES = [
          _dphi, literal=("div", math.sqrt(2))),
     Case("phi[(x-1)/(2*sqrt2)]", "normal_cdf", lambda x: 0.5 * (1 + erf((x - 1.0) / (2.0 * jnp.sqrt(2.0)))),
          GRID_X, lambda v: MP.ncdf((v - 1) / 2)),
-    # JAX's ndtr, inlined, computes x * 0.7071067811865476 but means Φ(x): the oracle recognises it
-    # by its source location and judges it by Φ, and so does the rewrite
-    Case("phi[norm.cdf]", "normal_cdf", jax.scipy.stats.norm.cdf, GRID_X, _phi, _dphi),
+    # JAX's ndtr, inlined up to jax 0.12.0, computes x * 0.7071067811865476 but means Φ(x): the oracle
+    # recognises it by its source location and judges it by Φ, and so does the rewrite
+    Case("phi[norm.cdf]", "normal_cdf", jax.scipy.stats.norm.cdf, GRID_X, _phi, _dphi, own=True),
     Case("sf[1-0.5*(1+erf)]", "normal_cdf", lambda x: 1 - 0.5 * (1 + erf(x / jnp.sqrt(2.0))), GRID_X,
          lambda v: _phi(-v), lambda v: -_dphi(v)),
     Case("sf[0.5*erfc(x/sqrt2)]", "normal_cdf", lambda x: 0.5 * erfc(x / np.sqrt(2)), GRID_X,
@@ -157,7 +162,7 @@ CASES = [
     Case("logphi[log(ndtr)]", "log_normal_cdf", lambda x: jnp.log(S.ndtr(x)), GRID_X, _log_phi,
          _dlog_phi),
     Case("logphi[norm.logcdf]", "log_normal_cdf", jax.scipy.stats.norm.logcdf, GRID_X, _log_phi,
-         _dlog_phi),
+         _dlog_phi, own=True),
     Case("logsf[log(1-ndtr)]", "log_normal_cdf", lambda x: jnp.log(1 - S.ndtr(x)), GRID_X,
          lambda v: _log_phi(-v)),
     Case("logsf[log1p(-cdf)]", "log_normal_cdf",
@@ -259,7 +264,8 @@ def test_spelling_is_fixed_by_stabilize(case: Case, dtype: Any):
     x = _inputs(case, dtype)
     exact = _exact(case, x, dtype)
     with _x64(dtype):
-        assert case.rule in jst.explain(case.fn, x[:4]).rules
+        fired = case.rule in jst.explain(case.fn, x[:4]).rules
+        assert fired or case.own, f"{case}: {case.rule} did not fire"
         got = np.asarray(jax.jit(jst.stabilize(case.fn))(x))
         before = np.asarray(jax.jit(case.fn)(x))
     bits, orig = _per_element_bits(got, exact, dtype), _per_element_bits(before, exact, dtype)
@@ -274,8 +280,11 @@ def test_spelling_is_fixed_by_stabilize(case: Case, dtype: Any):
     # never worse than the program as written where that was fine (a few roundings placed differently)
     fine = orig <= 1.0
     assert (bits[fine] <= 3.0).all(), detail
+    # JAX's own routine left alone must be as good as a form (0-3 bits); where it is not, the rule fired
+    if case.own and orig.max() > 3.0:
+        assert fired, detail
     # and the written form really failed somewhere on the grid (the case tests something)
-    if case.written_fails:
+    if case.written_fails and fired:
         assert orig.max() > bits.max(), detail
 
 
@@ -304,16 +313,20 @@ def test_gradient_is_finite_and_accurate(case: Case, dtype: Any):
 
 
 def test_jax_log_ndtr_gradient_is_jax_own_error_and_the_rewrite_is_accurate():
-    # JAX's grad(log_ndtr) at -20 (float64) is 24 bits off (its asymptotic series' derivative); the
-    # rewritten norm.logcdf carries the exact derivative φ/Φ = √(2/π)/erfcx(20/√2)
+    # jax 0.10 to 0.12.0's grad(log_ndtr) at -20 (float64) is 24 bits off (its asymptotic series'
+    # derivative): the rewritten norm.logcdf carries the exact derivative φ/Φ = √(2/π)/erfcx(20/√2).
+    # jax 0.12.1's is accurate and left alone. On every JAX the result is within 2 bits, and where the
+    # installed JAX's own gradient is not (measured against mpmath), log_normal_cdf fired.
     x = np.array([-20.0])
     exact = [_dlog_phi(MP.mpf(-20))]
     with enable_x64():
+        fired = "log_normal_cdf" in jst.explain(jax.scipy.stats.norm.logcdf, x).rules
         jax_grad = np.asarray(jax.vmap(jax.grad(S.log_ndtr))(x))
         our_grad = np.asarray(jax.vmap(jax.grad(jst.stabilize(jax.scipy.stats.norm.logcdf)))(x))
     jax_bits = _per_element_bits(jax_grad, exact, np.float64)
     ours = _per_element_bits(our_grad, exact, np.float64)
-    assert jax_bits.max() > 16 and ours.max() <= 2.0, (jax_bits, ours)
+    assert ours.max() <= 2.0, (jax_bits, ours)
+    assert fired or jax_bits.max() <= 2.0, (jax_bits, ours)
 
 
 # (not in -13.4 < x < -12.95 float32 / -38.4 < x < -37.5 float64, where Φ(x) is subnormal and the

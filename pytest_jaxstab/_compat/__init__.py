@@ -2,8 +2,8 @@
 locations, control flow, 64-bit mode, the primitive registry).
 
 Everything else in pytest-jaxstab goes through the functions here, so a JAX release that moves an
-internal breaks this package and nothing else. Supported: jax 0.10.2 (``make test-compat``) to 0.12.x
-(``make test``). The differences hidden here:
+internal breaks this package and nothing else. Supported: jax 0.10.2 (``make test-compat``) to 0.12.1
+(``make test``), the releases listed in ``_versions.TESTED_JAX``. The differences hidden here:
 
 * ``ClosedJaxpr`` (0.10) is merged into ``Jaxpr`` (0.12): a jaxpr with ``consts`` attached. Both expose
   ``.jaxpr`` (itself in 0.12) and ``.consts``, which is what :func:`parts` relies on.
@@ -15,6 +15,12 @@ internal breaks this package and nothing else. Supported: jax 0.10.2 (``make tes
   :data:`pytest_jaxstab._primitives.CALLS`.
 * ``jax.enable_x64`` (a thread-local context) replaced toggling the global ``jax_enable_x64`` flag:
   :func:`enable_x64`.
+* Library functions move into calls of their own (0.12.1: ``logsumexp``, ``softmax``, ``soft_sign``'s
+  body in ``custom_jvp`` calls): :func:`library_function` names what a call computes (``_library``).
+* JAX's samplers move (0.12.1: ``_gamma_impl`` became ``_gamma_impl_local``; ``poisson`` got a
+  primitive, ``random_poisson``): :func:`random_gamma_program`, :func:`random_poisson_program`. A
+  ``custom_jvp``'s static arguments (``jn``'s order) live only in its derivative rule:
+  :func:`custom_jvp_static_args`.
 
 Nothing here knows about rewrites, oracles or pytest.
 """
@@ -36,6 +42,7 @@ from ._jaxpr import check_jaxpr as check_jaxpr
 from ._jaxpr import close as close
 from ._jaxpr import constvars as constvars
 from ._jaxpr import custom_call_parts as custom_call_parts
+from ._jaxpr import custom_jvp_static_args as custom_jvp_static_args
 from ._jaxpr import dce as dce
 from ._jaxpr import eqn_name as eqn_name
 from ._jaxpr import eqns as eqns
@@ -64,6 +71,17 @@ from ._jaxpr import walk as walk
 from ._jaxpr import with_jvp_rule as with_jvp_rule
 from ._jaxpr import with_operands as with_operands
 from ._jaxpr import with_traceback_of as with_traceback_of
+from ._library import INLINED_CALLS as INLINED_CALLS
+from ._library import LIBRARY_CALLS as LIBRARY_CALLS
+from ._library import accurate_library_call as accurate_library_call
+from ._library import inlined_library_function as inlined_library_function
+from ._library import library_function as library_function
+from ._library import library_places as library_places
+from ._library import traced_in_accurate_call as traced_in_accurate_call
+from ._versions import RELEASES_BETWEEN as RELEASES_BETWEEN
+from ._versions import TESTED_JAX as TESTED_JAX
+from ._versions import installed_jax as installed_jax
+from ._versions import untested_jax as untested_jax
 from ._views import ScanParts as ScanParts
 from ._views import SourceLine as SourceLine
 from ._views import WhileParts as WhileParts
@@ -71,9 +89,11 @@ from ._views import caller_of as caller_of
 from ._views import cond_parts as cond_parts
 from ._views import enable_x64 as enable_x64
 from ._views import hi_primitive_expansion as hi_primitive_expansion
+from ._views import in_transpose as in_transpose
 from ._views import location as location
 from ._views import oracle_only_primitive as oracle_only_primitive
 from ._views import random_gamma_program as random_gamma_program
+from ._views import random_poisson_program as random_poisson_program
 from ._views import refine_source as refine_source
 from ._views import registered_primitives as registered_primitives
 from ._views import scan as scan
@@ -87,14 +107,19 @@ from ._views import while_parts as while_parts
 __all__ = [
     "ClosedJaxpr",
     "Eqn",
+    "INLINED_CALLS",
     "JAX_VERSION",
+    "LIBRARY_CALLS",
     "Literal",
+    "RELEASES_BETWEEN",
     "ScanParts",
     "Site",
     "SourceLine",
+    "TESTED_JAX",
     "Tracer",
     "Var",
     "WhileParts",
+    "accurate_library_call",
     "as_closed",
     "as_fun",
     "aval",
@@ -107,6 +132,7 @@ __all__ = [
     "cond_parts",
     "constvars",
     "custom_call_parts",
+    "custom_jvp_static_args",
     "dce",
     "enable_x64",
     "eqn_name",
@@ -114,6 +140,9 @@ __all__ = [
     "eval_jaxpr",
     "hi_primitive_expansion",
     "in_scope_named",
+    "in_transpose",
+    "inlined_library_function",
+    "installed_jax",
     "invars",
     "is_dropvar",
     "is_literal",
@@ -121,6 +150,8 @@ __all__ = [
     "jvp_rule_jaxpr",
     "jvp_rule_rewritten",
     "leading_consts",
+    "library_function",
+    "library_places",
     "literal_value",
     "location",
     "name_stack",
@@ -130,6 +161,7 @@ __all__ = [
     "parts",
     "primitive_name",
     "random_gamma_program",
+    "random_poisson_program",
     "refine_source",
     "registered_primitives",
     "replace_subjaxprs",
@@ -140,7 +172,9 @@ __all__ = [
     "source_line_in",
     "subjaxprs",
     "trace",
+    "traced_in_accurate_call",
     "typeof",
+    "untested_jax",
     "user_context",
     "user_frames",
     "user_scopes",

@@ -377,6 +377,40 @@ def custom_call_parts(eqn: Eqn) -> tuple[ClosedJaxpr, int]:
     return as_closed(p[key]), int(p.get("num_consts", 0))
 
 
+def custom_jvp_static_args(eqn: Eqn) -> tuple[Any, ...] | None:
+    """The static (``nondiff_argnums``) arguments a ``custom_jvp_call`` was made with, which are not
+    among its operands (``jax.scipy.special.jn(2, z)``'s order 2); None when it has none or they cannot
+    be found.
+
+    JAX keeps them only in the call's derivative rule: ``jvp_jaxpr_fun`` wraps the rule with a
+    ``_prepend_static_args`` transformation holding the values (in ``Unhashable`` boxes). That
+    transformation is reached through closures and ``WrappedFun``s whose layout is JAX's own, so the
+    walk is bounded and any surprise gives None (the routine's body is then evaluated instead).
+    """
+    if primitive_name(eqn) != "custom_jvp_call":
+        return None
+    seen: set[int] = set()
+    todo: list[tuple[Any, int]] = [(eqn.params.get("jvp_jaxpr_fun"), 0)]
+    while todo:
+        obj, depth = todo.pop()
+        if obj is None or id(obj) in seen or depth > 6:
+            continue
+        seen.add(id(obj))
+        for transform in getattr(obj, "transforms", None) or ():
+            fn, args = (transform if isinstance(transform, tuple) and len(transform) == 2 else (None, ()))
+            if getattr(fn, "__name__", "") == "_prepend_static_args" and args and isinstance(args[0], tuple):
+                return tuple(getattr(a, "val", a) for a in args[0])
+        for attr in ("f", "f_transformed"):
+            if isinstance(obj, _lu.WrappedFun) or (attr == "f" and callable(obj)):
+                todo.append((getattr(obj, attr, None), depth + 1))
+        for cell in getattr(obj, "__closure__", None) or ():
+            try:
+                todo.append((cell.cell_contents, depth + 1))
+            except ValueError:  # an empty cell
+                continue
+    return None
+
+
 # ------------------------------------------------------------------- custom_jvp derivative rules
 def jvp_rule_jaxpr(eqn: Eqn) -> ClosedJaxpr | None:
     """A ``custom_jvp_call``'s derivative rule traced with every tangent nonzero: a closed jaxpr from

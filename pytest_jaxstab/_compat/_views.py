@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import linecache
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -53,6 +54,14 @@ def user_scopes(eqn: Eqn) -> tuple[str, ...]:
     transforms (``vmap``, ``jvp``) that the stack also records: what the user named, not how it ran."""
     stack = eqn.source_info.name_stack.stack
     return tuple(e.name for e in stack if isinstance(e, _siu.Scope)) if stack else ()
+
+
+def in_transpose(eqn: Eqn) -> bool:
+    """Whether the equation was made by JAX's transposition (the backward pass of ``jax.vjp``/``grad``):
+    its name stack records the ``transpose`` transform (``transpose(jvp(...))``). An equation inside a
+    loop or call body carries a stack relative to that body: the caller inherits the enclosing answer."""
+    stack = eqn.source_info.name_stack.stack
+    return any(isinstance(e, _siu.Transform) and e.name == "transpose" for e in stack) if stack else False
 
 
 def refine_source(outer: SourceLine | None, eqn: Eqn) -> SourceLine | None:
@@ -196,24 +205,50 @@ def registered_primitives() -> dict[str, Any]:
     return found
 
 
+#: Where each JAX release keeps the one-key implementations of its sampler primitives, newest first:
+#: ``primitive -> ((module, function), ...)``. JAX 0.12.1 renamed ``_gamma_impl`` to ``_gamma_impl_local``
+#: (its lowering shards around it) and gave ``poisson`` a primitive of its own, ``random_poisson``.
+_SAMPLER_IMPLS: dict[str, tuple[tuple[str, str], ...]] = {
+    "random_gamma": (("jax._src.random.core", "_gamma_impl_local"), ("jax._src.random.core", "_gamma_impl"),
+                     ("jax._src.random", "_gamma_impl")),
+    "random_poisson": (("jax._src.random.core", "_poisson_impl_local"),),
+}
+
+
+def _sampler_impl(primitive: str) -> Callable[..., Any] | None:
+    for modname, fname in _SAMPLER_IMPLS[primitive]:
+        try:
+            module = importlib.import_module(modname)
+        except ImportError:  # pragma: no cover - layout of another release
+            continue
+        impl = getattr(module, fname, None)
+        if impl is not None:
+            return impl
+    return None
+
+
 def random_gamma_program(key_aval: Any, a_aval: Any, log_space: bool) -> ClosedJaxpr | None:
     """The jaxpr of JAX's own implementation of the ``random_gamma`` primitive (Marsaglia and Tsang's
     rejection sampler, one sample at a time) for operands of these avals; None where this JAX
     release keeps it elsewhere."""
-    impl = None
-    for modname in ("jax._src.random.core", "jax._src.random"):
-        try:
-            module = __import__(modname, fromlist=["_gamma_impl"])
-        except ImportError:  # pragma: no cover - layout of another release
-            continue
-        impl = getattr(module, "_gamma_impl", None)
-        if impl is not None:
-            break
+    impl = _sampler_impl("random_gamma")
     if impl is None:  # pragma: no cover
         return None
     specs = [jax.ShapeDtypeStruct(tuple(a.shape), a.dtype) for a in (key_aval, a_aval)]
     # use_vmap=False: lax.map of the one-sample sampler, whose while loops have scalar predicates.
     return jax.make_jaxpr(lambda k, a: impl(k, a, log_space=log_space, use_vmap=False))(*specs)
+
+
+def random_poisson_program(key_aval: Any, lam_aval: Any, dtype: Any) -> ClosedJaxpr | None:
+    """The jaxpr of JAX's own implementation of the ``random_poisson`` primitive (JAX 0.12.1+: Knuth's
+    algorithm below a mean of 10, Hormann's transformed rejection above, both loops to acceptance) for
+    operands of these avals and integer result ``dtype``; None where this JAX release has no such
+    primitive (``jax.random.poisson`` is then traced into ordinary primitives)."""
+    impl = _sampler_impl("random_poisson")
+    if impl is None:  # pragma: no cover
+        return None
+    specs = [jax.ShapeDtypeStruct(tuple(a.shape), a.dtype) for a in (key_aval, lam_aval)]
+    return jax.make_jaxpr(lambda k, lam: impl(k, lam, dtype=dtype))(*specs)
 
 
 def hi_primitive_expansion(eqn: Eqn) -> ClosedJaxpr | None:

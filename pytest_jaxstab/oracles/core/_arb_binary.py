@@ -37,7 +37,7 @@ def add(a: Ball, b: Ball) -> Ball:
 
 
 def sub(a: Ball, b: Ball) -> Ball:
-    return None if b is None else add(a, -b)
+    return None if a is None or b is None else add(a, -b)
 
 
 def mul(a: Ball, b: Ball) -> Ball:

@@ -25,6 +25,7 @@ from flint import acb, arb
 from flint import ctx as flint_ctx
 
 from ..core._common import INDET, NEG_INF, POS_INF, ZERO
+from ._functions import d_betaln, d_gamma, d_ndtri_exp
 from ._routines import _erfcinv_ball, _erfcx, _expn, _fin, _is_inf, _ndtri, _sqrt2, _strict
 
 __all__ = ["DERIVATIVES"]
@@ -311,4 +312,7 @@ DERIVATIVES: dict[str, tuple[Partial, ...]] = {
     "wofz": (_d_wofz,),
     "sici": (_d_sici,),
     "fresnel": (_d_fresnel,),
+    "betaln": (d_betaln(0), d_betaln(1)),  # psi(a) - psi(a + b), psi(b) - psi(a + b)
+    "gamma": (d_gamma,),  # Gamma(x) psi(x)
+    "ndtri_exp": (d_ndtri_exp,),  # e^y / phi(ndtri(e^y))
 }

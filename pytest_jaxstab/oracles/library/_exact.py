@@ -24,7 +24,7 @@ __all__ = ["EXACT", "partials_of"]
 
 def partials_of(routine: Routine) -> tuple[Any, ...] | None:
     """The routine's exact partial derivatives (one per argument, None where there is none), or None."""
-    if routine.origin == "user":
+    if routine.origin == "user" or routine.partials is not None:  # a user's, or one per static order
         return routine.partials
     return DERIVATIVES.get(routine.name)
 

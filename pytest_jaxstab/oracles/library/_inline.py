@@ -9,7 +9,7 @@ reads exactly one value from outside (the argument) and only its last equation's
 outside. Otherwise it is left alone (the body is evaluated, exactly, as before).
 
 Only where JAX inlines a routine (``INLINED`` says which, per version): on newer JAX ``ndtri`` is a
-call, recognised by ``_library.lookup``; ``ndtr`` is inlined on every version.
+call, recognised by ``_library.lookup``; ``ndtr`` is inlined up to 0.12.0 (a call from 0.12.1).
 """
 
 from __future__ import annotations
@@ -20,15 +20,20 @@ import numpy as np
 
 from ... import _compat
 from ._exact import EXACT
-from ._routines import _SPECIAL, BUILTIN, Routine
+from ._routines import _SPECIAL, BUILTIN, NORMAL, Routine
 
 __all__ = ["INLINED", "inline_routines"]
 
-#: ``(function name, file suffix) -> Routine`` of the routines JAX inlines on this version. ``ndtr`` is
-#: inlined on every version we support: its body is ``erfc(-x·(1/√2))/2`` with 1/√2 rounded, whose
+#: ``(function name, file suffix) -> Routine`` of the routines JAX inlines. ``ndtr`` (jax 0.10 to
+#: 0.12.0, ``_compat.INLINED_CALLS``): its body is ``erfc(-x·(1/√2))/2`` with 1/√2 rounded, whose
 #: exact value differs from Φ(x) by up to ~140 ulps in the lower tail (x²·2^-54 relative: x = -22.8
-#: in float64), so evaluating the body would hide JAX's own tail error; it is judged as Φ.
-INLINED: dict[tuple[str, str], Routine] = {("ndtr", _SPECIAL): BUILTIN[(_SPECIAL, "ndtr")]}
+#: in float64), so evaluating the body would hide JAX's own tail error; it is judged as Φ. (From 0.12.1
+#: the function of that name only calls a ``jit`` of erf.py's ``ndtr``: its one-equation region is
+#: the same Φ.)
+INLINED: dict[tuple[str, str], Routine] = {
+    (name, "jax/" + file): NORMAL[function] for (name, file), function in _compat.INLINED_CALLS.items()
+    if function in NORMAL
+}
 if _compat.JAX_VERSION < (0, 11):
     INLINED[("ndtri", _SPECIAL)] = BUILTIN[(_SPECIAL, "_ndtri")]
 

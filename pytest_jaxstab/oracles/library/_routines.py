@@ -1,13 +1,14 @@
 """Library routines judged by their mathematics, not by the approximation that implements them.
 
-``jax.scipy.special.log_ndtr`` is an asymptotic series truncated after three terms below -20;
-``ndtri`` is a set of rational approximations; ``i0`` is Cephes' Chebyshev expansions. Evaluating such
-a body exactly gives the exact value of the *approximation*, so its truncation error would be invisible:
-``log_ndtr(-20.0)`` in float64 returns -203.91715537511897 where the function is -203.917155371097264,
-and the body evaluated exactly agrees with the former. Where the jaxpr holds a call to a routine listed
-here (recognised by the Python function the ``custom_jvp``/``jit`` call wraps: its name *and* its file,
-so a user's own ``log_ndtr`` is not mistaken for JAX's), the oracle evaluates the mathematical function
-the routine stands for, with Arb balls, and never enters the body.
+``jax.scipy.special.log_ndtr`` (up to jax 0.12.0) is an asymptotic series truncated after three terms
+below -20; ``ndtri`` is a set of rational approximations; ``i0`` is Cephes' Chebyshev expansions.
+Evaluating such a body exactly gives the exact value of the *approximation*, so its truncation error
+would be invisible: jax 0.12.0's ``log_ndtr(-20.0)`` in float64 returns -203.91715537511897 where the
+function is -203.917155371097264, and the body evaluated exactly agrees with the former. Where the
+jaxpr holds a call to a routine listed here (recognised by the Python function the ``custom_jvp``/``jit``
+call wraps: its name *and* its file, so a user's own ``log_ndtr`` is not mistaken for JAX's; where a
+release moved a routine, ``_compat.library_places`` gives its places), the oracle evaluates the
+mathematical function the routine stands for, with Arb balls, and never enters the body.
 
 Routines whose bodies are exact formulas (``softplus = logaddexp(x, 0)``, ``log_sigmoid``, ``silu``) are
 listed too: their exact value is the same either way, but the routine then counts as one operation for
@@ -31,14 +32,27 @@ from typing import Any
 
 import numpy as np
 from flint import acb, arb
-from flint import ctx as flint_ctx
 
 from ... import _compat
 from ..core._arb import FUNCTIONS as F
 from ..core._common import INDET, NEG_INF, POS_INF, ZERO, ints_to_arb, is_complex, is_float, out_aval
+from ._functions import (
+    _sqrt2,
+    _strict,
+    bessel,
+    betaln,
+    d_bessel,
+    d_gammaincinv_y,
+    gamma,
+    gammaincinv,
+    ndtri_exp,
+)
+from ._functions import fresnel as _fresnel
+from ._functions import owens_t as _owens_t
+from ._functions import sici as _sici
 
-__all__ = ["BUILTIN", "EXACT_BODIES", "EXACT_PRIMITIVE", "NOT_COVERED", "PIECEWISE", "RULES", "USER",
-           "Routine", "lookup", "routine_name"]
+__all__ = ["BUILTIN", "EXACT_BODIES", "EXACT_PRIMITIVE", "NORMAL", "NOT_COVERED", "PIECEWISE", "RULES",
+           "STATIC", "USER", "Routine", "lookup", "routine_name"]
 
 #: The oracle-only primitive that stands for a routine call in a gradient's reference program
 #: (``_reference``): its ``routine`` parameter is the :class:`Routine` evaluated.
@@ -58,7 +72,9 @@ class Routine:
       origin: where it comes from (``jax.scipy.special``, ``jax.nn``, or ``user``).
       nout: how many results (``exact`` then returns a tuple of balls: ``sici``, ``fresnel``).
       partials: a user routine's exact partial derivatives, one scalar ball function per argument
-        (``define(..., derivative=...)``), or None; the built-in ones are in ``_derivatives``.
+        (``define(..., derivative=...)``; None for an argument without one), or those of a routine made
+        per static argument (``STATIC``: ``jn``'s order), or None; the other built-in ones are in
+        ``_derivatives``.
       leading: the routine's arguments are the call's first ``nargs`` operands and the call's other
         operands are computed from them (``spence`` is a ``jnp.piecewise`` call on ``x`` and conditions
         on ``x``).
@@ -71,7 +87,7 @@ class Routine:
     nargs: int
     origin: str
     nout: int = 1
-    partials: tuple[Callable[..., Ball], ...] | None = None
+    partials: tuple[Callable[..., Ball] | None, ...] | None = None
     leading: bool = False
     complex: bool = False
 
@@ -83,29 +99,6 @@ def _fin(x: Ball) -> bool:
 
 def _is_inf(x: Ball, sign: int) -> bool:
     return x is not None and x.is_exact() and not x.is_finite() and not x.is_nan() and (x > 0) == (sign > 0)
-
-
-def _strict(f: Callable[..., Ball]) -> Callable[..., Ball]:
-    """``f`` guarded: NaN in gives NaN out; an indeterminate operand gives an indeterminate result."""
-
-    @functools.wraps(f)
-    def g(*xs: Ball) -> Ball:
-        for x in xs:
-            if x is None:
-                return None
-        for x in xs:
-            if x.is_nan() or (not x.is_finite() and not x.is_exact()):
-                return INDET
-        r = f(*xs)
-        if r is None or r.is_finite() or r.is_exact():
-            return r
-        return INDET
-
-    return g
-
-
-def _sqrt2() -> arb:
-    return arb(2).sqrt()
 
 
 def _log_erfc_bounds(t: arb) -> arb:
@@ -294,63 +287,6 @@ def _poch(z: arb, m: arb) -> Ball:
     return arb.rising(z, m)
 
 
-def _sici(x: Ball) -> tuple[Ball, Ball]:
-    """``(Si(x), Ci(|x|))``: JAX (as SciPy) gives the real part of ``Ci`` for ``x < 0``."""
-    if x is None:
-        return None, None
-    if x.is_nan() or (not x.is_finite() and not x.is_exact()):
-        return INDET, INDET
-    if not x.is_finite():
-        half_pi = arb.pi() / 2
-        return (half_pi if x > 0 else -half_pi), ZERO
-    if x.is_exact() and x.is_zero():
-        return ZERO, NEG_INF
-    if x.contains(0):
-        return x.si(), INDET
-    return x.si(), abs(x).ci()
-
-
-def _fresnel(x: Ball) -> tuple[Ball, Ball]:
-    """``(S(x), C(x))``, normalised: ``S(x) = int_0^x sin(pi t^2 / 2) dt``; +-1/2 at +-inf."""
-    if x is None:
-        return None, None
-    if x.is_nan() or (not x.is_finite() and not x.is_exact()):
-        return INDET, INDET
-    if not x.is_finite():
-        h = arb(0.5) if x > 0 else arb(-0.5)
-        return h, h
-    return x.fresnel_s(), x.fresnel_c()
-
-
-@_strict
-def _owens_t(h: arb, a: arb) -> Ball:
-    """Owen's T: ``T(h, a) = exp(-h^2/2)/(2 pi) * int_0^a exp(-h^2 x^2 / 2) / (1 + x^2) dx``.
-
-    The integral is Arb's rigorous quadrature (``acb.integral``) at the midpoints; a ball's radius is
-    covered by the partial derivatives' global bounds, ``|dT/da| <= 1/(2 pi)`` and ``|dT/dh| <=
-    exp(-h^2/2) / (2 sqrt(2 pi)) < 0.2``. Odd in ``a``, even in ``h``; ``T(h, +-inf) = +-erfc(|h|/sqrt 2)/4``,
-    ``T(+-inf, a) = 0``.
-    """
-    if not h.is_finite():
-        return ZERO
-    if not a.is_finite():
-        q = (abs(h) / _sqrt2()).erfc() / 4
-        return q if a > 0 else -q
-    hm, am = arb(h.mid()), arb(a.mid())
-    if am.is_zero():
-        core = ZERO
-    else:
-        h2 = hm * hm
-        prec = flint_ctx.prec
-        span = abs(am)
-        tol = arb(2) ** (-prec - 8) * (span if span < 1 else arb(1)) / (abs(hm) + 1)
-        integral = acb.integral(lambda x, _: (-(h2 * x * x) / 2).exp() / (1 + x * x), 0, am,
-                                rel_tol=arb(2) ** -prec, abs_tol=tol)
-        core = (-h2 / 2).exp() / (2 * arb.pi()) * integral.real
-    err = h.rad() * arb(0.2) + a.rad() / (2 * arb.pi())
-    return core if err.is_zero() else core + arb(0, err.upper())
-
-
 def _log1mexp(x: Ball) -> Ball:
     return F["log"](F["neg"](F["expm1"](F["neg"](x))))
 
@@ -389,14 +325,23 @@ def _wofz(z: Ball) -> Ball:
 
 
 _SPECIAL = "jax/_src/scipy/special.py"
+_THIRD_PARTY = "jax/_src/third_party/scipy/special.py"
 _PIECEWISE = ("_piecewise", "jax/_src/numpy/lax_numpy.py")
 _NN = "jax/_src/nn/functions.py"
 _NUMPY = "jax/_src/numpy/lax_numpy.py"  # jnp.i0 and the i1 behind jax.scipy.special.i1
 
 #: The built-in routines: ``(file suffix, function name) -> Routine``.
+#: The normal CDF and its log by the name of the function JAX computes, wherever a release defines it:
+#: a custom_jvp of ``log_ndtr`` in scipy/special.py up to 0.12.0, jit and custom_jvp calls in lax/erf.py
+#: from 0.12.1 (``_compat.library_places``); ``ndtr`` inlined up to 0.12.0 (``_inline``).
+NORMAL: dict[str, Routine] = {
+    "log_ndtr": Routine("log_ndtr", _log_ndtr, 1, "jax.scipy.special"),
+    "ndtr": Routine("ndtr", _ndtr, 1, "jax.scipy.special"),
+}
+
 BUILTIN: dict[tuple[str, str], Routine] = {
-    (_SPECIAL, "log_ndtr"): Routine("log_ndtr", _log_ndtr, 1, "jax.scipy.special"),
-    (_SPECIAL, "ndtr"): Routine("ndtr", _ndtr, 1, "jax.scipy.special"),
+    **{("jax/" + file, name): routine for function, routine in NORMAL.items()
+       for file, name in _compat.library_places(function)},
     (_SPECIAL, "_ndtri"): Routine("ndtri", _ndtri, 1, "jax.scipy.special"),
     (_SPECIAL, "_erfcinv"): Routine("erfcinv", _erfcinv, 1, "jax.scipy.special"),
     (_SPECIAL, "_erfcx"): Routine("erfcx", _erfcx, 1, "jax.scipy.special"),
@@ -404,12 +349,20 @@ BUILTIN: dict[tuple[str, str], Routine] = {
     (_SPECIAL, "_dawsn"): Routine("dawsn", _dawsn, 1, "jax.scipy.special"),
     (_SPECIAL, "_owens_t_impl"): Routine("owens_t", _owens_t, 2, "jax.scipy.special"),
     (_SPECIAL, "sici"): Routine("sici", _sici, 1, "jax.scipy.special", nout=2),
-    ("jax/_src/third_party/scipy/special.py", "fresnel"): Routine("fresnel", _fresnel, 1, "jax.scipy.special",
-                                                                  nout=2),
+    (_THIRD_PARTY, "fresnel"): Routine("fresnel", _fresnel, 1, "jax.scipy.special", nout=2),
+    # jax 0.12.1: fresnel is a plain function around the custom_jvp `_fresnel`
+    (_THIRD_PARTY, "_fresnel"): Routine("fresnel", _fresnel, 1, "jax.scipy.special", nout=2),
     (_SPECIAL, "_expn"): Routine("expn", _expn, 2, "jax.scipy.special"),
     # jax 0.10: a custom_jvp call of one operand (n is static) around a jit of `expn` itself on (n, x)
     (_SPECIAL, "expn"): Routine("expn", _expn, 2, "jax.scipy.special"),
     (_SPECIAL, "hyp1f1"): Routine("hyp1f1", _hyp1f1, 3, "jax.scipy.special"),
+    # jax 0.12.1: hyp1f1 promotes its arguments and calls the custom_jvp `_hyp1f1`
+    (_SPECIAL, "_hyp1f1"): Routine("hyp1f1", _hyp1f1, 3, "jax.scipy.special"),
+    # jax 0.12.1's own implementations (Stirling's series in double-word arithmetic, a rational guess
+    # refined by Newton steps); before, betaln was lgamma sums and gamma gammasgn * exp(lgamma), inline
+    ("jax/_src/scipy/betaln.py", "_betaln"): Routine("betaln", betaln, 2, "jax.scipy.special"),
+    ("jax/_src/scipy/gamma.py", "gamma_real"): Routine("gamma", gamma, 1, "jax.scipy.special"),
+    (_SPECIAL, "_ndtri_exp"): Routine("ndtri_exp", ndtri_exp, 1, "jax.scipy.special"),
     ("jax/_src/lax/erf.py", "exp_neg_sq"): Routine("exp_neg_sq", _exp_neg_sq, 1, "jax.lax"),
     (_SPECIAL, "_wofz"): Routine("wofz", _wofz, 1, "jax.scipy.special", complex=True),
     (_SPECIAL, "poch"): Routine("poch", _poch, 2, "jax.scipy.special"),
@@ -420,6 +373,47 @@ BUILTIN: dict[tuple[str, str], Routine] = {
     (_NN, "silu"): Routine("silu", _silu, 1, "jax.nn"),
     (_NN, "mish"): Routine("mish", _mish, 1, "jax.nn"),
     (_NN, "log1mexp"): Routine("log1mexp", _log1mexp, 1, "jax.nn"),
+}
+
+_BESSEL = "jax/_src/scipy/bessel.py"
+
+
+@functools.cache
+def _bessel_routine(kind: str, n: int) -> Routine:
+    return Routine(f"{kind}n" if kind != "i" else "iv", bessel(kind, n), 1, "jax.scipy.special",
+                   partials=(d_bessel(kind, n),))
+
+
+@functools.cache
+def _gammaincinv_routine(complement: bool) -> Routine:
+    return Routine("gammainccinv" if complement else "gammaincinv", gammaincinv(complement), 2,
+                   "jax.scipy.special", partials=(None, d_gammaincinv_y(complement)))
+
+
+def _complement(static: tuple[Any, ...]) -> Routine | None:
+    return _gammaincinv_routine(static[0]) if len(static) == 1 and isinstance(static[0], bool) else None
+
+
+def _integer_order(kind: str) -> Callable[[tuple[Any, ...]], Routine | None]:
+    def make(static: tuple[Any, ...]) -> Routine | None:
+        n = static[0] if len(static) == 1 else None
+        return _bessel_routine(kind, int(n)) if isinstance(n, int | np.integer) else None
+
+    return make
+
+
+#: Routines whose call carries a static argument (``nondiff_argnums``) that is not among its operands,
+#: read from the call (``_compat.custom_jvp_static_args``): ``(file suffix, function name) -> the routine
+#: for those static arguments`` (None: not one the oracle evaluates). JAX 0.12.1's integer-order Bessel
+#: functions (series, Miller's recurrence and Hankel's expansion in double-word arithmetic, whose
+#: exactly-zero error terms balls cannot prove zero: their bodies end uncertain) and the inverses of the
+#: regularized incomplete gamma function (static: which of P and Q; a guess refined by Halley steps).
+STATIC: dict[tuple[str, str], Callable[[tuple[Any, ...]], Routine | None]] = {
+    (_BESSEL, "_jn"): _integer_order("j"),
+    (_BESSEL, "_yn"): _integer_order("y"),
+    (_BESSEL, "_iv"): _integer_order("i"),
+    (_BESSEL, "_kn"): _integer_order("k"),
+    (_SPECIAL, "_gammaincinv"): _complement,
 }
 
 #: Routines that are a ``jnp.piecewise`` call made directly by a function of JAX's (the call is named
@@ -444,6 +438,19 @@ EXACT_BODIES: dict[str, str] = {
                     "a reduction along an axis written as its formula (not elementwise)"),
     "zeta": "wraps the zeta primitive, which the oracle evaluates by its mathematics",
     "_erfcinv_impl": "inside erfcinv, which is evaluated by its mathematics and never entered",
+    # jax 0.12.1
+    "_sincospisquaredhalf": ("sin and cos of pi x^2/2 as sinpi and cospi of x^2/2 reduced modulo 2 by fmod: "
+                             "the same function in exact arithmetic (fresnel's derivative)"),
+    "_logit": "log(p) - log1p(-p), folded by logit(1 - x) = -logit(x): a closed formula",
+    "hypot": "sqrt(x^2 + y^2) with both legs scaled by a power of two: a closed formula",
+    "_logsumexp_impl": ("logsumexp's body in a custom_jvp: log(sum(exp(x - m))) + m with m the (finite) "
+                        "maximum, exact for any m in exact arithmetic"),
+    "_softmax": "softmax's body in a custom_jvp: exp(x - m) / sum(exp(x - m)), exact for any shift m",
+    "_soft_sign_and_scale": ("soft_sign's body in a custom_jvp: x / (1 + |x|) and the derivative's scale "
+                             "1 / (1 + |x|)^2, closed formulas"),
+    **dict.fromkeys(("two_prod", "f2_add", "f2_add_ordered", "scale_f2_pow2"),
+                    "double-word arithmetic without loss (Dekker's product, Knuth's sum, a power-of-two "
+                    "scale): the pair sums to the exact result in exact arithmetic"),
 }
 
 #: JAX routines whose bodies are approximations the oracle still evaluates exactly (so their own error
@@ -452,6 +459,14 @@ NOT_COVERED: dict[str, str] = {
     "_piecewise": "jnp.piecewise: a generic helper (spence's own call is recognised by its caller, "
                   "PIECEWISE)",
     "sincospisquaredhalf": "inside fresnel, which is evaluated by its mathematics and never entered",
+    # jax 0.12.1
+    "_gamma_real_impl": "gamma_real's body, entered only through gamma_real, evaluated by its mathematics",
+    **dict.fromkeys(("f2_mul", "f2_square", "f2_recip", "f2_div", "log_f2", "exp_f2_mant_exp"),
+                    "double-word arithmetic that drops the low product or stops a Newton step or a "
+                    "polynomial early; called only inside routines evaluated by their mathematics "
+                    "(gamma_real, the integer-order Bessel functions of STATIC)"),
+    "_gammaincinv_impl": "_gammaincinv's body (Halley steps from an asymptotic guess), entered only through "
+                         "_gammaincinv, evaluated by its mathematics",
 }
 
 #: Routines declared with ``define``: ``(function name, file, first line) -> Routine``.
@@ -473,6 +488,11 @@ def lookup(eqn: Any) -> Routine | None:
     if routine is None:
         routine = next((r for (suffix, fname), r in BUILTIN.items()
                         if name == fname and path.endswith(suffix)), None)
+    if routine is None:
+        make = next((m for (suffix, fname), m in STATIC.items() if name == fname and path.endswith(suffix)),
+                    None)
+        static = None if make is None else _compat.custom_jvp_static_args(eqn)
+        routine = None if static is None or make is None else make(static)
     if routine is None and name == _PIECEWISE[0] and path.endswith(_PIECEWISE[1]):
         caller = _compat.caller_of(eqn, "piecewise", _PIECEWISE[1])
         routine = None if caller is None else next(

@@ -8,7 +8,8 @@
 * ``shard_map`` (and ``jax.pmap``, which JAX lowers to it) over a mesh of **one device** computes its body
   on the whole arrays: the oracle evaluates the body. Its collectives then have one participant, so
   ``psum``/``pmax``/``pmin`` (and their ``_invariant`` forms) are the identity, ``all_gather`` adds the
-  gathered axis of size 1, ``axis_index`` is 0 and ``ppermute`` maps the single shard to itself. A mesh
+  gathered axis of size 1, ``axis_index`` is 0 and ``ppermute`` maps the single shard to itself
+  (``pxor``, JAX 0.12.1's bitwise all-reduce of integers, is the identity like ``pmax``). A mesh
   of more devices raises ``UnsupportedPrimitive``: which device holds which block is not a real-number
   question the oracle answers, and the blocks' collectives would need every device's values.
 * ``jax.vmap(..., axis_name=...)`` turns a collective over its axis into one over a positional axis
@@ -105,6 +106,7 @@ RULES: dict[str, Rule] = {
     "psum_invariant": _collective("reduce_sum"),
     "pmax": _collective("reduce_max"),
     "pmin": _collective("reduce_min"),
+    "pxor": _collective("reduce_xor"),  # JAX 0.12.1, integers only
     "all_gather": _all_gather,
     "all_gather_invariant": _all_gather,
     "axis_index": _axis_index,

@@ -12,8 +12,9 @@ The same holds for bit-level integer primitives numpy has no ufunc for (``shift_
 ``population_count``, ``clz``, ``mulhi``, ...): any equation whose operands and results are all integers,
 booleans or keys may be bound eagerly (:func:`is_integral`).
 
-``random_gamma`` (``jax.random.gamma``, ``beta``, ``dirichlet``) is JAX's rejection sampler, traced once per
-operand shape and evaluated exactly like any program.
+``random_gamma`` (``jax.random.gamma``, ``beta``, ``dirichlet``) and, on JAX 0.12.1+, ``random_poisson``
+(``jax.random.poisson``) are JAX's own samplers (found through ``_compat``, which knows where each release
+keeps them), traced once per operand shape and evaluated exactly like any program.
 
 ``bitcast_convert_type`` reinterprets bits. From an integer to a float it yields that float exactly (how
 ``jax.random.uniform`` makes floats in [1, 2)); from a float it has no real-number meaning, so like
@@ -43,6 +44,7 @@ KEY_PRIMITIVES: frozenset[str] = frozenset({
     "random_seed", "random_wrap", "random_unwrap", "random_split", "random_fold_in", "random_bits",
     "random_clone", "threefry2x32", "threefry4x32", "philox2x32", "philox4x32", "rng_bit_generator",
     "shift_right_logical", "population_count", "clz", "mulhi", "iota_2x32_shape",
+    "raw_bits",  # JAX 0.12.1: a key's raw stream words, before random_bits shapes them
 })
 
 
@@ -135,6 +137,11 @@ def _gamma_program(key_aval: Any, a_aval: Any, log_space: bool) -> Any:
     return _compat.random_gamma_program(key_aval, a_aval, log_space)
 
 
+@functools.cache
+def _poisson_program(key_aval: Any, lam_aval: Any, dtype: Any) -> Any:
+    return _compat.random_poisson_program(key_aval, lam_aval, dtype)
+
+
 def _random_gamma(ctx: Any, eqn: Any, key: Any, a: np.ndarray) -> np.ndarray:
     """``jax.random.gamma``: JAX's rejection sampler evaluated exactly (its acceptance tests decided on
     balls, so a draw the float program accepts by a rounding may be rejected by the exact one)."""
@@ -145,6 +152,17 @@ def _random_gamma(ctx: Any, eqn: Any, key: Any, a: np.ndarray) -> np.ndarray:
     return ctx.call(program, [key, a])[0]
 
 
+def _random_poisson(ctx: Any, eqn: Any, key: Any, lam: np.ndarray) -> np.ndarray:
+    """``jax.random.poisson`` (JAX 0.12.1+): JAX's sampler (Knuth's product of uniforms, Hormann's
+    transformed rejection) evaluated exactly, its loop exits and acceptance tests decided on balls."""
+    avals = tuple(_compat.aval(v) for v in eqn.invars)
+    program = _poisson_program(*avals, np.dtype(eqn.params["dtype"]))
+    if program is None:  # pragma: no cover - another JAX layout
+        raise ctx.unsupported(eqn, "this JAX release's Poisson sampler is not reachable")
+    return ctx.call(program, [key, lam])[0]
+
+
 RULES: dict[str, Rule] = {name: concrete for name in KEY_PRIMITIVES}
 RULES["bitcast_convert_type"] = _bitcast
 RULES["random_gamma"] = _random_gamma
+RULES["random_poisson"] = _random_poisson

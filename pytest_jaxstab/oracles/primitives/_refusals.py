@@ -72,6 +72,8 @@ REFUSED_CATEGORIES: dict[str, tuple[str, frozenset[str]]] = {
                    "psum_done", "psum_invariant_start", "psend", "precv", "ragged_all_to_all",
                    "pbroadcast_dynamic", "preduced", "unreduced_psum", "unreduced_pmax", "unreduced_pmin",
                    "unreduced_reduce_scatter", "vary_unreduced_cast", "reduced_vary_cast",
+                   # jax 0.12.1's max/min reduce-scatters (bound only over axes of several devices)
+                   "pmax_scatter", "pmin_scatter",
                    # the names jax 0.10 registers for some of these
                    "pbroadcast_start", "pbroadcast_done", "psum_start", "unreduced_psum_start",
                    "unreduced_reduce_scatter_start", "reduced_vary_cast_p", "vary_unreduced_cast_p"}),

@@ -11,15 +11,18 @@ import dataclasses
 import math
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+from jax import lax
 
 from ..engine._guards import GUARDED_WHERE, MASKED_WHERE
 from ..engine._match import Match
-from ..engine._pattern import any_of, const, op, param, square_of, var
+from ..engine._pattern import any_of, const, fixed, op, param, square_of, var
 from ..engine._rule import Rule
 from ..forms import _core as _forms
 from ..forms import _stats as _forms_stats
 from ._derivatives import PRIMAL_DERIVATIVE
+from ._library_calls import logsumexp_call, softmax_call
 from ._stability_compose import COMPOSE_RULES
 from ._stability_divergence import BREGMAN, DIVERGENCE_RULES
 from ._stability_gamma import GAMMA_RULES
@@ -79,9 +82,13 @@ def _logsumexp(x: Any, axes: tuple[int, ...]) -> Any:
 
 # jax.nn.logsumexp writes log(abs(sum(exp(x - m)))) + m (its sign, unused, also reads the sum): the
 # same identity on x - m, whose max is 0, gives the accurate m + log1p(...) once m is added back.
+# jax 0.12.1 wraps that body in a custom_jvp (its rule the softmax): the call is logsumexp(x), and
+# replaced whole, so the value under differentiation is the accurate one too (JAX's rule recomputes
+# its own primal: a rewrite inside the call's body would be lost there).
 LOGSUMEXP = Rule("logsumexp",
                  any_of(op("log", op("reduce_sum", op("exp", x), axes=AXES)),
-                        op("log", op("abs", op("reduce_sum", op("exp", x), axes=AXES, recompute=True)))),
+                        op("log", op("abs", op("reduce_sum", op("exp", x), axes=AXES, recompute=True))),
+                        logsumexp_call(x)),
                  _logsumexp, **_example(lambda x: jnp.log(jnp.sum(jnp.exp(x)))))
 
 # 2 -------------------------------------------------------------------------------------- softmax
@@ -98,7 +105,7 @@ SOFTMAX = Rule("softmax", op("div", _EX, op("reduce_sum", _EX, axes=AXES)), _sof
 
 
 # 3 ---------------------------------------------------------------------------------- log_softmax
-def _log_softmax(x: Any, axes: tuple[int, ...]) -> Any:
+def _log_softmax(x: Any, axes: tuple[int, ...], quotient: bool = False) -> Any:
     """x - log(sum(exp(x))) = log(softmax(x)) = (x - m) - log1p(sum_{j≠argmax} exp(x_j - m))."""
     return _forms.log_softmax(x, axes)
 
@@ -106,8 +113,11 @@ def _log_softmax(x: Any, axes: tuple[int, ...]) -> Any:
 LOG_SOFTMAX = Rule(
     "log_softmax",
     any_of(op("sub", x, op("log", op("reduce_sum", op("exp", x), axes=AXES))),
-           op("log", op("div", _EX, op("reduce_sum", _EX, axes=AXES, recompute=True),
-                         recompute=True))),
+           # the log of a softmax, written or jax.nn's call (jax 0.12.1); ``quotient`` tells the
+           # fast variant below, which keeps these accurate
+           fixed(op("log", op("div", _EX, op("reduce_sum", _EX, axes=AXES, recompute=True),
+                              recompute=True)), quotient=True),
+           fixed(op("log", softmax_call(x, recompute=True)), quotient=True)),
     _log_softmax,
     **_example(lambda x: x - jnp.log(jnp.sum(jnp.exp(x)))),
 )
@@ -174,7 +184,20 @@ def _log1p(x: Any = None, y: Any = None) -> Any:
     return jnp.log1p(x) if x is not None else jnp.log1p(-y)
 
 
-LOG1P = Rule("log1p", any_of(op("log", op("add", ONE, x)), op("log", op("sub", ONE, y))), _log1p,
+# A real constant plus a complex array: jax 0.12.1 adds it to the real part alone, complex(1 + Re z,
+# Im z) (0.10 and 0.12.0: a complex add). The same number (up to the sign of a zero imaginary part).
+def _one_plus(v: Any) -> Any:
+    return any_of(op("add", ONE, v), op("complex", op("add", ONE, op("real", v)), op("imag", v)))
+
+
+def _one_minus(v: Any) -> Any:
+    return any_of(op("sub", ONE, v), op("complex", op("sub", ONE, op("real", v)), op("neg", op("imag", v))))
+
+
+_C64 = (jax.ShapeDtypeStruct((8,), jnp.complex64),)  # the complex spellings, on every JAX
+LOG1P = Rule("log1p", any_of(op("log", _one_plus(x)), op("log", _one_minus(y))), _log1p,
+             examples=((lambda z: jnp.log(lax.complex(1 + jnp.real(z), jnp.imag(z))), _C64, (-1e-3, 1e-3)),
+                       (lambda z: jnp.log(lax.complex(1 - jnp.real(z), -jnp.imag(z))), _C64, (-1e-3, 1e-3))),
              **_example(lambda x: jnp.log(1 + x), domain=(-1.0, 1e30)))
 
 
@@ -184,7 +207,16 @@ def _expm1(x: Any = None, y: Any = None) -> Any:
     return jnp.expm1(x) if x is not None else -jnp.expm1(y)
 
 
-EXPM1 = Rule("expm1", any_of(op("sub", op("exp", x), ONE), op("sub", ONE, op("exp", y))), _expm1,
+_EZ, _EY = op("exp", x, name="ez"), op("exp", y, name="ey")
+EXPM1 = Rule("expm1", any_of(op("sub", op("exp", x), ONE), op("sub", ONE, op("exp", y)),
+                             op("complex", op("sub", op("real", _EZ), ONE), op("imag", _EZ)),
+                             op("complex", op("sub", ONE, op("real", _EY)), op("neg", op("imag", _EY)))),
+             _expm1,
+             # exp(z) - 1 and 1 - exp(z) as jax 0.12.1 lowers them for complex z
+             examples=((lambda z: (lambda e: lax.complex(jnp.real(e) - 1, jnp.imag(e)))(jnp.exp(z)), _C64,
+                        (-1e-3, 1e-3)),
+                       (lambda z: (lambda e: lax.complex(1 - jnp.real(e), -jnp.imag(e)))(jnp.exp(z)), _C64,
+                        (-1e-3, 1e-3))),
              **_example(lambda x: jnp.exp(x) - 1))
 
 
@@ -411,9 +443,13 @@ def _logsumexp_fast(x: Any, axes: tuple[int, ...]) -> Any:
     return _forms.logsumexp_fast(x, axes)
 
 
-def _log_softmax_fast(x: Any, axes: tuple[int, ...]) -> Any:
-    """x - log(sum(exp(x))) = (x - m) - log(sum(exp(x - m))): the library's formula and speed."""
-    return _forms.log_softmax_fast(x, axes)
+def _log_softmax_fast(x: Any, axes: tuple[int, ...], quotient: bool = False) -> Any:
+    """x - log(sum(exp(x))) = (x - m) - log(sum(exp(x - m))): the library's formula and speed.
+    log(softmax(x)) takes the accurate form: the log of a quotient rounded below 1 already beats
+    the library's log of a sum rounded just above 1 at the dominant entry (by up to 3 bits at
+    x = [12.26, 3.27, 2.78, ...], issue 45), and it pays a log per element as the accurate form
+    does."""
+    return _forms.log_softmax(x, axes) if quotient else _forms.log_softmax_fast(x, axes)
 
 
 LOGSUMEXP_FAST = dataclasses.replace(LOGSUMEXP, name="logsumexp_fast", replacement=_logsumexp_fast,

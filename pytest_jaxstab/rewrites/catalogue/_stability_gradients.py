@@ -17,9 +17,10 @@ gives autodiff a spelling whose derivative is the function's:
   same primitive computes the value, bit for bit) with an accurate derivative: JAX's ``s·(1 - s)``
   and ``1 - t²`` are 0 once ``s`` or ``|t|`` rounds to 1 (x > 17 and |x| > 9 in float32), where
   the exact ``e^-x`` and ``4e^-2|x|`` are normal floats.
-- ``soft_sign_derivative`` (derivative only): ``x / (|x| + 1)`` (``jax.nn.soft_sign``), the same
-  operations, with the derivative ``1/(|x| + 1)²`` where JAX's quotient rule cancels (``|x|`` ulps,
-  0 past 1e8 in float32).
+- ``soft_sign_derivative`` (derivative only): ``x / (|x| + 1)`` (``jax.nn.soft_sign`` to jax 0.12.0),
+  the same operations, with the derivative ``1/(|x| + 1)²`` where JAX's quotient rule cancels (``|x|``
+  ulps, 0 past 1e8 in float32). jax 0.12.1's soft_sign is a ``custom_jvp`` with that derivative
+  (``_soft_sign_and_scale``): its body is never differentiated, so nothing there is rewritten.
 - ``hypot_constant``: ``sqrt(x² + c)``, ``rsqrt(x² + c)`` and ``1/sqrt(x² + c)`` (``c > 0`` a constant)
   as ``hypot(x, √c)`` or its reciprocal: ``x²`` overflows for ``|x| > 1.8e19`` in float32 (value inf
   or 0, derivative 0 or NaN) where the result is ``|x|`` or ``1/|x|``.
@@ -208,7 +209,7 @@ def _norm_quotient(x: Any, y: Any) -> Any:
 
 
 NORM_QUOTIENT = Rule(
-    # no pattern: the denominators are a walk, not a term (jst.rewrites.verify takes the examples)
+    # no pattern: the denominators are a walk, not a term (jst.verify_rule takes the examples)
     "norm_quotient", None, _norm_quotient, matcher=_match_quotient, roots=frozenset({"div"}),
     examples=(lambda x: x / jnp.linalg.norm(x),
               lambda x: x / jnp.sqrt(x * x + 1.0),

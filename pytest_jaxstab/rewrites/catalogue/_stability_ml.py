@@ -20,6 +20,7 @@ from ..engine._match import Match
 from ..engine._pattern import any_of, const, fixed, op, param, square_of, var
 from ..engine._rule import Rule
 from ..forms import _stats as _fs
+from ._library_calls import softmax_call
 
 x, y, a, b = var("x"), var("y"), var("a"), var("b")
 ONE = const(1.0)
@@ -235,7 +236,9 @@ SQDIST = Rule(
 
 # ------------------------------------------------------------------------------------ p_log_p
 _PEX = op("exp", x, name="pex", recompute=True)
-_P = op("div", _PEX, op("reduce_sum", _PEX, axes=AXES, recompute=True), name="p", recompute=True)
+# p = softmax(x): written, or jax.nn.softmax's call (jax 0.12.1; its inlined equations before)
+_P = any_of(op("div", _PEX, op("reduce_sum", _PEX, axes=AXES, recompute=True), name="p", recompute=True),
+            softmax_call(x, name="p", recompute=True))
 
 
 def _p_log_p(x: Any, axes: tuple[int, ...]) -> Any:
@@ -253,7 +256,8 @@ def _sum_p_log_p(x: Any, axes: tuple[int, ...], axes2: tuple[int, ...]) -> Any:
     return _fs.sum_p_log_p(x, axes)
 
 
-_P2 = op("div", _PEX, op("reduce_sum", _PEX, axes=AXES, recompute=True), name="p2", recompute=True)
+_P2 = any_of(op("div", _PEX, op("reduce_sum", _PEX, axes=AXES, recompute=True), name="p2", recompute=True),
+             softmax_call(x, name="p2", recompute=True))
 SUM_P_LOG_P = Rule(
     "sum_p_log_p", op("reduce_sum", op("mul", _P2, op("log", _P2)), axes=param("axes2")),
     _sum_p_log_p, where=lambda m: tuple(m.captures["axes"]) == tuple(m.captures["axes2"]),

@@ -24,6 +24,7 @@ from ..engine._pattern import any_of, op, param, var
 from ..engine._rule import Rule
 from ..forms import _core as _forms
 from ..forms import _labels
+from ._library_calls import log_softmax_call, logsumexp_call, softmax_call
 
 x = var("x")
 AXES = param("axes")
@@ -122,12 +123,16 @@ def _log_of_selection(g: Graph, i: int) -> bool:
 
 def _lse_minus_selection(g: Graph, i: int) -> bool:
     invars = g.eqns[i].invars
-    return len(invars) == 2 and g.head(invars[0])[0] == "add" and _selected(g, invars[1])
+    return (len(invars) == 2 and g.head(invars[0])[0] in ("add", "custom_jvp_call")
+            and _selected(g, invars[1]))
 
 
 # ------------------------------------------------------------------------- log of a selected softmax
 _EX = op("exp", x, name="ex", recompute=True)
-_SOFTMAX = op("div", _EX, op("reduce_sum", _EX, axes=AXES, recompute=True), recompute=True)
+# softmax(x): written (and jax.nn.softmax's inlined equations, jax 0.10 to 0.12.0, with x the shifted
+# logits) or jax.nn.softmax's call (jax 0.12.1)
+_SOFTMAX = any_of(op("div", _EX, op("reduce_sum", _EX, axes=AXES, recompute=True), recompute=True),
+                  softmax_call(x, recompute=True))
 
 
 def _log_select_softmax(x: Any, axes: tuple[int, ...], **sel: Any) -> Any:
@@ -179,10 +184,12 @@ LOG_SELECT_SOFTMAX = Rule(
 
 # ------------------------------------------------------------------- logsumexp minus the label's logit
 _SG = op("stop_gradient", var("m0"), name="sg")
-# jax.nn.logsumexp's own formula: log(|sum(exp(x - m))|) + m, m = stop_gradient(max(x)) (its sign,
-# unused, also reads the sum)
-_LSE_NN = op("add", op("log", op("abs", op("reduce_sum", op("exp", op("sub", x, op("broadcast_in_dim", _SG))),
-                                          axes=AXES, recompute=True))), _SG)
+# jax.nn.logsumexp: its own formula as jax 0.10 to 0.12.0 inline it, log(|sum(exp(x - m))|) + m,
+# m = stop_gradient(max(x)) (its sign, unused, also reads the sum); the call of it (jax 0.12.1)
+_LSE_NN = any_of(
+    op("add", op("log", op("abs", op("reduce_sum", op("exp", op("sub", x, op("broadcast_in_dim", _SG))),
+                                     axes=AXES, recompute=True))), _SG),
+    logsumexp_call(x))
 
 
 def _lse_minus_selected(x: Any, axes: tuple[int, ...], m0: Any = None, **sel: Any) -> Any:
@@ -202,19 +209,32 @@ def _at_max(x: Any) -> tuple[Any, ...]:
     return jnp.unravel_index(jnp.argmax(x), x.shape)
 
 
-_LSE = jax.nn.logsumexp
-#: The spellings of a selection from the row the logsumexp reduces, one per alternative of the
-#: pattern that `jst.rewrites.verify` cannot build alone (the index must come from that row).
-_LSE_SELECTIONS = (
-    (lambda x: _LSE(x) - x[3:4], ((8,),), None),
-    *((f, (shape,), None) for shape in ((8,), (4, 8), (2, 4, 8), (2, 2, 4, 8)) for f in (
-        lambda x: _LSE(x) - x[_at_max(x)],
-        lambda x: _LSE(x) - lax.dynamic_slice(x, _at_max(x), (1,) * x.ndim))),
-    (lambda x: _LSE(x, -1) - x[jnp.arange(4), jnp.argmax(x, -1)], ((4, 8),), None),
-    (lambda x: _LSE(x) - x[jnp.argmax(x)[None]][0], ((8,),), None),
-    (lambda x: _LSE(x, -1) - jnp.take_along_axis(x, jnp.argmax(x, -1)[:, None], -1)[:, 0], ((4, 8),), None),
-    (lambda x: _LSE(x) - jnp.take(x, jnp.argmax(x)), ((8,),), None),
-)
+def _lse_inlined(x: Any, axis: Any = None) -> Any:
+    """jax.nn.logsumexp's equations as jax 0.10 to 0.12.0 inline them (0.12.1 calls them): with it
+    the examples below hold both lowerings on every release."""
+    ax = tuple(range(x.ndim)) if axis is None else (axis,)
+    m = lax.stop_gradient(jnp.max(x, axis=ax))
+    return jnp.log(jnp.abs(jnp.sum(jnp.exp(x - jnp.expand_dims(m, ax)), axis=ax))) + m
+
+
+def _lse_selections(lse: Any) -> tuple[Any, ...]:
+    """The spellings of a selection from the row ``lse`` reduces, one per alternative of the
+    pattern that `jst.verify_rule` cannot build alone (the index must come from that row)."""
+    return (
+        (lambda x: lse(x, -1) - x[:, 3], ((4, 8),), None),
+        (lambda x: lse(x) - x[3:4], ((8,),), None),
+        *((f, (shape,), None) for shape in ((8,), (4, 8), (2, 4, 8), (2, 2, 4, 8)) for f in (
+            lambda x: lse(x) - x[_at_max(x)],
+            lambda x: lse(x) - lax.dynamic_slice(x, _at_max(x), (1,) * x.ndim))),
+        (lambda x: lse(x, -1) - x[jnp.arange(4), jnp.argmax(x, -1)], ((4, 8),), None),
+        (lambda x: lse(x) - x[jnp.argmax(x)[None]][0], ((8,),), None),
+        (lambda x: lse(x, -1) - jnp.take_along_axis(x, jnp.argmax(x, -1)[:, None], -1)[:, 0], ((4, 8),),
+         None),
+        (lambda x: lse(x) - jnp.take(x, jnp.argmax(x)), ((8,),), None),
+    )
+
+
+_LSE_SELECTIONS = (*_lse_selections(jax.nn.logsumexp), *_lse_selections(_lse_inlined))
 
 
 LSE_MINUS_SELECTED = Rule(
@@ -227,39 +247,15 @@ LSE_MINUS_SELECTED = Rule(
 
 
 # ----------------------------------------------------------------- a selection of a log-softmax
-# jax.nn.log_softmax's body, equation by equation (the same on jax 0.10 and 0.12): a call of that
-# name with another body (a `where=` mask, a user's function) is not taken for it
-_LOG_SOFTMAX_BODY = ("reduce_max", "max", "broadcast_in_dim", "stop_gradient", "sub", "exp", "reduce_sum",
-                     "broadcast_in_dim", "log", "sub")
-
-
-def _log_softmax_axes(body: Any) -> tuple[int, ...] | None:
-    eqns = _compat.eqns(_compat.as_closed(body))
-    if tuple(_compat.primitive_name(e) for e in eqns) != _LOG_SOFTMAX_BODY:
-        return None
-    return tuple(int(a) for a in eqns[6].params["axes"])
-
-
-def _select_log_softmax(x: Any, axes: Any = None, ls_body: Any = None, **sel: Any) -> Any:
+def _select_log_softmax(x: Any, axes: tuple[int, ...], **sel: Any) -> Any:
     """sel(log_softmax(x)) = -(logsumexp(x) - sel(x)) where sel picks one element of each row the
     log-softmax normalises (``take_along_axis(jax.nn.log_softmax(x), labels)``, ``x[rows, labels]``):
     the log-softmax form keeps the value, but its derivative in the label's logit is softmax - 1,
     which cancels where the label dominates; ``forms._labels.label_nll`` has both. Elsewhere (a
     pick from another row, shapes that do not fit) the selection of the stable log-softmax."""
-    if ls_body is not None:
-        found = _log_softmax_axes(ls_body)
-        assert found is not None, "the rule's where admits jax.nn.log_softmax's own body only"
-        ax = found
-    else:
-        assert axes is not None, "the written spelling captures its axes"
-        ax = tuple(int(i) for i in axes)
+    ax = tuple(int(i) for i in axes)
     fallback = _reselect(_forms.log_softmax(x, ax), sel)
     return _where_one_per_row(x, ax, sel, lambda nll: -nll, fallback)
-
-
-def _select_log_softmax_where(m: Match) -> bool:
-    body = m.captures.get("ls_body")
-    return _selection_where(m) and (body is None or _log_softmax_axes(body) is not None)
 
 
 def _selection_of_log_softmax(g: Graph, i: int) -> bool:
@@ -274,14 +270,15 @@ def _selection_of_log_softmax(g: Graph, i: int) -> bool:
             and g.head(eqn.invars[0])[0] in {*_CALLS, "sub"})
 
 
-_LOG_SOFTMAXES = any_of(op(_CALLS, x, params={"name": "log_softmax", "jaxpr": param("ls_body")},
-                           recompute=True),
+# jax.nn.log_softmax's call (recognised by the function it wraps: a call of that name with another
+# body, a `where=` mask or a user's function, is not taken for it) or the written form
+_LOG_SOFTMAXES = any_of(log_softmax_call(x, recompute=True),
                         op("sub", x, op("log", op("reduce_sum", op("exp", x), axes=AXES)), recompute=True))
 _LS = jax.nn.log_softmax
 SELECT_LOG_SOFTMAX = Rule(
     "select_log_softmax",
     any_of(*_selections(_LOG_SOFTMAXES)),
-    _select_log_softmax, where=_select_log_softmax_where, gate=_selection_of_log_softmax,
+    _select_log_softmax, where=_selection_where, gate=_selection_of_log_softmax,
     examples=(
         (lambda x: _LS(x)[3:4], ((8,),), None),
         *((f, (shape,), None) for shape in ((8,), (4, 8), (2, 4, 8), (2, 2, 4, 8)) for f in (
@@ -300,7 +297,7 @@ SELECT_LOG_SOFTMAX = Rule(
 
 
 # ------------------------------------------------------------- a one-hot product with a log-softmax
-def _one_hot_nll(t: Any, x: Any, axes: tuple[int, ...], ls_body: Any = None, **_: Any) -> Any:
+def _one_hot_nll(t: Any, x: Any, axes: tuple[int, ...], **_: Any) -> Any:
     """sum(t·log_softmax(x)) = -(logsumexp(x) - x_label) in each row where ``t`` is one-hot (0 and
     a single 1: ``jax.nn.one_hot(labels)``), checked as the program runs; elsewhere (label
     smoothing, soft targets) the sum over the stable log-softmax, as the log-softmax rules give.
@@ -323,7 +320,7 @@ def _one_hot_nll(t: Any, x: Any, axes: tuple[int, ...], ls_body: Any = None, **_
 
 def _one_hot_nll_where(m: Match) -> bool:
     c = m.captures
-    ls_axes = _log_softmax_axes(c["ls_body"]) if "ls_body" in c else c.get("ls_axes")
+    ls_axes = c.get("ls_axes")
     t, xs = m.aval("t"), m.aval("x")
     return (ls_axes is not None and tuple(ls_axes) == tuple(c["axes"]) and t.shape == xs.shape
             and t.dtype == xs.dtype)
@@ -331,10 +328,11 @@ def _one_hot_nll_where(m: Match) -> bool:
 
 _EX2 = op("exp", x, name="ex2", recompute=True)
 _LOG_SOFTMAXES_T = any_of(
-    op(_CALLS, x, params={"name": "log_softmax", "jaxpr": param("ls_body")}, recompute=True),
+    log_softmax_call(x, axes="ls_axes", recompute=True),
     op("sub", x, op("log", op("reduce_sum", op("exp", x), axes=param("ls_axes"))), recompute=True),
     op("log", op("div", _EX2, op("reduce_sum", _EX2, axes=param("ls_axes"), recompute=True),
-                 recompute=True)))
+                 recompute=True)),
+    op("log", softmax_call(x, axes="ls_axes", recompute=True)))
 _OH = jax.nn.one_hot
 ONE_HOT_NLL = Rule(
     "one_hot_nll",

@@ -15,9 +15,16 @@ significant digits) is accepted, so ``x * 0.7071`` or ``erf(x / 3)`` are not Φ.
 the program's value over the reals: a constant that is √2 rounded (to float32, to 7 digits) means
 Φ(x·(1 + rel)) with ``rel`` its exact relative distance (computed from the constant, below 2^-20),
 and the forms evaluate exactly that (in the far tail Φ's relative condition number is x², so even a
-rounded float32 1/√2 moves the result by tens of ulps). JAX's own ``ndtr``, inlined into the
-program, is matched by its formula but means Φ itself (the oracle judges it so, recognising it by
-its source location): its rounded 1/√2 is dropped (``_mark_library``).
+rounded float32 1/√2 moves the result by tens of ulps). JAX's own ``ndtr`` means Φ itself (the
+oracle judges it so): inlined into the program (jax 0.10 to 0.12.0) it is matched by its formula and
+recognised by its source location, its rounded 1/√2 dropped (``_mark_library``); from jax 0.12.1 it is
+a call of its own, recognised by the function it wraps (name and file: ``_compat.library_function``),
+never by the equations of one release's body.
+
+JAX 0.12.1's ``ndtr`` and ``log_ndtr`` are accurate (``_compat.ACCURATE``: within 3.3 ulps, value and
+derivative; our forms within 3.7, no better on average): a bare call, and their bodies, are left alone.
+What is written *around* them still loses (``1 - ndtr(x)``, ``log(ndtr(x))``, ``log(ndtr(b) -
+ndtr(a))``): that is rewritten whichever ``ndtr`` is installed.
 """
 
 from __future__ import annotations
@@ -32,8 +39,9 @@ import jax.numpy as jnp
 from jax.scipy.special import ndtri
 
 from ... import _compat
+from ..._primitives import CALLS
 from ..engine._match import Graph, Match
-from ..engine._pattern import any_of, const, op, square_of, var
+from ..engine._pattern import any_of, const, fixed, op, square_of, var
 from ..engine._rule import Rule
 from ..forms import _mass as _forms_mass
 from ..forms import _special as _forms_special
@@ -49,7 +57,7 @@ def _example(f: Any, shapes: Any = ((8,),), domain: Any = None) -> dict[str, Any
 
 
 # Mixed-precision spellings (x64 code: a float64 value over a float32 scale times √2): the scale's
-# product is float32, widened against the float64 numerator. `jst.rewrites.verify` cannot build them
+# product is float32, widened against the float64 numerator. `jst.verify_rule` cannot build them
 # from the pattern (it types every variable alike), so they are the rules' own examples.
 _F64, _F32 = jax.ShapeDtypeStruct((8,), jnp.float64), jax.ShapeDtypeStruct((8,), jnp.float32)
 _R2 = lambda s: s * jnp.sqrt(2.0)
@@ -111,11 +119,19 @@ _SPECIAL = frozenset({"erf", "erfc", "erf_inv"})
 _ARITH = frozenset({"add", "sub", "mul", "div", "neg", "select_n"})
 _LAST: list[Any] = [None, False]  # (weak reference to the last program looked at, its answer)
 _SUB_HAS: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()  # per sub-jaxpr
+_NORMAL_CALLS = frozenset({"ndtr", "log_ndtr"})
+_CALL_HEADS = CALLS | {"custom_jvp_call"}
+
+
+def _normal_call(eqn: Any) -> bool:
+    """Whether ``eqn`` calls JAX's ``ndtr`` or ``log_ndtr`` (by the function it wraps: jax 0.12.1's
+    ``jit`` and ``custom_jvp`` calls, 0.10 to 0.12.0's ``custom_jvp`` of ``log_ndtr``)."""
+    return _compat.primitive_name(eqn) in _CALL_HEADS and _compat.library_function(eqn) in _NORMAL_CALLS
 
 
 def _graph_has_special(g: Graph) -> bool:
-    """Whether the program has an erf/erfc/erfinv at all; the pass asks once per equation, about
-    one program at a time, so the last answer is kept."""
+    """Whether the program has an erf/erfc/erfinv or a call of JAX's ndtr/log_ndtr at all; the pass
+    asks once per equation, about one program at a time, so the last answer is kept."""
     last = _LAST[0]() if _LAST[0] is not None else None
     if last is not g:
         _LAST[0] = weakref.ref(g)
@@ -129,7 +145,7 @@ def _has_special(eqns: Any, depth: int) -> bool:
     A sub-jaxpr's answer is kept while it lives: each pass builds a new program, but the bodies of
     its calls (replacements' ``jit`` and ``custom_jvp`` bodies among them) are the same objects."""
     for e in eqns:
-        if _compat.primitive_name(e) in _SPECIAL:
+        if _compat.primitive_name(e) in _SPECIAL or _normal_call(e):
             return True
         if depth < 4 and any(_sub_has_special(sub.jaxpr, depth + 1) for _, sub in _compat.subjaxprs(e)):
             return True
@@ -153,6 +169,10 @@ def _reads_special(g: Graph, eqn: Any, depth: int) -> bool:
         head = g.head(a)[0]
         if head in _SPECIAL:
             return True
+        if head in _CALL_HEADS:
+            call = _producer(g, a)
+            if call is not None and _normal_call(call):
+                return True
         if depth > 1 and head in _ARITH:
             inner = _producer(g, a)
             if inner is not None and _reads_special(g, inner, depth - 1):
@@ -160,14 +180,27 @@ def _reads_special(g: Graph, eqn: Any, depth: int) -> bool:
     return False
 
 
+def _jax_own(eqn: Any) -> bool:
+    """Whether ``eqn`` is JAX's own accurate formula: a bare call of an accurate ``ndtr``/``log_ndtr``
+    (jax 0.12.1's: our forms are no better, see the module docstring) or an equation of such a
+    routine's body (``log(_ndtr(-|x|))`` inside 0.12.1's ``_log_ndtr`` is its own stable branch)."""
+    if _compat.primitive_name(eqn) in _CALL_HEADS and _compat.accurate_library_call(eqn):
+        return True
+    return _compat.traced_in_accurate_call(eqn)
+
+
 def _special_gate(g: Graph, i: int, depth: int = 5) -> bool:
-    """A cheap refusal: the program has an erf/erfc/erfinv at all (one look per program and pass),
-    and this equation is one or reads one within five arithmetic steps (``log(1 - ndtr(x))``: log, sub,
-    mul, select_n, select_n, erfc)."""
+    """A cheap refusal: the program has an erf/erfc/erfinv or a call of JAX's ndtr at all (one look per
+    program and pass), this equation is one or reads one within five arithmetic steps
+    (``log(1 - ndtr(x))`` on jax 0.12.0: log, sub, mul, select_n, select_n, erfc), and it is not JAX's
+    own accurate formula (:func:`_jax_own`)."""
     if not _graph_has_special(g):
         return False
     eqn = g.eqns[i]
-    return _compat.primitive_name(eqn) in _SPECIAL or _reads_special(g, eqn, depth)
+    name = _compat.primitive_name(eqn)
+    if not (name in _SPECIAL or _normal_call(eqn) or _reads_special(g, eqn, depth)):
+        return False
+    return not _jax_own(eqn)
 
 
 def _mass_gate(g: Graph, i: int) -> bool:
@@ -212,6 +245,13 @@ def _library_ndtr(tag: str) -> Any:
     return op("mul", HALF, op("select_n", op("lt", z, _C_INV), tail, op("add", ONE, op("erf", w))))
 
 
+def _library_ndtr_call(tag: str) -> Any:
+    """``jax.scipy.special.ndtr(x)`` / ``norm.cdf`` as jax 0.12.1 writes it: a ``jit`` of erf.py's
+    ``ndtr`` (recognised by the function it wraps, name and file), which means Φ(x) itself (``{tag}lib``)."""
+    is_ndtr = lambda body: _compat.library_function(body) == "ndtr"
+    return fixed(op(("jit", "pjit"), var(f"{tag}x"), params={"jaxpr": is_ndtr}), **{f"{tag}lib": True})
+
+
 def _phi_forms(pos: str, neg: str) -> Any:
     """The spellings of Φ(u) (captures tagged ``pos``) and of Φ(-u) = erfc(u/√2)/2 (tagged ``neg``)."""
     ep, en = op("erf", _arg(pos)), op("erf", _arg(neg))
@@ -219,24 +259,25 @@ def _phi_forms(pos: str, neg: str) -> Any:
     return any_of(
         op("mul", HALF, op("add", ONE, ep)), op("div", op("add", ONE, ep), TWO),
         op("add", HALF, op("mul", HALF, ep)), op("add", HALF, op("div", ep, TWO)),
-        _library_ndtr(pos),
+        _library_ndtr(pos), _library_ndtr_call(pos),
         op("mul", HALF, cn), op("div", cn, TWO),
         op("mul", HALF, op("sub", ONE, en)), op("div", op("sub", ONE, en), TWO),
         op("sub", HALF, op("mul", HALF, en)), op("sub", HALF, op("div", en, TWO)),
     )
 
 
-_JAX_SPECIAL = "jax/_src/scipy/special.py"
 _TAGS = ("p", "q", "ap", "aq", "bp", "bq")
 
 
 def _mark_library(m: Match) -> bool:
-    """A ``where`` that accepts every match and marks each Φ spelled by JAX's own ``ndtr`` (its
-    equations traced under ``jax.scipy.special.ndtr``, as the oracle recognises it: see
+    """A ``where`` that accepts every match and marks each Φ spelled by JAX's own inlined ``ndtr``
+    (jax 0.10 to 0.12.0: its equations traced under ``jax.scipy.special.ndtr``,
+    ``_compat.inlined_library_function``, as the oracle recognises it: see
     ``oracles/library/_inline.py``) with ``{tag}lib``: that Φ means Φ(x) itself, not the formula with
     1/√2 rounded that JAX inlined, so its ``rel`` is 0. A Φ written by hand with a rounded constant
     keeps its ``rel``. The graph is the one the gate looked at last (``Rule.find`` runs the gate,
-    then the match, then ``where``); an atom not found there leaves the match unmarked."""
+    then the match, then ``where``); an atom not found there leaves the match unmarked. (A call of
+    0.12.1's ``ndtr`` is marked by its pattern, :func:`_library_ndtr_call`.)"""
     g = _LAST[0]() if _LAST[0] is not None else None
     if g is None:
         return True
@@ -247,7 +288,8 @@ def _mark_library(m: Match) -> bool:
         for j in (*m.swallowed, m.root):
             eqn = g.eqns[j]
             if any(o is atom for o in eqn.outvars):
-                if _compat.caller_of(eqn, "ndtr", _JAX_SPECIAL) is not None:
+                hit = _compat.inlined_library_function(eqn)
+                if hit is not None and hit[0] == "ndtr":
                     m.captures[f"{tag}lib"] = True
                 break
     return True
@@ -304,22 +346,27 @@ SCALED_NORMAL_CDF = Rule(
 
 # ----------------------------------------------------------------------------------- log_normal_cdf
 def _log_normal_cdf(**caps: Any) -> Any:
-    """log Φ(x) = log_ndtr(x) for every spelling of Φ above; log(1 - Φ(x)) = log1p(-Φ(x)) =
-    log_ndtr(-x); JAX's own ``log_ndtr`` (norm.logcdf), which for 0 < x < 5 / 8 is the log of
-    ``1 - Q(x)`` rounded (up to 20 / 49 bits off), is replaced by the accurate form too."""
+    """log Φ(x) = log_ndtr(x) for every spelling of Φ above (``log(ndtr(x))`` included, whichever
+    ``ndtr`` is installed: -inf where Φ underflows); log(1 - Φ(x)) = log1p(-Φ(x)) = log_ndtr(-x). A call
+    of JAX's own ``log_ndtr`` (norm.logcdf) is replaced only where that routine is inaccurate: jax 0.10
+    to 0.12.0's, the log of ``1 - Q(x)`` rounded for 0 < x < 5 / 8 (up to 20 / 49 bits off) and a
+    truncated series below -20 (17 bits at -20, float64). jax 0.12.1's is as accurate as the form
+    (3.2 ulps, derivative 2.9; the form 3.2 and 3.5): the gate refuses it (``_jax_own``)."""
     if "lx" in caps:
         return _forms_special.log_ndtr(caps["lx"])
     return _forms_special.log_ndtr(*_signed(caps))
 
 
-_LOG_NDTR_CALL = op("custom_jvp_call", var("lx"), call_jaxpr=_named("log_ndtr"))
+# JAX's log_ndtr by the function the call wraps (name and file, not a user's `log_ndtr`): the custom_jvp
+# of jax 0.10 to 0.12.0 (0.12.1's `_log_ndtr` inside its jit is accurate and refused by the gate)
+_LOG_NDTR_CALL = op("custom_jvp_call", var("lx"),
+                    call_jaxpr=lambda body: _compat.library_function(body) == "log_ndtr")
 LOG_NORMAL_CDF = Rule(
     "log_normal_cdf",
     any_of(op("log", _PHI),
            op("log1p", op("neg", _phi_forms("q", "p"))),
            _LOG_NDTR_CALL),
-    _log_normal_cdf, where=_mark_library,
-    gate=lambda g, i: _compat.primitive_name(g.eqns[i]) == "custom_jvp_call" or _special_gate(g, i),
+    _log_normal_cdf, where=_mark_library, gate=_special_gate,
     examples=_MIXED_LOG_PHI,
     **_example(lambda x: jnp.log(0.5 * jax.scipy.special.erfc(-x / jnp.sqrt(2.0))),
                domain=(-1e4, 1e4)),

@@ -141,7 +141,7 @@ def _nonnegative(g: Graph, atom: Any, depth: int) -> bool:
 
 
 XLOGY = Rule(
-    # the pattern is what the matcher matches: jst.rewrites.verify spells out its alternatives
+    # the pattern is what the matcher matches: jst.verify_rule spells out its alternatives
     "xlogy", _PATTERN, _xlogy, matcher=_match, roots=frozenset({"mul"}),
     example=lambda t, p: t * jnp.log(p), example_shapes=((8,), (8,)), example_domain=(0.0, 1e4),
 )

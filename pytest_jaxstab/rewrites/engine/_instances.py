@@ -72,6 +72,10 @@ def _ndtri(x: Any) -> Any:
     return jax.scipy.special.ndtri(x)
 
 
+def _ndtr(x: Any) -> Any:
+    return jax.scipy.special.ndtr(x)  # a call of its own from jax 0.12.1 (inlined before)
+
+
 def _forms_sigmoid(x: Any) -> Any:
     from ..forms import _core as _forms
 
@@ -81,7 +85,7 @@ def _forms_sigmoid(x: Any) -> Any:
 #: Library functions whose traces are calls a pattern may name, by number of operands.
 _CALLS: dict[int, tuple[Callable[..., Any], ...]] = {
     1: (jax.nn.softplus, jnp.linalg.norm, jnp.var, jnp.std, jnp.diagonal, jnp.linalg.inv, _log_ndtr, _ndtri,
-        _forms_sigmoid, jax.nn.sigmoid, jax.nn.logsumexp, jax.nn.log_softmax, jax.nn.softmax,
+        _ndtr, _forms_sigmoid, jax.nn.sigmoid, jax.nn.logsumexp, jax.nn.log_softmax, jax.nn.softmax,
         jax.nn.log_sigmoid, jnp.mean),
     2: (lambda x, i: jnp.take(x, i, axis=-1), lambda x, i: x[..., i], jnp.logaddexp,
         lambda x, d: jnp.var(x, ddof=d), lambda x, d: jnp.std(x, ddof=d),
@@ -390,6 +394,8 @@ def _params_ok(have: dict[str, Any], want: dict[str, Any]) -> bool:
         if name not in have:
             return False
         if isinstance(w, Param):
+            if w.read is not None and w.value(have[name]) is None:
+                return False
             continue
         try:
             ok = w(have[name]) if callable(w) else have[name] == w

@@ -266,7 +266,10 @@ def _match_eqn(g: Graph, pat: Op, i: int, eqn: Any, state: _State) -> Iterator[_
             return
         have = eqn.params[pname]
         if isinstance(want, Param):
-            captured[want.name] = have
+            val = want.value(have)
+            if val is None and want.read is not None:  # a captured None (a gather's fill) is a value
+                return
+            captured[want.name] = val
         elif callable(want):
             if not want(have):
                 return

@@ -76,9 +76,19 @@ class Const(Pattern):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Param:
-    """Captures an equation parameter under ``name`` (used as a value in ``op(..., axes=param("axes"))``)."""
+    """Captures an equation parameter under ``name`` (used as a value in ``op(..., axes=param("axes"))``).
+
+    ``read``, if given, maps the parameter to the value captured, and None from it refuses the match
+    (a library call's reduction axes read from its body: see :func:`param`).
+    """
 
     name: str
+    read: Callable[[Any], Any] | None = None
+
+    def value(self, have: Any) -> Any:
+        """What this parameter captures from the equation's ``have`` (None from ``read``: the match
+        is refused; a parameter whose value is None, a gather's default fill, is captured as is)."""
+        return have if self.read is None else self.read(have)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -134,9 +144,15 @@ def const(value: float | Callable[[float], bool], *, name: str | None = None) ->
     return Const(value, name)
 
 
-def param(name: str) -> Param:
-    """Capture an equation parameter: ``op("reduce_sum", x, axes=param("axes"))``."""
-    return Param(name)
+def param(name: str, *, read: Callable[[Any], Any] | None = None) -> Param:
+    """Capture an equation parameter: ``op("reduce_sum", x, axes=param("axes"))``.
+
+    ``read`` captures a value computed from the parameter instead, and refuses the match where it
+    returns None: a call recognised by the function it wraps gives its axes from its body,
+    ``op("custom_jvp_call", x, call_jaxpr=param("axes", read=softmax_axes))``, so the replacement
+    gets ``axes`` whichever way the program spells the function.
+    """
+    return Param(name, read)
 
 
 def op(prim: str | Sequence[str], *args: Pattern, name: str | None = None, glue: bool = True,

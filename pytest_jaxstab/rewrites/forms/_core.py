@@ -190,11 +190,48 @@ def softmax(x: Any, axes: Axes = -1) -> Any:
     is what the written ``exp(x) / sum(exp(x))`` gives: 0 for the finite entries of a row holding
     +inf, NaN for the +inf ones (``jax.nn.softmax``'s ``x - m`` made the whole row NaN; the soundness
     fuzz found it making finite entries worse than the form it replaced).
+
+    Its derivative is its own (``_softmax_jvp``), not autodiff's of the quotient, which changes with
+    JAX's rule for ``div`` (0.12.1 writes it ``(dx - q·dy)/y``, a few ulps off near the dominant
+    entry; issue 45).
     """
-    ax = _axes(x, axes)
+    return _softmax(x, _axes(x, axes))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _softmax(x: Any, ax: tuple[int, ...]) -> Any:
     _, shift = _max_shift(x, ax)
     e = jnp.exp(x - shift)
     return e / jnp.sum(e, axis=ax, keepdims=True)
+
+
+@_softmax.defjvp
+def _softmax_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
+    """dy = y·(dx - sum(y·dx)), each row's first maximal entry r taking minus the sum of the others
+    (the Jacobian's columns sum to 0). The same derivative, but its transpose, the gradient, reads
+    the cotangent as ``ct - ct_r`` along the row: the softmax's gradient does not move when a
+    constant is added to the cotangent, and now the rounding does not either (d sum(softmax)/dx is
+    exactly 0, where ``ct - sum(y·ct)`` was an ulp of ``1 - sum(y)``), and a dominant row's
+    gradient has no cancellation (``y_r·(ct_r - sum(y·ct))`` = ``-y_r·sum(y_j·(ct_j - ct_r))``)."""
+    (x,), (dx,) = primals, tangents
+    y = _softmax(x, ax)
+    first = lax.stop_gradient(_first_max(x, ax))
+    s = jnp.sum(y * dx, axis=ax, keepdims=True)
+    others = jnp.where(first, jnp.zeros_like(y), y * (dx - s))
+    # a row with no maximal entry (a NaN) keeps y·(dx - s) everywhere: `first` is False there
+    return y, others - jnp.where(first, jnp.sum(others, axis=ax, keepdims=True), jnp.zeros_like(y))
+
+
+def _first_max(x: Any, ax: tuple[int, ...]) -> Any:
+    """True at the first (row-major over ``ax``) maximal entry of each row of ``x``, False elsewhere
+    (everywhere in a row whose max is NaN)."""
+    hit = x == jnp.max(x, axis=ax, keepdims=True)
+    pos = jnp.zeros(jnp.shape(x), jnp.int32)
+    for d in ax:  # the position of each entry within its row, row-major over the reduced axes
+        pos = pos * jnp.shape(x)[d] + lax.broadcasted_iota(jnp.int32, jnp.shape(x), d)
+    size = math.prod(jnp.shape(x)[d] for d in ax)
+    first = jnp.min(jnp.where(hit, pos, size), axis=ax, keepdims=True)
+    return hit & (pos == first)
 
 
 @jax.custom_jvp

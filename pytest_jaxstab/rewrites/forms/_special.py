@@ -139,7 +139,10 @@ def _ndtr_jvp(rel: float, primals: Any, tangents: Any) -> Any:
 def quotient(u: Any, s: Any) -> Any:
     """``u / s`` whose derivative is ``(du - (u/s)·ds) / s``: JAX's own divides by ``s²``, which is
     flushed to zero for |s| < 1.1e-19 in float32 (a normal CDF's tiny scale) and makes a zero
-    cotangent NaN (0·inf) where the quotient's derivative is finite."""
+    cotangent NaN (0·inf) where the quotient's derivative is finite. Where the quotient itself
+    overflows (x = u/s past the float max while the program's u/(s·√2) is not), its slope in ``s`` is
+    taken as the largest float: the forms are flat out there (Φ and log Φ at +inf), and a zero
+    cotangent then gives 0, not inf·0 = NaN; a non-zero one still overflows to inf, as the slope does."""
     return u / s
 
 
@@ -147,7 +150,8 @@ def quotient(u: Any, s: Any) -> Any:
 def _quotient_jvp(primals: Any, tangents: Any) -> Any:
     (u, s), (du, ds) = primals, tangents
     q = u / s
-    return q, (du - q * ds) / s
+    big = jnp.finfo(jnp.result_type(q)).max
+    return q, (du - jnp.clip(q, -big, big) * ds) / s
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
