@@ -431,6 +431,9 @@ class CaseResult:
     rewrite_regression: RewriteRegression | None = None
     # With tune_precision=True on a bfloat16/float16 case: which lines must stay float32; else None.
     precision: PrecisionRecord | None = None
+    # The share of judged output elements the oracle's fast path (float64 intervals) left to the exact
+    # ball escalation, over the inputs judged (docs/architecture.md, "The oracle"); None: not measured.
+    escalated: float | None = None
 
     @property
     def judged_stats(self) -> VariantStats:
@@ -462,6 +465,7 @@ class CaseResult:
             **({"rewrite_regression": self.rewrite_regression.to_json()}
                if self.rewrite_regression is not None else {}),
             **({"precision": self.precision.to_json()} if self.precision is not None else {}),
+            **({"escalated": self.escalated} if self.escalated is not None else {}),
         }
 
     @classmethod
@@ -486,4 +490,5 @@ class CaseResult:
             rewrite_regression=(RewriteRegression.from_json(d["rewrite_regression"])
                                 if d.get("rewrite_regression") else None),
             precision=PrecisionRecord.from_json(d["precision"]) if d.get("precision") else None,
+            escalated=float(d["escalated"]) if d.get("escalated") is not None else None,
         )

@@ -286,7 +286,8 @@ OPTIONS: tuple[Option, ...] = (
             "conditioning explains) or 'accuracy' (forward error, as Herbie)",
             _choice("stability", "accuracy"), metavar="stability|accuracy"),
     _option("oracle_budget", 1e7, "largest estimated cost of the exact oracle per case, in scalar operations "
-            "(elements x equations x examples); above it the case fails at once. None: no limit",
+            "(elements x equations x examples; a program the oracle's fast path covers counts a fifteenth); "
+            "above it the case fails at once. None: no limit",
             _budget("1e8"), metavar="N|none"),
     _option("time_budget", 300.0, "seconds of drawing per case, after which the case is judged on the "
             "inputs drawn so far (a CheckWarning says so). None: no limit", _budget("60"),

@@ -202,7 +202,7 @@ def test_an_oversized_case_fails_fast_with_the_figure_and_the_ways_out(pytester,
         import pytest
 
         def test_huge(jaxstab):
-            jaxstab.check(lambda x: jnp.sum(jnp.tanh(x) * 2), shapes=[(4096, 4096)], dtype="float32",
+            jaxstab.check(lambda x: jnp.sum(jnp.tanh(x) * 2), shapes=[(16384, 16384)], dtype="float32",
                           max_examples=1)
 
         @pytest.mark.stabilize(dtype="float32", shapes={"x": (64, 64)}, domain=(-3, 3), oracle_budget=1e9)
@@ -213,9 +213,11 @@ def test_an_oversized_case_fails_fast_with_the_figure_and_the_ways_out(pytester,
     result = run_jaxstab("--jaxstab-examples=2")
     assert time.perf_counter() - start < 60  # it used to run for minutes at 8 GB and rising
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*test_big.py::test_huge: the exact oracle would take about 5.03e+07 scalar "
-                                 "operations*over the budget of 1e+07*Ways out: smaller shapes (now (4096, "
-                                 "4096)*fewer examples*--jaxstab-oracle-budget=N*"])
+    # 3 equations x 16384^2 elements, counted at the fast path's share (1/15): 5.37e7 > 1e7.
+    result.stdout.fnmatch_lines(["*test_big.py::test_huge: the exact oracle would take about 5.37e+07 scalar "
+                                 "operations*fast path covers the program*over the budget of 1e+07*Ways out: "
+                                 "smaller shapes (now (16384, 16384)*fewer examples*judge=\"accuracy\"*"
+                                 "--jaxstab-oracle-budget=N*"])
     # The command-line budget applies where the marker does not set one.
     strict = run_jaxstab("--jaxstab-examples=2", "--jaxstab-oracle-budget=100", "-k", "allowed")
     strict.assert_outcomes(passed=1)
@@ -230,8 +232,23 @@ def test_oracle_cost_counts_elements_times_equations():
 
     closed, _, _ = trace(lambda x: jnp.sum(jnp.tanh(x) * 2), np.zeros((10, 30), np.float32))
     assert oracle_cost(closed) == 3 * 300  # tanh, mul, reduce_sum each touch 300 elements
+    # sin has no rule on the oracle's fast path: every operation counts whole (100 x 10 > 350)
     with pytest.raises(ArgumentError, match="max_examples=3 fits"):
-        jst.check(jnp.tanh, shapes=[(100,)], dtype="float32", max_examples=10, oracle_budget=350)
+        jst.check(jnp.sin, shapes=[(100,)], dtype="float32", max_examples=10, oracle_budget=350)
+    # tanh has one: its operations count a fifteenth (1000 / 15 = 66.7 > 50; 6.67 per input)
+    with pytest.raises(ArgumentError, match="max_examples=7 fits"):
+        jst.check(jnp.tanh, shapes=[(100,)], dtype="float32", max_examples=10, oracle_budget=50)
+
+
+def test_a_long_check_says_so_before_it_runs_with_the_seconds_and_the_ways_out():
+    # (512, 512) x 3 equations x 100 inputs at ~1 µs each on the fast path: ~79 s, over a minute.
+    with pytest.warns(CheckWarning) as caught:  # the time budget's own warning comes after it
+        jst.check(lambda x: jnp.sum(jnp.tanh(x) * 2), shapes=[(512, 512)], dtype="float32", seed=0,
+                  time_budget=0.5)
+    first = str(caught[0].message)
+    assert re.search(r"this check will take about 79 s \(7.86e\+05 scalar operations per input x 100 "
+                     r"examples\)\. To cut it: smaller shapes .*fewer examples \(max_examples=76 fits\).*"
+                     r"judge=\"accuracy\"", first), first
 
 
 # --- item 12: parameters pytest would look up as fixtures ---------------------------------------------

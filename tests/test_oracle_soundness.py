@@ -205,4 +205,8 @@ def test_exact_values_are_mpmath_and_precisions_recorded():
     with mpmath.workprec(200):
         assert abs(exact[0] - mpmath.expm1(mpmath.mpf(float(F32(1e-30))))) < mpmath.mpf(2) ** -150
     prec = np.asarray(got.precisions)
-    assert prec[1] == 56 and prec[0] > 56  # the easy element settled at the first precision
+    assert prec[1] == 53 and prec[0] > 56  # the easy element settled by the fast path (float64 intervals)
+    assert got.decided_fast == 1 and got.escalated == 1
+    arb = np.asarray(oracles.evaluate(lambda x: jnp.exp(x) - 1, np.asarray([1e-30, 0.5], F32),
+                                      fast=False).precisions)
+    assert arb[1] == 56  # without it, at the first precision

@@ -15,7 +15,6 @@ re-checks it first.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -30,12 +29,12 @@ from .. import _compat
 from .._diagnostics import find_nan_origin, time_backends
 from .._dtypes import from_ordinal, to_ordinal
 from .._errors import ArgumentError
-from .._primitives import CALLS
 from .._results import CaseResult, NanOriginRecord, RewriteRecord, TimingRecord, Witness
 from .._settings import layered
 from .._settings import option as _option
 from .._settings import settings as Settings
 from ..rewrites.engine._engine import rewrite_jaxpr
+from ._cost import estimate, long_check, oracle_cost, over_budget
 from ._evaluate import VARIANTS, Accumulator, Evaluator, SampleResult, StageTimes, uniform_undefined_share
 from ._explore import Runner, fits
 from ._gradient import derivative_case, with_gradient
@@ -56,9 +55,9 @@ def _declared(name: str) -> Any:
     return opt.default
 
 #: Default largest estimated oracle cost of one case, in scalar operations (``oracle_cost`` times the
-#: number of examples), as declared in ``jst.settings``. The exact oracle takes of the order of 10-30 µs
-#: per scalar operation, so this is a few minutes of exact evaluation; above it a check fails at once
-#: instead of running for hours.
+#: number of examples, a fast-path program's operations counted at their share: ``_cost``), as declared
+#: in ``jst.settings``. At 10-30 µs per Arb operation this is a few minutes of checking; above it a
+#: check fails at once instead of running for hours.
 ORACLE_BUDGET: float = _declared("oracle_budget")
 #: Default wall-clock budget of one case's drawing, in seconds (``jst.settings``): past it no new input
 #: is drawn, and the case is judged on what was drawn (a CheckWarning says how many).
@@ -109,8 +108,10 @@ def check(
             function), ``grad`` (also judge the gradient, in ``result.gradient``), ``judge``
             ("stability": error beyond what the conditioning at the input explains, the default;
             "accuracy": forward error), ``oracle_budget`` (largest estimated cost of the exact
-            evaluation, :func:`oracle_cost` x ``max_examples``; above it an ``ArgumentError`` before
-            anything runs; None: no limit), ``time_budget`` (seconds of drawing, then the case is
+            evaluation, :func:`oracle_cost` x ``max_examples``, a program the oracle's fast path covers
+            counted at a fifteenth; above it an ``ArgumentError`` before anything runs, and a
+            ``CheckWarning`` with the estimated seconds where they pass a minute; None: no limit),
+            ``time_budget`` (seconds of drawing, then the case is
             judged on what was drawn with a :class:`CheckWarning`; None: no limit), ``timing`` (time
             both jitted variants on every backend present). ``help(jst.settings)`` lists them all.
         name: the case's name in reports and baselines (default ``module.qualname`` of ``fn``).
@@ -207,6 +208,7 @@ def judge_case(case: Case, s: Settings, run: RunContext, *, derivative: bool = F
         # Sorted: the same inputs give the same report whatever order they arrived in (witnesses first).
         points=sorted(acc.points, key=lambda p: (p.magnitude, p.original_bits, p.rewritten_bits)),
         tolerance_bits=float(s.tolerance_bits), judged=judged, judge=s.judge,
+        escalated=_escalated_share(run.profile),
     )
     result.outcome = "failed" if result.judged_stats.verdict == "fail" else "passed"
     if result.outcome == "failed":
@@ -230,6 +232,12 @@ def judge_case(case: Case, s: Settings, run: RunContext, *, derivative: bool = F
     return result
 
 
+def _escalated_share(profile: StageTimes) -> float | None:
+    """The share of the oracle's output elements its fast path left to the ball escalation so far."""
+    fast, escalated = profile.get("oracle_fast", 0.0), profile.get("oracle_escalated", 0.0)
+    return escalated / (fast + escalated) if fast + escalated else None
+
+
 @dataclasses.dataclass
 class _Programs:
     """The traced case, its rewritten program, the rewrites applied, the evaluator and the oracle's cost."""
@@ -247,9 +255,13 @@ def _programs(case: Case, s: Settings, rules: Sequence[Any], derivative: bool, p
     """Trace, refuse what the oracle cannot take, enforce the budget, rewrite, warm up (stage "trace")."""
     t0 = time.perf_counter()
     traced = trace_case(case.call, case.dtype, case.shapes)
-    cost = oracle_cost(traced.closed)
-    if s.oracle_budget is not None and cost * s.max_examples > s.oracle_budget:
-        raise ArgumentError(_over_budget(case.case_id, cost, s.max_examples, s.oracle_budget, case.shapes))
+    est = estimate(traced.closed, s.max_examples)
+    cost = est.cost
+    if s.oracle_budget is not None and est.counted > s.oracle_budget:
+        raise ArgumentError(over_budget(case.case_id, est, s.oracle_budget, case.shapes, s.judge))
+    long = long_check(case.case_id, est, case.shapes, s.judge)
+    if long is not None:
+        warnings.warn(CheckWarning(long), stacklevel=4)
     value = traced
     rewritten, applied = _rewrite(traced.closed, rules)
     reference, note = traced.closed, ""
@@ -403,35 +415,6 @@ def _warmup_args(dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]],
             return None
         out.append(np.full(shape, value, dtype=dtype))
     return tuple(out)
-
-
-def oracle_cost(closed: Any) -> int:
-    """The estimated cost of one exact evaluation of a program, in scalar operations: the elements each
-    equation reads or writes (the larger), summed over every equation, sub-programs included once
-    (a loop body counts once, whatever its trip count)."""
-    total = 0
-    for _, eqn in _compat.walk(closed):
-        if _compat.primitive_name(eqn) in CALLS:
-            continue
-        sizes = [math.prod(getattr(_compat.aval(v), "shape", ()) or ()) for v in (*eqn.invars, *eqn.outvars)]
-        total += max(sizes, default=1)
-    return max(total, 1)
-
-
-def _over_budget(case_id: str, cost: int, examples: int, budget: float,
-                 shapes: Sequence[tuple[int, ...]]) -> str:
-    fit = max(1, int(budget // cost))
-    shown = ", ".join(str(s) for s in shapes)
-    examples_hint = (f"max_examples={fit} fits" if fit < examples else "")
-    ways = [f"smaller shapes (now {shown}: the oracle's cost grows with the number of elements)"]
-    ways.append(f"fewer examples ({examples_hint})" if examples_hint else
-                "fewer examples (not enough here: one example is already over the budget)")
-    ways.append("a larger budget: oracle_budget= on jst.check / the marker / jaxstab.check, or "
-                "--jaxstab-oracle-budget=N (none: no limit)")
-    return (f"{case_id}: the exact oracle would take about {cost * examples:.3g} scalar operations "
-            f"({cost:.3g} per input, elements x equations, x {examples} examples), over the budget of "
-            f"{budget:.3g} (~10-30 µs each: {cost * examples * 2e-5 / 60:.0f} minutes or more). Ways out: "
-            + "; ".join(ways) + ".")
 
 
 def _nan_origins(closed: Any, rewritten: Any, acc: Accumulator, minimal: SampleResult | None,

@@ -1,18 +1,21 @@
-"""The problem's conditioning at one input, computed exactly with the oracle (the ``stability`` lens).
+"""The problem's conditioning at one input (the ``stability`` lens).
 
 Componentwise relative condition in output ulps (docs/architecture.md, "Two lenses: stability and
 accuracy"): for each output element ``y_j = f_j(x)``,
 
-    cond_j = sum_i |f_j(x with x_i -> x_i (1 + d_i)) - f_j(x)| * (u / d_i) / ulp(y_j)
+    cond_j = sum_i |x_i df_j/dx_i| * u / ulp(y_j)
 
-where ``u = 2^-p`` is the unit roundoff of the inputs' dtype and ``d_i`` the relative step actually
-taken: ``x_i`` moved one float of its dtype away from zero (``u <= d_i <= 2u``; the oracle takes inputs
-in their own dtype). The exact results at the moved inputs come from the oracle, rounded to float64 (for
-float64 programs that rounding limits the figure to about one ulp per input element), so ``cond_j`` is
-``sum_i |x_i df_j/dx_i| u / ulp(y_j)`` to first order: how many output ulps the exact result moves when
-every input element moves by one unit roundoff, each in its worst direction. Zero inputs do not move
-(a relative perturbation). One oracle evaluation per input element: it is computed only for inputs
-whose forward error exceeds the tolerance.
+where ``u = 2^-p`` is the unit roundoff of the inputs' dtype: how many output ulps the exact result
+moves when every input element moves by one unit roundoff, each in its worst direction. Zero inputs
+do not move (a relative perturbation). Each ``j`` is one row of the Jacobian weighted by the inputs, so
+it costs one reverse pass (``_derivatives``: float64 passes, ``CHUNK`` rows at a time, each row checked
+against the exact forward value), never one exact evaluation per input element; and only the elements
+the verdict needs are computed (the caller's ``wanted``: the check asks for the elements whose forward
+error could change a figure, ``_evaluate``). A row the float64 pass cannot vouch for is computed, where
+the program is small (:data:`FD_LIMIT`), by the exact finite differences this figure was first defined
+by: ``|f_j(x with x_i -> x_i (1 + d_i)) - f_j(x)| * (u / d_i)`` summed over ``i``, ``x_i`` moved one
+float of its dtype away from zero (``u <= d_i <= 2u``), the moved results from the oracle rounded to
+float64: the same figure to first order (``tests/test_conditioning.py`` holds the two together).
 
 First order misses a problem that is flat to every small move but not to a finite one: a softmax whose
 logits differ by less than their own rounding (``softmax(q @ k.T)`` on clustered rows) is exactly
@@ -29,7 +32,7 @@ elsewhere the first-order figure stands, unchanged.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -38,8 +41,11 @@ import numpy as np
 from .. import _compat
 from .._dtypes import component_dtype, dtype_info
 from ..oracles import evaluate
+from ._derivatives import Derivatives, trusted
 
-__all__ = ["JOINT", "conditioning_ulps", "joint_conditioning", "reduction_terms", "ulp"]
+__all__ = ["EXACT_ROWS", "FD_LIMIT", "JOINT", "SMALL", "conditioning_lower", "conditioning_ulps",
+           "derivatives_for",
+           "joint_conditioning", "reduction_terms", "ulp"]
 
 #: Most simultaneous moves of every input element (module docstring; they stop once every element
 #: first order leaves unexplained has moved): with 24 sign patterns, one of 4 logits tied below their
@@ -92,15 +98,134 @@ def ulp(exact: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
     return np.where(np.isfinite(spacing), np.maximum(spacing, floor), np.inf)
 
 
+#: Float input elements up to which rows the float64 passes cannot vouch for are computed by finite
+#: differences through the oracle (one exact evaluation per input element): exact, and affordable there.
+FD_LIMIT = 256
+#: Rows per call computed from the program's derivative evaluated by the oracle, where the float64 passes
+#: cannot vouch for an element of a program too large for finite differences (one batched evaluation).
+EXACT_ROWS = 64
+#: Float input elements up to which every figure is computed by those finite differences outright: a
+#: few dozen fast oracle passes cost less than compiling the float64 passes (~0.3 s a program).
+SMALL = 64
+
+_DERIVATIVES: dict[tuple[int, tuple[int, ...]], tuple[Any, Derivatives]] = {}
+
+
+def derivatives_for(closed: Any, judged_outputs: Sequence[int]) -> Derivatives:
+    """The (cached) float64 reverse passes of ``closed``: one compilation per program and output."""
+    key = (id(closed), tuple(judged_outputs))
+    hit = _DERIVATIVES.get(key)
+    if hit is not None and hit[0] is closed:
+        return hit[1]
+    if len(_DERIVATIVES) >= 32:
+        _DERIVATIVES.pop(next(iter(_DERIVATIVES)))
+    made = Derivatives(closed, judged_outputs)
+    _DERIVATIVES[key] = (closed, made)
+    return made
+
+
+def _float_elements(args: Sequence[np.ndarray]) -> int:
+    return sum(int(np.size(a)) for a in args if np.issubdtype(np.asarray(a).dtype, np.floating))
+
+
+def _unit(args: Sequence[np.ndarray]) -> float:
+    floats = [a for a in args if np.issubdtype(np.asarray(a).dtype, np.floating)]
+    return min(float(dtype_info(np.asarray(a).dtype).eps) / 2 for a in floats) if floats else 0.0
+
+
 def conditioning_ulps(closed: Any, args: Sequence[np.ndarray], exact: Sequence[np.ndarray],
-                      judged_outputs: Sequence[int], out_dtypes: Sequence[np.dtype[Any]],
-                      ) -> list[np.ndarray]:
+                      judged_outputs: Sequence[int], out_dtypes: Sequence[np.dtype[Any]], *,
+                      wanted: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
     """Per judged output leaf, the conditioning of each element in output ulps (module docstring):
-    ``inf`` where a moved input makes the exact result non-finite, NaN where it is not known."""
+    ``inf`` where a moved input makes the exact result non-finite, NaN where it is not known (or not
+    in ``wanted``: per leaf, the flat indices to compute; None computes every element).
+
+    First order comes from float64 reverse passes (``_derivatives``: one per element, the cost linear
+    in the elements); a row they cannot vouch for (the float64 program lost at that element) is computed
+    by finite differences through the oracle when the program has at most :data:`FD_LIMIT` float input
+    elements, else from the program's derivative evaluated by the oracle (at most :data:`EXACT_ROWS` of
+    them per call, the first ones of ``wanted``; the rest left unknown: NaN, for the caller to ask again
+    or to leave with no allowance, a conservative verdict).
+    """
+    derivs = derivatives_for(closed, judged_outputs)
+    if not derivs.usable or _float_elements(args) <= SMALL:
+        return _finite_differences(closed, args, exact, judged_outputs, out_dtypes)
+    u = _unit(args)
+    out, pending = [], []
+    for t, i in enumerate(judged_outputs):
+        e = np.asarray(exact[t])
+        cond = np.full(e.shape, np.nan)
+        idx = np.arange(e.size) if wanted is None else np.asarray(wanted[t], dtype=np.int64)
+        if derivs.rows[t] > 1 and len(idx):  # a column's pass gives every row: all of them, for free
+            width = e.size // derivs.rows[t]
+            cols = np.unique(idx % width)
+            idx = (np.arange(derivs.rows[t])[:, None] * width + cols[None, :]).reshape(-1)
+        flat_e = e.reshape(-1)[idx].astype(np.float64)
+        spacing = ulp(flat_e, out_dtypes[i])
+        finite = np.isfinite(flat_e)
+        cond.reshape(-1)[idx[~finite]] = 0.0  # an infinite exact result: no ulp to move by
+        todo = idx[finite]
+        sums, values = derivs.weighted_rows(args, t, todo)
+        ok = trusted(values, flat_e[finite], spacing[finite], sums)
+        with np.errstate(all="ignore"):
+            cond.reshape(-1)[todo[ok]] = sums[ok] * u / spacing[finite][ok]
+        out.append(cond)
+        if wanted is None:
+            pending.append(todo[~ok])
+        else:  # in the order asked (the lens asks largest error first: the budget goes to those)
+            asked = np.asarray(wanted[t], np.int64)
+            pending.append(asked[np.isin(asked, todo[~ok])])
+    if not any(len(p) for p in pending):
+        return out
+    if _float_elements(args) <= FD_LIMIT:
+        exact_fd = _finite_differences(closed, args, exact, judged_outputs, out_dtypes)
+        for cond, fd, p in zip(out, exact_fd, pending):
+            cond.reshape(-1)[p] = fd.reshape(-1)[p]
+        return out
+    budget = EXACT_ROWS
+    for t, (cond, p) in enumerate(zip(out, pending)):
+        p = p[:budget]
+        budget -= len(p)
+        if len(p):
+            flat = np.asarray(exact[t]).reshape(-1)[p].astype(np.float64)
+            spacing = ulp(flat, out_dtypes[judged_outputs[t]])
+            with np.errstate(all="ignore"):
+                cond.reshape(-1)[p] = derivs.exact_rows(args, t, p) * u / spacing
+    return out
+
+
+def conditioning_lower(closed: Any, args: Sequence[np.ndarray], exact: Sequence[np.ndarray],
+                       judged_outputs: Sequence[int], out_dtypes: Sequence[np.dtype[Any]],
+                       ) -> list[np.ndarray]:
+    """Per judged output leaf, a lower bound of each element's conditioning in output ulps, from a few
+    float64 forward passes for every element at once (``Derivatives.lower_bounds``); 0 where the
+    float64 pass cannot vouch for the element (or the program is not one the passes serve): a lower
+    bound is what lets the lens skip an element whose error it explains, never one it does not."""
+    derivs = derivatives_for(closed, judged_outputs)
+    if _float_elements(args) <= SMALL:  # the exact figure costs less than compiling the passes
+        return _finite_differences(closed, args, exact, judged_outputs, out_dtypes)
+    if not derivs.usable:
+        return [np.zeros(np.shape(e)) for e in exact]
+    u = _unit(args)
+    out = []
+    for (low, values), e, i in zip(derivs.lower_bounds(args), exact, judged_outputs):
+        flat_e = np.asarray(e).reshape(-1).astype(np.float64)
+        spacing = ulp(flat_e, out_dtypes[i])
+        ok = trusted(values, flat_e, spacing, low)
+        with np.errstate(all="ignore"):
+            out.append(np.where(ok, low * u / spacing, 0.0).reshape(np.shape(e)))
+    return out
+
+
+def _finite_differences(closed: Any, args: Sequence[np.ndarray], exact: Sequence[np.ndarray],
+                        judged_outputs: Sequence[int], out_dtypes: Sequence[np.dtype[Any]],
+                        ) -> list[np.ndarray]:
+    """The conditioning by finite differences through the oracle: one exact evaluation per input element
+    moved one float of its dtype away from zero (exact, quadratic in the elements)."""
     floats = [i for i, a in enumerate(args) if np.issubdtype(np.asarray(a).dtype, np.floating)]
-    u = min(float(dtype_info(np.asarray(args[i]).dtype).eps) / 2 for i in floats) if floats else 0.0
+    u = _unit(args)
     base_args = [np.asarray(a) for a in args]
-    base = _exact64(closed, base_args, judged_outputs)
+    base = _exact64(closed, base_args, judged_outputs, out_dtypes)
     total = [np.zeros(np.shape(b), dtype=np.float64) for b in base]
     for i in floats:
         flat = base_args[i].reshape(-1)
@@ -113,7 +238,7 @@ def conditioning_ulps(closed: Any, args: Sequence[np.ndarray], exact: Sequence[n
             step = (float(moved[k]) - float(flat[k])) / float(flat[k])  # exact in float64
             trial = list(base_args)
             trial[i] = moved.reshape(base_args[i].shape)
-            for t, (b, m) in enumerate(zip(base, _exact64(closed, trial, judged_outputs))):
+            for t, (b, m) in enumerate(zip(base, _exact64(closed, trial, judged_outputs, out_dtypes))):
                 with np.errstate(all="ignore"):
                     total[t] = total[t] + np.abs(m - b) * (u / step)
     out = []
@@ -137,11 +262,12 @@ def joint_conditioning(closed: Any, args: Sequence[np.ndarray], exact: Sequence[
     floats = [i for i, a in enumerate(args) if np.issubdtype(np.asarray(a).dtype, np.floating)]
     steps = min(reduction_terms(closed), MAX_JOINT_STEP)
     base_args = [np.asarray(a) for a in args]
-    base = _exact64(closed, base_args, judged_outputs)
     units = [ulp(exact[t], out_dtypes[i]) for t, i in enumerate(judged_outputs)]
     cond = [np.array(c, dtype=np.float64) for c in cond_ulps]
-    for trial in _joint_moves(base_args, floats, steps):
-        for t, (b, m) in enumerate(zip(base, _exact64(closed, trial, judged_outputs))):
+    trials = list(_joint_moves(base_args, floats, steps))
+    base, moved = _moved_values(closed, base_args, trials, exact, judged_outputs, out_dtypes, units, pending)
+    for n in range(len(trials)):
+        for t, (b, m) in enumerate(zip(base, moved(n))):
             with np.errstate(all="ignore"):
                 change = np.abs(m - b) / units[t]
                 flat = change > NONLINEAR * 2 * steps * np.nan_to_num(cond[t])
@@ -150,6 +276,33 @@ def joint_conditioning(closed: Any, args: Sequence[np.ndarray], exact: Sequence[
         if not any(m.any() for m in pending):
             break
     return cond
+
+
+def _moved_values(closed: Any, args: list[np.ndarray], trials: list[list[np.ndarray]],
+                  exact: Sequence[np.ndarray], judged_outputs: Sequence[int],
+                  out_dtypes: Sequence[np.dtype[Any]], units: Sequence[np.ndarray],
+                  pending: Sequence[np.ndarray],
+                  ) -> tuple[list[np.ndarray], Callable[[int], list[np.ndarray]]]:
+    """The judged outputs at ``args`` and at each trial input (``moved(n)``): from one float64 pass over
+    them all (``Derivatives.forward``) where every pending element's float64 value at ``args`` is within
+    one ulp of the exact one (the float64 program is not lost there: its changes are the exact ones to
+    far below an ulp), else from the oracle (``_exact64``, one evaluation per trial)."""
+    derivs = derivatives_for(closed, judged_outputs)
+    if derivs.usable and trials:
+        values = derivs.forward([args, *trials])
+        sure = [trusted(v[0].reshape(-1), np.asarray(e, np.float64).reshape(-1), u.reshape(-1),
+                        np.zeros(v[0].size)).reshape(np.shape(p))
+                for v, e, u, p in zip(values, exact, units, pending)]
+        if _float_elements(args) > FD_LIMIT:
+            # A large program: the elements its float64 pass cannot follow (it loses them too) are left
+            # unexplained rather than moved through the oracle 24 times (minutes at a (32, 256) @ (256,
+            # 256) layer): the first order figure stands for them, as for a smooth problem.
+            for p, ok in zip(pending, sure):
+                p &= ok
+        if all(bool(ok[p].all()) for ok, p in zip(sure, pending)):
+            return [v[0] for v in values], lambda n: [v[n + 1] for v in values]
+    base = _exact64(closed, args, judged_outputs, out_dtypes)
+    return base, lambda n: _exact64(closed, trials[n], judged_outputs, out_dtypes)
 
 
 def _joint_moves(args: Sequence[np.ndarray], floats: Sequence[int], steps: int) -> Iterator[list[np.ndarray]]:
@@ -174,8 +327,19 @@ def _joint_moves(args: Sequence[np.ndarray], floats: Sequence[int], steps: int) 
         yield trial
 
 
-def _exact64(closed: Any, args: Sequence[np.ndarray], judged_outputs: Sequence[int]) -> list[np.ndarray]:
-    result = evaluate(closed, *args, dtype="float64")
+#: How near the exact value the moved results must be, in ulps of the judged dtype at the value: far
+#: below the figures' resolution (they count those ulps). Float64 interval enclosures meet it for
+#: float32 and narrower outputs at the cost of one vectorised pass (``oracles.evaluate(within=...)``);
+#: float64 outputs need the correctly rounded value (Arb balls).
+_WITHIN_ULPS = 2.0**-20
+
+
+def _exact64(closed: Any, args: Sequence[np.ndarray], judged_outputs: Sequence[int],
+             out_dtypes: Sequence[np.dtype[Any]]) -> list[np.ndarray]:
+    finest = min((component_dtype(out_dtypes[i]) for i in judged_outputs),
+                 key=lambda d: float(dtype_info(d).eps))
+    narrow = float(dtype_info(finest).eps) > 2.0**-30
+    result = evaluate(closed, *args, dtype="float64", within=(_WITHIN_ULPS, finest) if narrow else None)
     values = jax.tree_util.tree_leaves(result.values)
     certain = jax.tree_util.tree_leaves(result.certain)
     out = []

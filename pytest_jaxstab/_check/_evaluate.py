@@ -25,9 +25,9 @@ from .._primitives import DISCONTINUOUS
 from .._results import Point, VariantStats, Witness
 from ..oracles import error_bits, evaluate
 from ..oracles.interpreter._limits import confirm, evaluate_near, resolve
-from ._conditioning import conditioning_ulps, joint_conditioning, reduction_terms
+from ._conditioning import reduction_terms
+from ._stability import StabilityLens
 from ._trace import x64_scope
-from ._verdict import judge_elements
 
 __all__ = ["VARIANTS", "Accumulator", "Evaluator", "SampleResult", "VariantScore", "StageTimes"]
 
@@ -47,8 +47,10 @@ class StageTimes(dict[str, float]):
     """Seconds spent per stage of a check (``trace``, ``draw``, ``run``, ``oracle``, ``metrics``,
     ``minimise``, ``diagnostics``, ``timing``, ``total``), plus counts: ``draws`` (inputs drawn and
     judged: Hypothesis examples and their siblings), ``repeats`` (drawn inputs skipped because they
-    repeated one judged before) and ``examples`` (distinct inputs counted in the figures); filled when
-    passed to ``check``.
+    repeated one judged before), ``examples`` (distinct inputs counted in the figures), and
+    ``oracle_fast`` / ``oracle_escalated`` (output elements the oracle's fast path decided, and those it
+    left to the ball escalation: ``CaseResult.escalated`` is the second's share); filled when passed to
+    ``check``.
 
     ``draw`` is the whole exploration less the time spent evaluating inputs: the strategy code (for the
     examples and their siblings), Hypothesis's engine (generating, mutating and hill-climbing choice
@@ -158,6 +160,8 @@ class Evaluator:
         self.judge = judge
         self.tolerance_bits = float(tolerance_bits)
         self.terms = reduction_terms(closed) if judge == "stability" else 1
+        self.lens = StabilityLens(self.reference, self.judged_outputs, self.out_dtypes, self.terms,
+                                  self.tolerance_bits)
         # A derivative program with decisions (ties of max/min, abs's sign, where) is also evaluated at
         # its inputs' neighbours: its value at a tie is JAX's rule, not the function's derivative.
         self.derivative = derivative and any(
@@ -189,6 +193,8 @@ class Evaluator:
         t1 = time.perf_counter()
         self._check_dtypes(outputs)
         oracle = self._evaluate(self.reference, *args)
+        self.profile.add("oracle_fast", float(oracle.decided_fast))
+        self.profile.add("oracle_escalated", float(oracle.escalated))
         values = jax.tree_util.tree_leaves(oracle.values)
         certain = jax.tree_util.tree_leaves(oracle.certain)
         t2 = time.perf_counter()
@@ -257,26 +263,13 @@ class Evaluator:
 
     def _stability(self, args: tuple[np.ndarray, ...], exact: list[np.ndarray],
                    outcomes: dict[str, VariantScore]) -> None:
-        """The stability lens, where the forward error alone would fail (the conditioning costs one
-        oracle evaluation per input element: only where it can change the verdict)."""
+        """The stability lens (``_stability``), where the forward error alone would fail."""
         # An overflow fails under both lenses whatever the conditioning: not computed for it.
         over = [v for v in VARIANTS if outcomes[v].bits > self.tolerance_bits and not outcomes[v].overflow]
         if not over:
             return
         t0 = time.perf_counter()
-        cond = conditioning_ulps(self.reference, args, exact, self.judged_outputs, self.out_dtypes)
-        unexplained = [np.zeros(np.shape(c), dtype=bool) for c in cond]
-        for v in over:
-            for t, (bits, c) in enumerate(zip(outcomes[v].element_bits, cond)):
-                with np.errstate(all="ignore"):
-                    allowed = np.log2(1.0 + self.terms * np.where(np.isnan(c), 0.0, c))
-                    unexplained[t] |= np.nan_to_num(bits - allowed) > self.tolerance_bits
-        cond = joint_conditioning(self.reference, args, exact, self.judged_outputs, self.out_dtypes, cond,
-                                  unexplained)
-        for v in over:
-            o = outcomes[v]
-            j = judge_elements(o.values, exact, o.element_bits, cond, self.terms, self.tolerance_bits)
-            o.beyond_bits, o.conditioning_bits, o.underflow = j.beyond_bits, j.conditioning_bits, j.underflow
+        self.lens.judge(args, exact, outcomes, over)
         self.profile.add("conditioning", time.perf_counter() - t0)
 
     @staticmethod

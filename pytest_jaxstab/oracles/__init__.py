@@ -19,6 +19,13 @@ bits). An elementwise program re-runs only its unsettled elements, as a vector o
 element's answer (value, certainty, settling precision) is the same in any batch or alone; other
 programs re-run whole and only unsettled elements take the new results.
 
+The fast path. Before any ball, the program runs once over float64 midpoint-radius intervals on whole
+numpy arrays (``fast/``: every operation a rigorous enclosure), and every element whose interval
+already rounds to one float is settled there (``precisions`` 53); only the rest escalate, and a
+row-separable program (a layer norm, a log-sum-exp over the last axis) re-runs only the rows they are
+in. ``OracleResult.decided_fast`` and ``escalated`` count the two; ``evaluate(..., fast=False)`` skips
+it. Float64 results are settled there only where they are exact.
+
 What "certain" means. ``certain`` is True exactly where the value is proven: the element's ball rounded
 to that one float. False means undecided at ``max_precision`` (a cancellation deeper than the cap, or an
 exact tie no finite precision resolves, such as ``exp(log(x)) - x > 0``); callers exclude those

@@ -18,6 +18,7 @@ from ._complex import ComplexPlan, combine
 from ._domain import Domain, DomainLike, per_argument_domains
 from ._floats import Sampler, index
 from ._related import derive
+from ._rows import ROW_CLASSES, batched
 from ._source import source_of
 
 __all__ = ["arguments", "arrays"]
@@ -63,6 +64,11 @@ class _ArrayPlan:
         self.slots: list[tuple[str, Any, int]] = [("independent", None, 0)]
         for name, fn, least, both_signs, weight, header_bytes in CLASSES:
             if self.drawn >= least and (len(sampler.sides) == 2 or not both_signs):
+                self.class_names.append(name)
+                self.slots += [(name, fn, header_bytes)] * weight
+        # A batched array (rank 2 or more, larger than the drawn block) also draws rows of their own.
+        if batched(self):
+            for name, fn, weight, header_bytes in ROW_CLASSES:
                 self.class_names.append(name)
                 self.slots += [(name, fn, header_bytes)] * weight
         self.elements = sampler.strategy()
@@ -121,8 +127,10 @@ def arrays(
     maximum or values a few ulps apart, and (when the domain has both signs) sign-cancelling pairs and
     sums. Every element lies in `domain` and is a finite value of the dtype; elements the predicate
     rejects are redrawn as `floats` draws. Arrays with more than 64 elements repeat a drawn block of 64
-    cyclically. Failing examples shrink towards the float where a failure starts (per element, or the
-    offset of a clustered class).
+    cyclically; a batched one (rank 2 or more) also draws rows of their own, every element drawn: a
+    clustered row among ordinary ones, a dominant element in each row, rows at very different
+    magnitudes, or each row its own class (`strategies/_rows.py`). Failing examples shrink towards the
+    float where a failure starts (per element, or the offset of a clustered class).
 
     Args:
         dtype: "float16", "bfloat16", "float32", "float64" or an equivalent numpy/jax dtype; or

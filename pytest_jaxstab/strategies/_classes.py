@@ -304,7 +304,7 @@ def _binade_bounds(side: Side, binades: np.ndarray) -> tuple[np.ndarray, np.ndar
     return start, stop
 
 
-def _in_binades(side: Side, binades: np.ndarray, words: np.ndarray) -> np.ndarray:
+def in_binades(side: Side, binades: np.ndarray, words: np.ndarray) -> np.ndarray:
     """Signed ordinals of values in the given binades of one side, mantissas uniform from `words`."""
     start, stop = _binade_bounds(side, binades)
     magnitude = start + (words % (stop - start + 1).astype(np.uint64)).astype(np.int64)
@@ -497,7 +497,7 @@ def dominant(plan: ArrayPlan, draw: st.DrawFn, header: Header) -> np.ndarray:
         def near_one(side: Side) -> np.ndarray:
             lo, hi = window(sampler, side, "one")
             binades = lo + ((words >> np.uint64(40)) % np.uint64(hi - lo + 1)).astype(np.int64)
-            return _in_binades(side, binades, words >> np.uint64(1))
+            return in_binades(side, binades, words >> np.uint64(1))
 
         ordinals = _by_side(sampler.sides, choice, near_one)
         ordinals[where] = top

@@ -21,7 +21,8 @@ from ..._dtypes import dtype_info
 from ._common import NEG_INF, POS_INF
 from ._rounding import shift_nearest_even
 
-__all__ = ["ball_to_mpf", "round_balls", "round_ball_to_format", "to_acb_array", "to_arb_array"]
+__all__ = ["ball_to_mpf", "floats_to_mpf", "round_balls", "round_ball_to_format", "to_acb_array",
+           "to_arb_array"]
 
 #: A radius more than this many bits below the midpoint is widened to it (sound: a bigger ball), so that
 #: aligning the two never shifts integers by astronomically many bits; no working precision comes close.
@@ -41,9 +42,12 @@ def _float_to_ball(v: float) -> Any:
 def to_arb_array(x: Any) -> np.ndarray:
     """A float array (float16/bfloat16/float32/float64) as an object array of exact balls (None: NaN)."""
     arr = np.asarray(x)
-    floats = arr.astype(np.float64).ravel().tolist()  # the narrow floats widen exactly
-    out = np.empty(len(floats), dtype=object)
-    out[:] = [_float_to_ball(v) for v in floats]
+    wide = arr.astype(np.float64).ravel()  # the narrow floats widen exactly
+    out = np.empty(len(wide), dtype=object)
+    if np.isfinite(wide).all():
+        out[:] = list(map(arb, wide.tolist()))  # exact: arb holds any double exactly
+    else:
+        out[:] = [_float_to_ball(v) for v in wide.tolist()]
     return out.reshape(arr.shape)
 
 
@@ -184,6 +188,28 @@ def ball_to_mpf(values: np.ndarray) -> np.ndarray:
     out = np.empty(arr.shape, dtype=object)
     for idx, v in np.ndenumerate(arr):
         out[idx] = one(v)
+    return out
+
+
+def floats_to_mpf(values: np.ndarray) -> np.ndarray:
+    """float64 values as exact ``mpmath.mpf`` (NaN and infinities as mpmath's), an object array of their
+    shape: the same numbers as ``ball_to_mpf`` of exact balls, the raw tuples made with numpy."""
+    a = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(a) & (a != 0)
+    m, e = np.frexp(np.where(finite, a, 1.0))
+    man = np.abs(m * 2.0**53).astype(np.int64)  # exact: |m| in [0.5, 1)
+    low = man & -man
+    tz = np.frexp(low.astype(np.float64))[1] - 1  # trailing zeros: mpf mantissas are odd
+    man = man >> tz
+    exp = e.astype(np.int64) - 53 + tz
+    bc = np.frexp(man.astype(np.float64))[1]
+    sign = np.signbit(a).astype(np.int64)
+    make, mpz, from_float = mpmath.mp.make_mpf, libmp.MPZ, libmp.from_float
+    flat = [make((s, mpz(k), x, b)) if f else make(from_float(v)) for s, k, x, b, f, v in
+            zip(sign.ravel().tolist(), man.ravel().tolist(), exp.ravel().tolist(), bc.ravel().tolist(),
+                finite.ravel().tolist(), a.ravel().tolist())]
+    out = np.empty(a.shape, dtype=object)
+    out.reshape(-1)[:] = flat
     return out
 
 

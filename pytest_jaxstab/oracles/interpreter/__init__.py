@@ -4,5 +4,7 @@
 primitive to ``primitives/``, ``linalg/``, ``complex/`` or ``library/``; ``_evaluate``
 (``jst.oracles.evaluate``) runs it at rising precisions until every output element is proven;
 ``_limits`` takes limits where a value is undefined and derivatives at JAX's ties from the exact
-neighbours of the point. See docs/architecture.md, "The oracle".
+neighbours of the point; ``_rows`` proves a program row-separable, so that a pass re-runs only the rows
+with an undecided element. ``evaluate`` runs the float64 fast path (``oracles/fast``) first. See
+docs/architecture.md, "The oracle".
 """

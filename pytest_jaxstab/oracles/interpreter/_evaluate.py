@@ -15,12 +15,21 @@ double up to ``max_precision``. Only what is still undecided is evaluated again:
 
 Elements still undecided at ``max_precision`` are *uncertain*. Integer and boolean outputs are exact
 once a pass completes.
+
+Before the first pass, the fast path (``oracles/fast``) evaluates the program once over float64
+intervals and decides every element whose interval already rounds to one float (``precisions`` 53);
+the Arb passes then run only if something is left, and only the elements left take their results.
+``OracleResult.decided_fast`` and ``escalated`` count the two. For a program that is not elementwise,
+the escalation starts with the mixed pass (``_mixed``): the same precisions, but only the elements the
+fast walk could not enclose tightly are recomputed in Arb, the rest are taken from its intervals as
+balls; the whole-program passes run after it only for what it leaves.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -32,13 +41,20 @@ from ..._dtypes import complex_dtype, component_dtype, dtype_info, is_complex_dt
 from ..._errors import ArgumentError, ArgumentTypeError
 from ..._primitives import CALLS, CUSTOM_DERIVATIVES, ELEMENTWISE
 from ..complex._values import acb_to_mpc, round_complex, round_mpc_to_dtype
-from ..core._balls import ball_to_mpf, round_balls
+from ..core._balls import ball_to_mpf, floats_to_mpf, round_balls
 from ..core._common import OracleError, Undecided, is_complex, is_float
 from ..core._rounding import round_to_dtype
+from ..fast import FAST_PRECISION, Tape
+from ..fast import Exact as FastExact
+from ..fast import decide as fast_decide
+from ..fast import run as fast_run
 from ..library._inline import inline_routines
 from ..library._routines import EXACT_PRIMITIVE, lookup
 from ..primitives import _random
+from ._demand import TIGHT_MARGIN, operations
 from ._interpreter import Interpreter, check_supported, to_value
+from ._mixed import escalate_mixed
+from ._rows import batched, masked
 
 __all__ = ["DEFAULT_MAX_PRECISION", "OracleResult", "evaluate"]
 
@@ -66,14 +82,50 @@ class OracleResult:
       exact: the unrounded values as ``mpmath.mpf`` (the midpoint of each element's final ball; NaN
         where there is no real value), integer and boolean outputs as numpy arrays, same structure.
       precisions: int arrays alike: the working precision at which each element was settled (for an
-        uncertain element, the last one tried).
+        uncertain element, the last one tried); 53 where the fast path settled it.
+      decided_fast: how many output elements the fast path (float64 intervals, ``oracles/fast``)
+        decided.
+      escalated: how many output elements went to the Arb escalation (all of them where the fast path
+        does not cover the program or was turned off).
+      decided_mixed: how many of the escalated elements the mixed pass decided (``_mixed``: only the
+        elements the fast walk could not enclose tightly recomputed in Arb).
+      recomputed: the element operations computed in Arb, over every pass (an elementwise result
+        counts 1, a reduced or dot-product result its number of terms; a whole-program pass all of the
+        program's, a row-separable one its pending rows' share, a flat one its elements').
+      operations: the element operations of one whole walk of the program, counted alike
+        (``recomputed_share`` divides by it).
     """
 
     values: Any
     certain: Any
     precision: int
-    exact: Any
+    # ``exact`` is built on first use (mpmath values cost about 1.5 µs an element, and a check never
+    # reads them): this is what builds it.
+    exact_of: Callable[[], Any] = dataclasses.field(repr=False, compare=False)
     precisions: Any = None
+    decided_fast: int = 0
+    escalated: int = 0
+    decided_mixed: int = 0
+    recomputed: int = 0
+    operations: int = 0
+
+    @functools.cached_property
+    def exact(self) -> Any:
+        """The unrounded values as ``mpmath.mpf`` (see the class docstring)."""
+        return self.exact_of()
+
+    @property
+    def escalated_share(self) -> float:
+        """The share of output elements the fast path left to the Arb escalation (0 for no elements)."""
+        total = self.decided_fast + self.escalated
+        return self.escalated / total if total else 0.0
+
+    @property
+    def recomputed_share(self) -> float:
+        """The Arb escalation's element operations as a share of one whole walk's (``recomputed`` over
+        ``operations``): 0 where the fast path decided everything, 1 for one whole-program pass, more
+        for several; the mixed pass keeps it to the elements that needed it."""
+        return self.recomputed / self.operations if self.operations else 0.0
 
 
 # ----------------------------------------------------------------------------------- preparation
@@ -162,7 +214,11 @@ class _Outputs:
                        for a, t in zip(avals, targets)]
         self.decided = [np.zeros(tuple(a.shape), dtype=bool) for a in avals]
         self.balls = [np.full(tuple(a.shape), None, dtype=object) for a in avals]
+        # Exact midpoints of the elements the fast path decided (float64; NaN elsewhere).
+        self.mids: list[np.ndarray | None] = [None for _ in avals]
         self.precisions = [np.zeros(tuple(a.shape), dtype=np.int64) for a in avals]
+        #: Element operations computed in Arb so far (``OracleResult.recomputed``).
+        self.recomputed = 0
 
     def all_decided(self) -> bool:
         return all(bool(d.all()) for d in self.decided)
@@ -174,31 +230,55 @@ class _Outputs:
             mask |= ~d.reshape(-1)
         return np.flatnonzero(mask)
 
+    def take(self, i: int, values: np.ndarray, decided: np.ndarray, mids: np.ndarray | None,
+             prec: int) -> int:
+        """Takes output ``i``'s elements ``decided`` elsewhere (the fast path, with their float64
+        midpoints ``mids`` for ``exact``); returns how many."""
+        new = np.asarray(decided, dtype=bool) & ~self.decided[i]
+        self.values[i][new] = np.asarray(values)[new]
+        if mids is not None:
+            held = self.mids[i]
+            if held is None:
+                held = self.mids[i] = np.full(self.decided[i].shape, np.nan)
+            held[new] = np.asarray(mids)[new]
+        self.precisions[i][new] = prec
+        self.decided[i][new] = True
+        return int(new.sum())
+
     def update(self, outs: Sequence[np.ndarray], prec: int, where: np.ndarray | None = None) -> None:
         """Takes the results of a pass: over all elements, or over the flat indices ``where``."""
-        for i, (out, target) in enumerate(zip(outs, self.targets)):
-            dec, vals, balls, precs = (a.reshape(-1) for a in (self.decided[i], self.values[i], self.balls[i],
-                                                               self.precisions[i]))
-            idx = np.arange(dec.size) if where is None else where
-            out = np.broadcast_to(np.asarray(out), (len(idx),) if where is not None
-                                  else self.decided[i].shape).reshape(-1)
-            if target is None:  # integers and booleans: exact once the pass completed
-                new = ~dec[idx]
-                vals[idx[new]] = out[new]
-                dec[idx[new]] = True
-                precs[idx[new]] = prec
-                continue
-            rounded, ok = (round_complex if is_complex(target) else round_balls)(out, target)
-            todo = ~dec[idx]
-            balls[idx[todo]] = out[todo]  # the latest ball, settled or not
-            precs[idx[todo]] = prec
-            new = todo & ok
-            vals[idx[new]] = rounded[new]
+        for i, out in enumerate(outs):
+            self.update_one(i, out, prec, where)
+
+    def update_one(self, i: int, out: np.ndarray, prec: int, where: np.ndarray | None = None) -> None:
+        """Takes output ``i``'s results of a pass: over all its elements, or its flat indices ``where``."""
+        target = self.targets[i]
+        dec, vals, balls, precs = (a.reshape(-1) for a in (self.decided[i], self.values[i], self.balls[i],
+                                                           self.precisions[i]))
+        idx = np.arange(dec.size) if where is None else where
+        out = np.broadcast_to(np.asarray(out), (len(idx),) if where is not None
+                              else self.decided[i].shape).reshape(-1)
+        if target is None:  # integers and booleans: exact once the pass completed
+            new = ~dec[idx]
+            vals[idx[new]] = out[new]
             dec[idx[new]] = True
+            precs[idx[new]] = prec
+            return
+        todo = ~dec[idx]
+        if not todo.any():
+            return
+        # only what is still open is rounded (a pass of a whole program recomputes every element)
+        rounded, ok = (round_complex if is_complex(target) else round_balls)(out[todo], target)
+        at = idx[todo]
+        balls[at] = out[todo]  # the latest ball, settled or not
+        precs[at] = prec
+        vals[at[ok]] = np.asarray(rounded)[ok]
+        dec[at[ok]] = True
 
 
 def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
-             max_precision: int = DEFAULT_MAX_PRECISION) -> OracleResult:
+             max_precision: int = DEFAULT_MAX_PRECISION, fast: bool = True,
+             within: tuple[float, Any] | None = None, mixed: bool = True) -> OracleResult:
     """The exact results of a JAX function, correctly rounded to a float dtype, each one proven.
 
     Interprets the function's jaxpr (sub-jaxprs included: jit, custom_jvp/vjp, scan, while, cond) in
@@ -216,10 +296,24 @@ def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
         precision); None rounds each to its own dtype.
       max_precision: the most bits of working precision to use (at least 16); elements not settled
         there are uncertain.
+      fast: run the float64 interval pass first (``oracles/fast``; only where ``max_precision`` is at
+        least 53 and some output is narrower than float64 or an integer). False: every element goes
+        through the Arb escalation.
+      within: ``(ulps, dtype)``: not a correctly rounded result but one within ``ulps`` units of
+        ``dtype``'s spacing at the value (never below its smallest normal's) of the exact value: with
+        ``dtype="float64"``, the fast path's float64 midpoint wherever its enclosure's radius is that
+        small, the correctly rounded value elsewhere; ``certain`` then says the value is that near. For
+        figures that count a judged dtype's ulps and need the exact value to a fraction of one, not its
+        rounding (the conditioning's moved results, ``_check/_conditioning``).
+      mixed: start the escalation of a program that is not elementwise with the mixed pass
+        (``_mixed``: only what the fast walk could not enclose tightly is recomputed in Arb; needs
+        ``fast``, and float targets narrower than float64). False: whole-program passes only. Either
+        way every certain value is the correctly rounded exact one.
 
     Returns:
-      An :class:`OracleResult` (``values``, ``certain``, ``precision``, ``exact``, ``precisions``),
-      outputs in the function's output pytree (a flat list for a jaxpr).
+      An :class:`OracleResult` (``values``, ``certain``, ``precision``, ``exact``, ``precisions``,
+      ``decided_fast``, ``escalated``), outputs in the function's output pytree (a flat list for a
+      jaxpr).
 
     Raises:
       UnsupportedPrimitive: the program uses a primitive the oracle cannot evaluate (raised before any
@@ -247,10 +341,101 @@ def evaluate(fn_or_jaxpr: Any, *args: Any, dtype: Any = None,
     widths += [_significand_bits(t) for t in targets if t is not None]
     start = max(widths, default=24) + START_MARGIN_BITS
 
-    inputs = [to_value(a, av) for a, av in zip(flat_args, in_avals)]
     state = _Outputs(out_avals, targets)
-    last = escalate(closed, inputs, state, schedule(start, int(max_precision)))
-    return _result(state, last, out_tree)
+    fast_count = 0
+    tape = Tape() if within is None and mixed else None
+    if fast and int(max_precision) >= FAST_PRECISION:
+        fast_count, covered = _fast_pass(closed, flat_args, state, within, tape)
+        tape = tape if covered else None
+    last = highest = FAST_PRECISION
+    decided_mixed = 0
+    if not state.all_decided():
+        precs = schedule(start, int(max_precision))
+        tight_bits = _tight_bits(state.targets)
+        leftover = True
+        if tape is not None and tight_bits is not None and _flat_shape(closed) is None:
+            pass_ = escalate_mixed(closed, tape, flat_args, state, precs, tight_bits)
+            last = highest = pass_.last
+            leftover, decided_mixed = pass_.leftover, pass_.decided
+            state.recomputed += pass_.operations
+        if leftover and not state.all_decided():
+            inputs = _needed_inputs(closed, flat_args, in_avals, state)
+            last = escalate(closed, inputs, state, precs)
+            highest = max(highest, last)
+    total = sum(int(d.size) for d in state.decided)
+    return _result(state, last, out_tree, fast_count, total - fast_count, decided_mixed=decided_mixed,
+                   highest=highest, operations=operations(closed))
+
+
+def _tight_bits(targets: Sequence[np.dtype | None]) -> int | None:
+    """How tight a fast enclosure must be for the mixed pass to take it (``_demand``), or None where it
+    does not run: a float64 (or complex) target needs more than float64 intervals give."""
+    if any(t is not None and is_complex(t) for t in targets):
+        return None
+    widest = max((_significand_bits(t) for t in targets if t is not None), default=24)
+    bits = widest + TIGHT_MARGIN
+    return bits if bits < FAST_PRECISION else None
+
+
+def _needed_inputs(closed: Any, flat_args: list[Any], in_avals: list[Any], state: _Outputs) -> list[Any]:
+    """The inputs as interpreter values (``to_value``), only the elements the passes will read: the
+    pending elements of an elementwise program, the pending rows of a row-separable one (``_rows``);
+    the rest ``None``, never read for an elementwise program and left out of a row-separable one's."""
+    shape = _flat_shape(closed) if state.targets else None
+    rows = None if shape is not None else batched(closed)
+    pending: np.ndarray | None = None
+    if shape is not None:
+        pending = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=bool)
+        pending[state.pending()] = True
+        pending = pending.reshape(shape)
+    elif rows is not None:
+        pending = _row_mask(rows, state)
+    out = []
+    for j, (a, av) in enumerate(zip(flat_args, in_avals)):
+        held = is_float(av.dtype) or is_complex(av.dtype)
+        part = (shape is not None and tuple(av.shape) == shape) or (rows is not None and rows[1][j])
+        if pending is None or pending.all() or not held or not part:
+            out.append(to_value(a, av))
+            continue
+        value = np.full(tuple(av.shape), None, dtype=object)
+        value[pending] = to_value(np.asarray(a)[pending], av)
+        out.append(value)
+    return out
+
+
+def _fast_pass(closed: Any, flat_args: list[Any], state: _Outputs, within: tuple[float, Any] | None = None,
+               tape: Tape | None = None) -> tuple[int, bool]:
+    """The fast path's decided elements into ``state`` (``oracles/fast``): ``(how many, whether the walk
+    covered the program)``, its walk kept on ``tape`` if given. Not run where every output is a float64
+    (it could settle only exact results there: not worth a walk, and the check's conditioning asks for
+    float64 once per input element) or a complex value."""
+    if any(t is not None and is_complex(t) for t in state.targets):
+        return 0, False
+    if within is None and all(t is not None and _significand_bits(t) >= FAST_PRECISION
+                              for t in state.targets):
+        return 0, False
+    try:
+        outs = fast_run(closed, flat_args, tape)
+    except Exception:  # a gap of the fast path must never cost a result: the Arb path is the reference
+        outs = None
+    if outs is None:
+        return 0, False
+    count = 0
+    for i, (out, target) in enumerate(zip(outs, state.targets)):
+        if isinstance(out, FastExact):
+            count += state.take(i, out.value, ~out.mask(), None, FAST_PRECISION)
+        elif target is not None:
+            rounded, decided = fast_decide(out, target)
+            if within is not None:  # near enough (``evaluate``'s ``within``), rounded or not
+                info = dtype_info(within[1])
+                with np.errstate(all="ignore"):
+                    top = np.floor(np.log2(np.maximum(np.abs(out.mid), float(info.tiny))))
+                    spacing = np.exp2(top) * float(info.eps)
+                    close = np.isfinite(out.mid) & (out.rad <= float(within[0]) * spacing)
+                rounded = np.where(close & ~decided, out.mid.astype(target), rounded)
+                decided = decided | close
+            count += state.take(i, rounded, decided, out.mid, FAST_PRECISION)
+    return count, True
 
 
 def escalate(closed: Any, inputs: list[np.ndarray], state: _Outputs, precs: list[int]) -> int:
@@ -278,12 +463,17 @@ def _target(target: np.dtype | None, dtype: Any) -> np.dtype | None:
 
 def _escalate_whole(closed: Any, inputs: list[np.ndarray], state: _Outputs, precs: list[int]) -> int:
     interp = Interpreter()
+    rows = batched(closed)  # row-separable: a pass leaves out the rows already decided (``_rows``)
+    walk = operations(closed)
     last = precs[0]
     for prec in precs:
         last = prec
         interp.prec = flint_ctx.prec = prec
+        args = inputs if rows is None else _pending_rows(inputs, rows, state)
+        share = 1.0 if rows is None else float(_row_mask(rows, state).mean())
+        state.recomputed += round(walk * share)
         try:
-            outs = interp.call(closed, inputs)
+            outs = interp.call(closed, args)
         except Undecided:
             continue
         state.update(outs, prec)
@@ -292,10 +482,29 @@ def _escalate_whole(closed: Any, inputs: list[np.ndarray], state: _Outputs, prec
     return last
 
 
+def _pending_rows(inputs: list[np.ndarray], rows: tuple[int, list[bool], list[bool]],
+                  state: _Outputs) -> list[np.ndarray]:
+    """The inputs of a row-separable program with the rows whose batched outputs are all decided left
+    out (``_rows.masked``)."""
+    pending = _row_mask(rows, state)
+    return inputs if pending.all() else masked(inputs, rows[0], rows[1], pending)
+
+
+def _row_mask(rows: tuple[int, list[bool], list[bool]], state: _Outputs) -> np.ndarray:
+    """The rows of a row-separable program with an undecided element in a batched output."""
+    n, _, which_out = rows
+    pending = np.zeros(n, dtype=bool)
+    for d, b in zip(state.decided, which_out):
+        if b:
+            pending |= ~d.reshape(n, -1).all(axis=1)
+    return pending
+
+
 def _escalate_flat(closed: Any, inputs: list[np.ndarray], shape: tuple[int, ...], state: _Outputs,
                    precs: list[int]) -> int:
     interp = Interpreter(flat=True)
     flat_inputs = [x.reshape(-1) if x.shape == shape else x for x in inputs]
+    per_element = operations(closed) / max(int(np.prod(shape, dtype=np.int64)), 1)
     last = precs[0]
 
     def run(idx: np.ndarray) -> None:
@@ -315,30 +524,52 @@ def _escalate_flat(closed: Any, inputs: list[np.ndarray], shape: tuple[int, ...]
             break
         last = prec
         interp.prec = flint_ctx.prec = prec
+        state.recomputed += round(per_element * len(idx))
         run(idx)
     return last
 
 
-def _result(state: _Outputs, last: int, out_tree: Any) -> OracleResult:
-    values, exact = [], []
+def _midpoints(balls: np.ndarray, fast: np.ndarray) -> np.ndarray:
+    """``ball_to_mpf`` of the balls, the fast path's float64 midpoints (exact) where it decided."""
+    out = np.empty(balls.shape, dtype=object)
+    held = np.not_equal(balls, None)
+    out[held] = ball_to_mpf(balls[held])
+    out[~held] = floats_to_mpf(fast[~held])
+    return out
+
+
+def _result(state: _Outputs, last: int, out_tree: Any, decided_fast: int = 0,
+            escalated: int | None = None, *, decided_mixed: int = 0, highest: int | None = None,
+            operations: int = 0) -> OracleResult:
+    values = []
     for precs, dec in zip(state.precisions, state.decided):
         precs[~dec] = last  # uncertain: the last precision tried
     for i, target in enumerate(state.targets):
         vals = state.values[i]
-        if target is None:
-            values.append(vals)
-            exact.append(vals)
-            continue
-        cplx = is_complex(target)
-        mids = (acb_to_mpc if cplx else ball_to_mpf)(state.balls[i])
         unsure = ~state.decided[i]
-        if unsure.any():  # a best guess for the uncertain ones: their last midpoint, rounded
+        if target is not None and unsure.any():  # a best guess for the uncertain: last midpoint, rounded
+            cplx = is_complex(target)
+            mids = (acb_to_mpc if cplx else ball_to_mpf)(state.balls[i][unsure])
             vals = vals.copy()
-            vals[unsure] = (round_mpc_to_dtype if cplx else round_to_dtype)(mids[unsure], target)
+            vals[unsure] = (round_mpc_to_dtype if cplx else round_to_dtype)(mids, target)
         values.append(vals)
-        exact.append(mids)
 
     def tree(leaves: list[Any]) -> Any:
         return leaves if out_tree is None else jax.tree_util.tree_unflatten(out_tree, leaves)
 
-    return OracleResult(tree(values), tree(state.decided), last, tree(exact), tree(state.precisions))
+    def exact() -> Any:
+        out = []
+        for i, target in enumerate(state.targets):
+            if target is None:
+                out.append(state.values[i])
+                continue
+            fast = state.mids[i]
+            out.append((acb_to_mpc if is_complex(target) else ball_to_mpf)(state.balls[i]) if fast is None
+                       else _midpoints(state.balls[i], fast))
+        return tree(out)
+
+    if escalated is None:
+        escalated = sum(int(d.size) for d in state.decided)
+    return OracleResult(tree(values), tree(state.decided), last if highest is None else highest, exact,
+                        tree(state.precisions), decided_fast, escalated, decided_mixed, state.recomputed,
+                        operations)

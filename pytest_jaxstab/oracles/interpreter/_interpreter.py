@@ -31,6 +31,7 @@ from ..primitives import (
     _effects,
     _elementwise,
     _hijax,
+    _ieee,
     _random,
     _reductions,
     _special,
@@ -124,9 +125,9 @@ _CONTROL.update({name: _custom_call for name in CUSTOM_DERIVATIVES})
 _CONTROL.update({"scan": _scan, "while": _while, "cond": _cond})
 
 _RULES: dict[str, Rule] = {
-    **_elementwise.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES, **_eigen.RULES,
-    **_qr.RULES, **_special.RULES, **_random.RULES, **_effects.RULES, **_windows.RULES, **_conv.RULES,
-    **_topk.RULES, **_tridiagonal.RULES, **_hijax.RULES, **_library.RULES, **_CONTROL,
+    **_elementwise.RULES, **_ieee.RULES, **_structural.RULES, **_reductions.RULES, **_linalg.RULES,
+    **_eigen.RULES, **_qr.RULES, **_special.RULES, **_random.RULES, **_effects.RULES, **_windows.RULES,
+    **_conv.RULES, **_topk.RULES, **_tridiagonal.RULES, **_hijax.RULES, **_library.RULES, **_CONTROL,
 }
 
 #: Names of the primitives the oracle evaluates exactly (anything else raises UnsupportedPrimitive);
@@ -173,28 +174,44 @@ class Interpreter:
         env.update(zip(_compat.invars(closed), args))
         for eqn in _compat.eqns(closed):
             invals = [self._read(env, a) for a in eqn.invars]
-            name = _compat.primitive_name(eqn)
-            if self.flat and name == "broadcast_in_dim":
+            if self.flat and _compat.primitive_name(eqn) == "broadcast_in_dim":
                 # Flat mode admits only broadcasts of scalars, which numpy broadcasting does for us.
                 env[eqn.outvars[0]] = invals[0]
                 continue
-            hit = self._rules.get(id(eqn))
-            rule = hit[1] if hit is not None and hit[0] is eqn else self._remember_rule(eqn, name)
-            if rule is None:  # the pre-scan makes this unreachable, kept for direct callers
-                raise self.unsupported(eqn)
-            self._stack.append(eqn)
-            try:
-                out = rule(self, eqn, *invals)
-            finally:
-                self._stack.pop()
-            outs = out if eqn.primitive.multiple_results else [out]
-            for var, val in zip(eqn.outvars, outs):
+            for var, val in zip(eqn.outvars, self.apply(eqn, invals)):
                 if not _compat.is_dropvar(var):
-                    env[var] = _conform(val, _compat.aval(var), self.flat)
+                    env[var] = val
         return [self._read(env, a) for a in _compat.outvars(closed)]
 
-    def _remember_rule(self, eqn: Any, name: str) -> Rule | None:
-        rule = _rule(eqn, name)
+    def apply(self, eqn: Any, invals: Sequence[np.ndarray], as_eqn: Any = None) -> list[np.ndarray]:
+        """One equation on its operands' values: its results, each of its variable's kind (and shape,
+        unless ``flat``). ``as_eqn``: what the rule reads in place of ``eqn`` (its params and result
+        avals: the same primitive over a part of the operands, ``_mixed``)."""
+        hit = self._rules.get(id(eqn))
+        rule = hit[1] if hit is not None and hit[0] is eqn else self._remember_rule(eqn)
+        if rule is None:  # the pre-scan makes this unreachable, kept for direct callers
+            raise self.unsupported(eqn)
+        self._stack.append(eqn)
+        try:
+            out = rule(self, eqn if as_eqn is None else as_eqn, *invals)
+        finally:
+            self._stack.pop()
+        if as_eqn is not None:
+            eqn = as_eqn
+        outs = out if eqn.primitive.multiple_results else [out]
+        return [val if _compat.is_dropvar(var) else _conform(val, _compat.aval(var), self.flat)
+                for var, val in zip(eqn.outvars, outs)]
+
+    def literal(self, atom: Any) -> np.ndarray:
+        """A literal operand's value (converted once)."""
+        return self._convert(atom, _compat.aval(atom), _compat.literal_value(atom))
+
+    def const(self, key: Any, aval: Any) -> np.ndarray:
+        """A constant's value (converted once)."""
+        return self._convert(key, aval)
+
+    def _remember_rule(self, eqn: Any) -> Rule | None:
+        rule = _rule(eqn, _compat.primitive_name(eqn))
         self._rules[id(eqn)] = (eqn, rule)  # holds `eqn` so that its id stays unique
         return rule
 

@@ -1,0 +1,251 @@
+"""The conditioning's first-order figure from reverse passes: one float64 VJP per judged output element.
+
+``sum_i |x_i df_j/dx_i|`` (``_conditioning``'s module docstring) is one row of the Jacobian weighted by
+the inputs: a reverse pass with the one-hot cotangent ``e_j`` gives that row whole, so the cost is one
+pass per judged output element, never one exact evaluation per input element (issue 46: the finite
+differences through the oracle made a (32, 128) layer norm's check take nine minutes, quadratic in the
+elements). The passes run the program with every float equation raised to float64 (``_upcast``,
+``lines=None``), jitted, ``CHUNK`` cotangents at a time under ``vmap``.
+
+A float64 pass is an approximation of the exact derivative, so each row is *checked*, not proven: it is
+kept only where the float64 forward value of that element agrees with the exact one (the oracle's) to
+one ulp of the judged dtype (or ``AGREE`` relative, for float64 programs), so the float64 program is not
+itself lost there, and where the row is finite. Other
+elements are reported unsettled (NaN) for the caller's exact fallback (``_conditioning``): finite
+differences through the oracle where the program is small, otherwise no allowance (the error then
+counts whole: a conservative verdict, never a pass it has not earned).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _compat
+from ..oracles import evaluate
+from ..oracles.interpreter._rows import batched
+from ._upcast import run_upcast
+
+__all__ = ["AGREE", "CHUNK", "SIGNS", "Derivatives", "trusted"]
+
+#: Relative agreement between the float64 forward value and the exact one for a row to be trusted:
+#: 2^-30 leaves the float64 pass 23 correct bits where it computes, far more than the one bit the
+#: conditioning figure is used to (a log2 allowance).
+AGREE = 2.0**-30
+#: Cotangents per reverse pass (vmapped); fewer when an input is large (``_chunk``).
+CHUNK = 256
+#: Sign patterns of the lower bound's forward passes (``Derivatives.lower_bounds``).
+SIGNS = 8
+#: Bytes of float64 gradients one pass may hold (CHUNK rows of every input).
+_BUDGET = 64 * 2**20
+
+
+def _floating(dtype: Any) -> bool:
+    return bool(np.issubdtype(np.dtype(dtype), np.floating))
+
+
+class Derivatives:
+    """Jacobian rows of a real program in float64, weighted by the inputs (module docstring).
+
+    ``usable`` is False for programs the passes cannot serve (complex values, no float input): the
+    caller then uses finite differences through the oracle. A *row-separable* program (each output row
+    reads only the same row of its batched inputs: ``oracles/interpreter/_rows``) whose float inputs are
+    all batched takes one pass per column instead of one per element: the cotangent picks column ``k``
+    in every row at once, and each row of the result is that row's own Jacobian row (the rows of the
+    inputs it reads are its own), so a (32, 512) layer norm takes 512 passes, not 16,384.
+    """
+
+    def __init__(self, closed: Any, judged_outputs: Sequence[int]) -> None:
+        self.closed = closed
+        self.judged_outputs = list(judged_outputs)
+        in_avals = [_compat.aval(v) for v in _compat.invars(closed)]
+        out_avals = [_compat.aval(v) for v in _compat.outvars(closed)]
+        self.floats = [k for k, a in enumerate(in_avals) if _floating(a.dtype)]
+        self.out_shapes = [tuple(out_avals[i].shape) for i in self.judged_outputs]
+        complex_ = any(np.issubdtype(np.dtype(a.dtype), np.complexfloating) for a in (*in_avals, *out_avals))
+        judged_real = all(_floating(out_avals[i].dtype) for i in self.judged_outputs)
+        self.usable = bool(self.floats) and judged_real and not complex_
+        n_float = sum(math.prod(in_avals[k].shape) for k in self.floats)
+        self.chunk = max(1, min(CHUNK, _BUDGET // max(8 * n_float, 1)))
+        rows = batched(closed) if self.usable else None
+        # rows per judged output where the one-pass-per-column trick holds, else 1 (one pass per element)
+        self.rows = [rows[0] if rows is not None and all(rows[1][k] for k in self.floats) and rows[2][i]
+                     else 1 for i in self.judged_outputs]
+        self._passes: dict[int, Callable[..., Any]] = {}
+        self._lower: Callable[..., Any] | None = None
+        self._forward: Callable[..., Any] | None = None
+        self._wide: tuple[tuple[int, ...], list[Any]] | None = None
+
+    def _pass(self, t: int) -> Callable[..., Any]:
+        """The jitted pass for judged output ``t``: ``(args, cols) -> (weighted sums, forward values)``,
+        both ``(len(cols), rows)``: per column picked in every row, each row's figure."""
+        if t in self._passes:
+            return self._passes[t]
+        closed, leaf, floats = self.closed, self.judged_outputs[t], self.floats
+        rows = self.rows[t]
+        width = math.prod(self.out_shapes[t]) // rows
+
+        def run(args: Sequence[Any], cols: Any) -> tuple[Any, Any]:
+            def f(*xs: Any) -> Any:
+                full = list(args)
+                for k, x in zip(floats, xs):
+                    full[k] = x
+                out = run_upcast(closed, None, np.dtype(np.float64), full, declared=False)[leaf]
+                return jnp.reshape(jnp.asarray(out, jnp.float64), (rows, width))
+
+            xs = [jnp.asarray(args[k], jnp.float64) for k in floats]
+            y, pullback = jax.vjp(f, *xs)
+            picks = jnp.broadcast_to(jax.nn.one_hot(cols, width, dtype=jnp.float64)[:, None, :],
+                                     (cols.shape[0], rows, width))
+            grads = jax.vmap(pullback)(picks)
+            total = jnp.zeros((cols.shape[0], rows), jnp.float64)
+            for x, g in zip(xs, grads):
+                weighted = jnp.where(jnp.isfinite(x), jnp.abs(x * g), 0.0)
+                total = total + jnp.sum(jnp.reshape(weighted, (cols.shape[0], rows, -1)), axis=2)
+            return total, jnp.transpose(y[:, cols])
+
+        self._passes[t] = fn = jax.jit(run)
+        return fn
+
+    def _widened(self, args: Sequence[np.ndarray]) -> list[Any]:
+        key = tuple(id(a) for a in args)
+        if self._wide is None or self._wide[0] != key:
+            self._wide = (key, [np.asarray(a, np.float64) if k in self.floats else np.asarray(a)
+                                for k, a in enumerate(args)])
+        return self._wide[1]
+
+    def lower_bounds(self, args: Sequence[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per judged output, ``(lower, f)``: a lower bound of every element's ``sum_i |x_i df_j/dx_i|``
+        and its float64 value, from :data:`SIGNS` forward passes at once: for signs ``s_i = +-1``,
+        ``|sum_i s_i x_i df_j/dx_i| <= sum_i |x_i df_j/dx_i|``, so the largest over the sign patterns
+        bounds every element from below (Khintchine: within a small factor of the sum's 2-norm). One
+        pass per pattern for all elements together: a cheap figure the lens uses to skip the elements
+        whose error it already explains (``_stability``)."""
+        wide = self._widened(args)
+        if self._lower is None:
+            closed, floats, leaves = self.closed, self.floats, self.judged_outputs
+
+            def run(full: Sequence[Any], signs: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+                def f(*xs: Any) -> list[Any]:
+                    whole = list(full)
+                    for k, x in zip(floats, xs):
+                        whole[k] = x
+                    outs = run_upcast(closed, None, np.dtype(np.float64), whole, declared=False)
+                    return [jnp.reshape(jnp.asarray(outs[i], jnp.float64), (-1,)) for i in leaves]
+
+                xs = [jnp.asarray(full[k], jnp.float64) for k in floats]
+                tangents = [jnp.where(jnp.isfinite(x), s * x, 0.0) for x, s in zip(xs, signs)]
+                y = f(*xs)
+                moved = jax.vmap(lambda *ts: jax.jvp(f, tuple(xs), tuple(ts))[1])(*tangents)
+                return [jnp.max(jnp.abs(m), axis=0) for m in moved], y
+
+            self._lower = jax.jit(run)
+        rng = np.random.default_rng(zlib.crc32(b"".join(np.ascontiguousarray(wide[k]).tobytes()
+                                                        for k in self.floats)))
+        signs = [np.where(rng.random((SIGNS, *np.shape(wide[k]))) < 0.5, -1.0, 1.0) for k in self.floats]
+        with _compat.enable_x64():
+            lows, ys = self._lower(wide, signs)
+        return [(np.asarray(lo), np.asarray(y)) for lo, y in zip(lows, ys)]
+
+    def forward(self, trials: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
+        """Per judged output, the float64 values at each input of ``trials`` (stacked on a first axis):
+        one vmapped, jitted pass for them all."""
+        if self._forward is None:
+            closed, floats, leaves = self.closed, self.floats, self.judged_outputs
+
+            def run(fixed: Sequence[Any], stacks: Sequence[Any]) -> list[Any]:
+                def f(*xs: Any) -> list[Any]:
+                    whole = list(fixed)
+                    for k, x in zip(floats, xs):
+                        whole[k] = x
+                    outs = run_upcast(closed, None, np.dtype(np.float64), whole, declared=False)
+                    return [jnp.asarray(outs[i], jnp.float64) for i in leaves]
+
+                return jax.vmap(f)(*stacks)
+
+            self._forward = jax.jit(run)
+        fixed = [np.asarray(a) for a in trials[0]]
+        stacks = [np.stack([np.asarray(t[k], np.float64) for t in trials]) for k in self.floats]
+        with _compat.enable_x64():
+            return [np.asarray(v) for v in self._forward(fixed, stacks)]
+
+    def exact_rows(self, args: Sequence[np.ndarray], t: int, flat: np.ndarray) -> np.ndarray:
+        """``sum_i |x_i df_j/dx_i|`` for the flat indices ``flat`` of judged output ``t`` from the program's
+        own derivative evaluated by the exact oracle: the reverse passes for those elements (a ``vmap``
+        of one VJP per element) traced in the program's dtypes and handed to ``oracles.evaluate``, every
+        decision of the derivative (a ``relu``'s kink, a ``where``, a ``max``) taken on the exact
+        values. For the elements the float64 passes cannot vouch for (the float64 program decides or
+        cancels otherwise than the exact one: ``x @ w`` whose exact value is a tiny remainder); NaN
+        where the oracle cannot evaluate that derivative."""
+        flat = np.asarray(flat, dtype=np.int64)
+        out = np.full(len(flat), np.nan)
+        if not len(flat):
+            return out
+        closed, leaf, floats = self.closed, self.judged_outputs[t], self.floats
+        size = math.prod(self.out_shapes[t])
+        run = _compat.as_fun(closed)
+        dtype = np.dtype(_compat.aval(_compat.outvars(closed)[leaf]).dtype)
+
+        def rows(full: Sequence[Any], picks: Any) -> list[Any]:
+            def f(*xs: Any) -> Any:
+                whole = list(full)
+                for k, x in zip(floats, xs):
+                    whole[k] = x
+                return jnp.reshape(run(*whole)[leaf], (size,))
+
+            _, pullback = jax.vjp(f, *(full[k] for k in floats))
+            return list(jax.vmap(pullback)(picks))
+
+        picks = np.zeros((len(flat), size), dtype)
+        picks[np.arange(len(flat)), flat] = 1
+        try:
+            derivative = jax.make_jaxpr(rows)([np.asarray(a) for a in args], picks)
+            exact = evaluate(derivative, *[np.asarray(a) for a in args], picks)
+            grads = jax.tree_util.tree_leaves(exact.values)
+        except Exception:  # a derivative the oracle cannot take (an unsupported primitive): unknown
+            return out
+        total = np.zeros(len(flat))
+        with np.errstate(all="ignore"):
+            for k, g in zip(floats, grads):
+                x = np.asarray(args[k], np.float64)
+                weighted = np.where(np.isfinite(x), np.abs(x * np.asarray(g, np.float64)), 0.0)
+                total += weighted.reshape(len(flat), -1).sum(axis=1)
+        return total
+
+    def weighted_rows(self, args: Sequence[np.ndarray], t: int, flat: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """``(sum_i |x_i df_j/dx_i|, f_j)`` in float64 at the flat indices ``flat`` of judged output ``t``."""
+        rows = self.rows[t]
+        width = math.prod(self.out_shapes[t]) // rows
+        flat = np.asarray(flat, dtype=np.int64)
+        row_of, col_of = np.divmod(flat, width)
+        cols, where = np.unique(col_of, return_inverse=True)
+        sums, values = np.empty(len(flat)), np.empty(len(flat))
+        if not len(flat):
+            return sums, values
+        wide = self._widened(args)
+        table_s, table_v = np.empty((len(cols), rows)), np.empty((len(cols), rows))
+        with _compat.enable_x64():
+            run = self._pass(t)
+            for start in range(0, len(cols), self.chunk):
+                part = cols[start:start + self.chunk]
+                s, y = run(wide, jnp.asarray(np.resize(part, self.chunk), jnp.int32))  # one compilation
+                table_s[start:start + len(part)] = np.asarray(s)[:len(part)]
+                table_v[start:start + len(part)] = np.asarray(y)[:len(part)]
+        return table_s[where, row_of], table_v[where, row_of]
+
+
+def trusted(values: np.ndarray, exact: np.ndarray, spacing: np.ndarray, sums: np.ndarray) -> np.ndarray:
+    """Where a float64 row can be used: finite, and its forward value within one output ulp
+    (``spacing``, the judged dtype's at the exact value) or ``AGREE`` relative of the exact one,
+    whichever is larger: the float64 program is not lost at that element."""
+    e = np.asarray(exact, np.float64)
+    with np.errstate(all="ignore"):
+        close = np.abs(values - e) <= np.maximum(spacing, AGREE * np.abs(e))
+    return np.isfinite(sums) & np.isfinite(values) & np.isfinite(e) & close
