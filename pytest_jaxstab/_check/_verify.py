@@ -1,4 +1,4 @@
-"""``jst.rewrites.verify(rule)``: every alternative of a rule's pattern, checked for soundness.
+"""``jst.verify_rule(rule)``: every alternative of a rule's pattern, checked for soundness.
 
 As Herbie tests its rule database, each alternative of the pattern (``rewrites._instances``) gets the
 smallest program that matches it, built from the pattern; an alternative that cannot be built is looked
