@@ -5,12 +5,14 @@
     jst.stabilize(fn)            # rewrite unstable patterns (a JAX transformation)
     jst.explain(fn, *args)       # which rewrites fire, at which of your lines
     jst.check(fn, shapes=..., dtype=...)   # fuzz + exact oracle, without pytest
+    jst.verify_rule(rule)                  # is every alternative of a rule sound (the oracle)
     jst.find_nan_origin(fn, *args)         # where a NaN/Inf is born
     jst.time_backends(fn, *args)           # jitted time on every backend present
     jst.local_error(fn, *args)             # which of your lines loses the bits
     jst.improve(fn, shapes=..., dtype=...) # search a more accurate program (egglog + oracle)
     jst.tune_precision(fn, shapes=..., dtype="bfloat16")  # which lines must stay float32
     jst.precision_policy(model, params, batch_shapes, dtype="bfloat16")  # the same, per layer
+    jst.precision_policy(loss, params, batch_shapes, dtype="float16", grad=True)  # for training
     jst.settings(max_examples=1000)        # the options of a case, frozen; named profiles
 
 The names below are the public API, listed once in ``_EXPORTS`` (``__all__`` is derived from it); each
@@ -30,6 +32,7 @@ if _typing.TYPE_CHECKING:
     from . import rewrites as rewrites
     from . import strategies as strategies
     from ._check import check as check
+    from ._check._verify import verify_rule as verify_rule
     from ._diagnostics import BackendTiming as BackendTiming
     from ._diagnostics import NanOrigin as NanOrigin
     from ._diagnostics import OperandSummary as OperandSummary
@@ -47,6 +50,7 @@ if _typing.TYPE_CHECKING:
     from ._errors import TraceError as TraceError
     from ._errors import UnknownNameError as UnknownNameError
     from ._errors import UnsupportedPrimitive as UnsupportedPrimitive
+    from ._precision import GradientPlan as GradientPlan
     from ._precision import PrecisionPlan as PrecisionPlan
     from ._precision import PrecisionPolicy as PrecisionPolicy
     from ._precision import precision_policy as precision_policy
@@ -66,12 +70,14 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "rewrites": (".rewrites", None),
     "strategies": (".strategies", None),
     "check": ("._check", "check"),
+    "verify_rule": ("._check._verify", "verify_rule"),
     "BackendTiming": ("._diagnostics", "BackendTiming"),
     "NanOrigin": ("._diagnostics", "NanOrigin"),
     "OperandSummary": ("._diagnostics", "OperandSummary"),
     "find_nan_origin": ("._diagnostics", "find_nan_origin"),
     "local_error": ("._diagnostics", "local_error"),
     "time_backends": ("._diagnostics", "time_backends"),
+    "GradientPlan": ("._precision", "GradientPlan"),
     "PrecisionPlan": ("._precision", "PrecisionPlan"),
     "PrecisionPolicy": ("._precision", "PrecisionPolicy"),
     "precision_policy": ("._precision", "precision_policy"),

@@ -1,3 +1,5 @@
+# pyright: reportOptionalMemberAccess=false, reportOptionalCall=false, reportOptionalOperand=false
+# (a policy's forward plan or gradient parts are None for the other kind: an assertion fails first)
 """``jst.precision_policy`` (issue 34, item 3): per layer, which operations of a model must stay float32.
 
 Two models written in plain JAX: a transformer block (layer norm, single-head attention with softmax,

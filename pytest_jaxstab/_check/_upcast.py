@@ -14,7 +14,16 @@ What is entered: ``jit`` calls and the primal bodies of ``custom_jvp``/``custom_
 inlined when one of their equations is planned (their lines are the user's lines that called them,
 ``_compat.refine_source``), otherwise bound whole as they were. An inlined custom-derivative body is
 differentiated by AD (its rule was written for the low-precision body). ``scan``, ``while`` and ``cond``
-are bound whole in their declared dtypes (their bodies' types are fixed); a plan never names them.
+with a planned equation inside are rebuilt with their bodies interpreted the same way, and a loop carry
+that a planned equation writes is widened to ``high`` for the whole loop (``_upcast_loops``; the others
+keep their declared dtypes); without one they are bound whole as written.
+
+Gradients. In a derivative program (``jax.vjp``'s, traced) the backward pass's equations carry the
+user's lines of the forward equations they differentiate, under JAX's ``transpose`` transform
+(``_compat.in_transpose``; inside a transposed loop body the loop's answer holds). A plan's key
+``"file:line"`` raises every equation of that line, forward and backward (what ``jax.grad`` of a
+program with the line in float32 computes); ``"file:line (backward)"`` (:func:`backward_key`) raises
+only its backward equations, the forward ones staying low.
 
 Nothing here chooses lines: ``_precision/_search`` does, ``_precision/_plan`` packages the result. The
 check uses it too: with ``lines=None`` every float equation is raised, the program computed in float64
@@ -33,18 +42,33 @@ import numpy as np
 from jax import lax
 
 from .. import _compat as C
-from .._primitives import ACCUMULATING, CALLS, CUSTOM_DERIVATIVES, REDUCTIONS
+from .._primitives import ACCUMULATING, CALLS, CUSTOM_DERIVATIVES, GLUE, REDUCTIONS
+from ._upcast_loops import LOOPS, WidenedCarry, bodies, run_loop
 
-__all__ = ["FloatSite", "body_of", "enterable", "float_sites", "is_float", "run_upcast", "source_of",
-           "upcast_fn", "work"]
+__all__ = ["BACKWARD", "FloatSite", "WidenedCarry", "backward_key", "body_of", "enterable", "float_sites",
+           "is_float", "run_upcast", "source_of", "upcast_fn", "widened_carries", "work"]
+
+#: The suffix of a plan key that raises a line's backward-pass equations only (:func:`backward_key`).
+BACKWARD = " (backward)"
 
 #: Parameters that name the dtype of an equation's result: raised with its operands.
 _DTYPE_PARAMS = ("new_dtype", "preferred_element_type", "dtype", "accumulation_type")
 _ENTERED = CALLS | CUSTOM_DERIVATIVES
 #: Never bound in ``high``: their meaning is the bit layout or the rounding of the declared dtype (a
 #: stable form builds ``2^k`` by a bitcast of the low dtype's exponent field; ``reduce_precision`` is a
-#: rounding the user asked for), or they hold sub-programs of fixed types.
-_KEEP_DECLARED = frozenset({"bitcast_convert_type", "reduce_precision", "nextafter", "scan", "while", "cond"})
+#: rounding the user asked for), or they hold sub-programs (rebuilt by ``_upcast_loops`` instead).
+_KEEP_DECLARED = frozenset({"bitcast_convert_type", "reduce_precision", "nextafter"}) | LOOPS
+
+
+#: Operations that move values without computing (exact in any precision): bound in the precision their
+#: operands come in (``_bind_high``), never raised on their own.
+_MOVES = GLUE | frozenset({"transpose", "slice", "dynamic_slice", "gather", "concatenate", "rev", "pad",
+                           "dynamic_update_slice", "select_n"})
+
+
+def backward_key(line: str) -> str:
+    """The plan key that raises only the backward-pass equations of ``line`` (``"file:line"``)."""
+    return line + BACKWARD
 
 
 def is_float(dtype: Any) -> bool:
@@ -78,12 +102,20 @@ def enterable(eqn: Any) -> bool:
 
 # ------------------------------------------------------------------------------------------ work
 class FloatSite:
-    """One float equation of the program (calls entered): its user line and its work."""
+    """One float equation of the program (calls and loop bodies entered): its user line, its work, and
+    whether the backward pass made it (``key``: the plan key that raises it alone, its line or, for a
+    backward equation, :func:`backward_key` of it; ``keys``: every key that raises it)."""
 
-    __slots__ = ("location", "primitive", "work")
+    __slots__ = ("backward", "location", "primitive", "work")
 
-    def __init__(self, location: str | None, primitive: str, work: int) -> None:
-        self.location, self.primitive, self.work = location, primitive, work
+    def __init__(self, location: str | None, primitive: str, work: int, backward: bool = False) -> None:
+        self.location, self.primitive, self.work, self.backward = location, primitive, work, backward
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        if self.location is None:
+            return ()
+        return (self.location, backward_key(self.location)) if self.backward else (self.location,)
 
 
 def work(eqn: Any) -> int:
@@ -104,33 +136,71 @@ def work(eqn: Any) -> int:
 
 def float_sites(closed: Any) -> list[FloatSite]:
     """Every float equation of ``closed`` with its line and work, ``jit`` and custom-derivative bodies
-    entered (their equations counted, not the call), in program order."""
-    return list(_sites(closed, None, False))
+    entered (their equations counted, not the call), loop and branch bodies too (a scan body's work
+    times its length; a while body's once: its trip count is not known; every branch), in program
+    order."""
+    return list(_sites(closed, None, False, False, 1))
 
 
-def _sites(closed: Any, outer: Any, nested: bool) -> Iterator[FloatSite]:
+def _sites(closed: Any, outer: Any, nested: bool, backward: bool, times: int) -> Iterator[FloatSite]:
     for eqn in C.eqns(closed):
         src = source_of(outer, eqn, nested)
+        bwd = backward or C.in_transpose(eqn)
         if enterable(eqn):
-            yield from _sites(body_of(eqn)[0], src, True)
+            yield from _sites(body_of(eqn)[0], src, True, bwd, times)
+            continue
+        name = C.primitive_name(eqn)
+        if name in LOOPS:
+            n = times * int(eqn.params.get("length", 1)) if name == "scan" else times
+            for body in bodies(eqn):
+                yield from _sites(body, src, True, bwd, n)
             continue
         if any(is_float(C.aval(v).dtype) for v in eqn.outvars if hasattr(C.aval(v), "dtype")):
-            yield FloatSite(None if src is None else str(src), C.primitive_name(eqn), work(eqn))
+            yield FloatSite(None if src is None else str(src), name, work(eqn) * times, bwd)
 
 
 # ---------------------------------------------------------------------------------- interpreter
+#: ``observe(eqn, line, backward, outs)``: called with each equation bound outside loop bodies.
+Observer = Callable[[Any, "C.SourceLine | None", bool, list[Any]], None]
+
+
+class _Ctx:
+    """What one run of the interpreter shares: the plan, the precision, what it records."""
+
+    __slots__ = ("high", "lines", "notes", "observe")
+
+    def __init__(self, lines: frozenset[str] | None, high: np.dtype[Any],
+                 notes: dict[Any, WidenedCarry] | None, observe: Observer | None) -> None:
+        self.lines, self.high, self.notes, self.observe = lines, high, notes, observe
+
+
 def run_upcast(closed: Any, lines: frozenset[str] | None, high: np.dtype[Any], args: Sequence[Any], *,
-               declared: bool = True) -> list[Any]:
+               declared: bool = True, carries: dict[Any, WidenedCarry] | None = None,
+               observe: Observer | None = None) -> list[Any]:
     """Evaluate ``closed`` on ``args`` with the equations of ``lines`` in ``high`` (see the module).
 
-    ``lines=None`` raises every float equation (those of ``_KEEP_DECLARED`` aside), whatever its line.
-    Traceable (jit, grad, vmap); with no lines it binds the program as written. The outputs have the
-    program's declared dtypes, or stay in ``high`` with ``declared=False``.
+    ``lines=None`` raises every float equation (those of ``_KEEP_DECLARED`` aside, loop bodies
+    entered), whatever its line. Traceable (jit, grad, vmap); with no lines it binds the program as
+    written. The outputs have the program's declared dtypes, or stay in ``high`` with
+    ``declared=False``. ``carries``, a dict, receives the loop carries widened (:class:`WidenedCarry`);
+    ``observe`` is called on each equation bound outside loop bodies with its results (the loss
+    scale's magnitudes).
     """
-    outs = _run(closed, lines, np.dtype(high), list(args), None, False)
+    ctx = _Ctx(lines, np.dtype(high), carries, observe)
+    outs = _run(ctx, closed, list(args), None, False, False)
     if not declared:
         return outs
     return [_to(x, C.aval(v).dtype) for x, v in zip(outs, C.outvars(closed))]
+
+
+def widened_carries(closed: Any, lines: frozenset[str], high: np.dtype[Any]) -> tuple[WidenedCarry, ...]:
+    """The loop carries the plan ``lines`` widens in ``closed``, in program order (traced, not run)."""
+    notes: dict[Any, WidenedCarry] = {}
+    if not _touches_loop(closed, lines, None, False, False):
+        return ()
+    specs = [jax.ShapeDtypeStruct(C.aval(v).shape, C.aval(v).dtype) for v in C.invars(closed)]
+    jax.eval_shape(lambda *a: run_upcast(closed, lines, high, a, carries=notes), *specs)
+    return tuple(notes.values())
 
 
 def _to(x: Any, dtype: Any) -> Any:
@@ -139,25 +209,47 @@ def _to(x: Any, dtype: Any) -> Any:
     return lax.convert_element_type(x, dtype)
 
 
-def _planned(eqn: Any, lines: frozenset[str] | None, src: Any) -> bool:
+def _planned(eqn: Any, lines: frozenset[str] | None, src: Any, backward: bool = False) -> bool:
     if C.primitive_name(eqn) in _KEEP_DECLARED or not any(is_float(C.aval(v).dtype) for v in eqn.outvars):
         return False
-    return lines is None or (src is not None and str(src) in lines)
+    if lines is None:
+        return True
+    if src is None:
+        return False
+    line = str(src)
+    return line in lines or (backward and backward_key(line) in lines)
 
 
-def _touches(closed: Any, lines: frozenset[str] | None, outer: Any, nested: bool) -> bool:
-    """Whether a planned line has an equation inside ``closed`` (then a call is entered)."""
+def _touches(closed: Any, lines: frozenset[str] | None, outer: Any, nested: bool, backward: bool = False
+             ) -> bool:
+    """Whether a planned line has an equation inside ``closed`` (then a call or loop is entered)."""
     for eqn in C.eqns(closed):
         src = source_of(outer, eqn, nested)
-        if enterable(eqn) and _touches(body_of(eqn)[0], lines, src, True):
+        bwd = backward or C.in_transpose(eqn)
+        if enterable(eqn) and _touches(body_of(eqn)[0], lines, src, True, bwd):
             return True
-        if _planned(eqn, lines, src):
+        if C.primitive_name(eqn) in LOOPS and any(_touches(b, lines, src, True, bwd) for b in bodies(eqn)):
+            return True
+        if _planned(eqn, lines, src, bwd):
             return True
     return False
 
 
-def _run(closed: Any, lines: frozenset[str] | None, high: np.dtype[Any], args: list[Any], outer: Any,
-         nested: bool) -> list[Any]:
+def _touches_loop(closed: Any, lines: frozenset[str] | None, outer: Any, nested: bool, backward: bool
+                  ) -> bool:
+    """Whether a loop or branch of ``closed`` (calls entered) has a planned equation inside."""
+    for eqn in C.eqns(closed):
+        src = source_of(outer, eqn, nested)
+        bwd = backward or C.in_transpose(eqn)
+        if enterable(eqn) and _touches_loop(body_of(eqn)[0], lines, src, True, bwd):
+            return True
+        if C.primitive_name(eqn) in LOOPS and any(_touches(b, lines, src, True, bwd) for b in bodies(eqn)):
+            return True
+    return False
+
+
+def _run(ctx: _Ctx, closed: Any, args: list[Any], outer: Any, nested: bool, backward: bool,
+         in_loop: bool = False) -> list[Any]:
     _, consts = C.parts(closed)
     env: dict[Any, Any] = {}
     for v, x in zip(C.constvars(closed), consts):
@@ -170,16 +262,26 @@ def _run(closed: Any, lines: frozenset[str] | None, high: np.dtype[Any], args: l
 
     for eqn in C.eqns(closed):
         src = source_of(outer, eqn, nested)
+        bwd = backward or C.in_transpose(eqn)
         invals = [read(a) for a in eqn.invars]
-        if enterable(eqn) and _touches(body_of(eqn)[0], lines, src, True):
+        name = C.primitive_name(eqn)
+        if enterable(eqn) and _touches(body_of(eqn)[0], ctx.lines, src, True, bwd):
             body, _ = body_of(eqn)
             with C.user_context(eqn):
-                outs = _run(body, lines, high, invals, src, True)
-        elif _planned(eqn, lines, src):
-            outs = _bind_high(eqn, invals, high)
+                outs = _run(ctx, body, invals, src, True, bwd, in_loop)
+        elif name in LOOPS and any(_touches(b, ctx.lines, src, True, bwd) for b in bodies(eqn)):
+            def run(body: Any, args: list[Any], src: Any = src, bwd: bool = bwd) -> list[Any]:
+                return _run(ctx, body, args, src, True, bwd, True)
+
+            with C.user_context(eqn):
+                outs = run_loop(eqn, invals, run, ctx.high, src, bwd, ctx.notes)
+        elif _planned(eqn, ctx.lines, src, bwd):
+            outs = _bind_high(eqn, invals, ctx.high)
         else:
             declared = [C.aval(a).dtype for a in eqn.invars]
             outs = C.bind(eqn, [_to(x, d) for x, d in zip(invals, declared)])
+        if ctx.observe is not None and not in_loop:
+            ctx.observe(eqn, src, bwd, outs)
         for v, x in zip(eqn.outvars, outs):
             if not C.is_dropvar(v):
                 env[v] = x
@@ -188,7 +290,22 @@ def _run(closed: Any, lines: frozenset[str] | None, high: np.dtype[Any], args: l
 
 def _bind_high(eqn: Any, invals: list[Any], high: np.dtype[Any]) -> list[Any]:
     """Bind ``eqn`` with its float operands and result dtypes raised to ``high`` (never lowered: an
-    operand already wider than ``high``, float64 under x64, keeps its dtype)."""
+    operand already wider than ``high``, float64 under x64, keeps its dtype).
+
+    An operation that only moves values (:data:`_MOVES`: a slice, a broadcast) computes nothing to
+    round: it runs in the widest precision its operands come in, so ``x[i]`` on a kept line inside a
+    loop does not convert the whole of ``x`` at every step; the kept operation that reads its result
+    raises it, to the same values."""
+    if C.primitive_name(eqn) in _MOVES:
+        widest = max((jnp.result_type(x) for atom, x in zip(eqn.invars, invals)
+                      if is_float(C.aval(atom).dtype)),
+                     key=lambda d: np.dtype(d).itemsize, default=None)
+        declared = [C.aval(a).dtype for a in eqn.invars]
+        wide = widest is not None and any(np.dtype(widest).itemsize > np.dtype(d).itemsize
+                                          for d in declared if is_float(d))
+        if not wide:
+            return C.bind(eqn, [_to(x, d) for x, d in zip(invals, declared)])
+        high = np.dtype(widest)
     raised = []
     for atom, x in zip(eqn.invars, invals):
         d = np.dtype(C.aval(atom).dtype)

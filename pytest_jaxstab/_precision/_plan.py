@@ -15,12 +15,12 @@ import jax
 import numpy as np
 
 from .. import _compat as C
+from .._check._upcast import WidenedCarry, float_sites, upcast_fn, widened_carries
 from .._dtypes import resolve_dtype
 from .._errors import ArgumentError, trace_error, tracing
 from .._results import RewriteRecord
 from ..rewrites.engine._engine import rewrite_jaxpr
 from ._search import Figures, draw, search
-from ._upcast import float_sites, upcast_fn
 
 __all__ = ["LOW_DTYPES", "PrecisionPlan", "tune_precision"]
 
@@ -61,6 +61,9 @@ class PrecisionPlan:
             is worse somewhere), and ``note`` says which.
         candidates_tried: tuned programs measured.
         note: why the plan is not ``reached`` ("" when it is).
+        carries: the loop carries kept in ``high`` because a kept line inside the loop writes them
+            (:class:`WidenedCarry`: the loop's line, the carry, the line writing it); a carry no kept
+            line writes stays in ``dtype``.
     """
 
     lines: tuple[str, ...]
@@ -75,12 +78,14 @@ class PrecisionPlan:
     reached: bool
     candidates_tried: int
     note: str = ""
+    carries: tuple[WidenedCarry, ...] = ()
 
     def __str__(self) -> str:
         head = (f"precision plan: {self.dtype} program, {len(self.lines)} line(s) in {self.high} "
                 f"({self.high_share:.1%} of the float work), {len(self.rewrites)} rewrite(s)")
         rows = [head]
         rows += [f"  keep in {self.high}: {line}" for line in self.lines]
+        rows += [f"  carry kept in {self.high}: {carry}" for carry in self.carries]
         rows += [f"  rewrite {rule} at {where or '<no user frame>'}" for rule, where in self.rewrites]
         rows.append(f"  original: {self.original}")
         status = "within" if self.reached else "NOT within"
@@ -208,7 +213,7 @@ def tune_precision(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: A
         fn=_tuned(fn, rules if out.rewritten else (), kept, hi),
         original=out.original, tuned=out.tuned, high_share=float(share), dtype=low.name, high=hi.name,
         tolerance_ulps=float(opts["tolerance_ulps"]), reached=out.reached, candidates_tried=out.tried,
-        note=out.note)
+        note=out.note, carries=widened_carries(out.closed, kept, hi) if kept else ())
 
 
 def _rewrite(closed: Any, rules: Any) -> tuple[Any, list[Any]]:

@@ -17,7 +17,7 @@ per layer, the operations on the plan's lines:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -25,9 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _compat as C
+from .._check._upcast import body_of, enterable, is_float, source_of, work
+from .._check._upcast_loops import LOOPS, bodies
 from .._errors import ArgumentError
+from ._grad_plan import GradientPlan, grad_options, make_grad_fn, plan_gradient
 from ._plan import PrecisionPlan, _dtypes, _tuned, tune_precision
-from ._upcast import _enterable, _is_float, _source, _sub, work
 
 __all__ = ["KeptOperation", "LayerPolicy", "PrecisionPolicy", "precision_policy"]
 
@@ -42,16 +44,20 @@ class KeptOperation:
         primitives: the layer's floating-point operations on that line, in program order, each once
             (``("reduce_sum", "mul", "sub")`` for a one-pass variance).
         work: their floating-point work (as ``PrecisionPlan.high_share`` counts it).
+        backward: True for a line of a gradient plan whose backward operations only are kept (then
+            ``primitives`` and ``work`` are those of the backward pass).
     """
 
     line: str
     text: str
     primitives: tuple[str, ...]
     work: int
+    backward: bool = False
 
     def __str__(self) -> str:
         code = f" `{self.text}`" if self.text else ""
-        return f"{self.line}{code} ({', '.join(self.primitives)})"
+        only = "backward only: " if self.backward else ""
+        return f"{self.line}{code} ({only}{', '.join(self.primitives)})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +102,12 @@ class PrecisionPolicy:
         fn: the tuned model, ``fn(params, batch)``: floating parameters and batch cast to
             ``compute_dtype``, the kept lines in ``high``, the plan's rewrites applied, the output cast
             to ``output_dtype``; composes with ``jax.jit``, ``jax.grad``, ``jax.vmap``.
+        gradient: with ``grad=True``, the :class:`GradientPlan` of the loss's gradient (then ``plan`` is
+            None: the forward output is not judged, and ``fn`` keeps the gradient plan's lines).
+        grad_fn: with ``grad=True``, ``grad_fn(params, batch)``: the gradient with respect to
+            ``params`` under the gradient plan, a pytree like ``params`` of float32 arrays (an integer
+            leaf gets ``jax.dtypes.float0`` zeros, as ``jax.grad(allow_int=True)`` gives), the loss
+            scale applied and removed inside; composes with ``jax.jit``.
     """
 
     param_dtype: str
@@ -103,8 +115,10 @@ class PrecisionPolicy:
     output_dtype: str
     high: str
     layers: tuple[LayerPolicy, ...]
-    plan: PrecisionPlan
+    plan: PrecisionPlan | None
     fn: Callable[..., Any]
+    gradient: GradientPlan | None = None
+    grad_fn: Callable[..., Any] | None = None
 
     @property
     def jmp_policy(self) -> str:
@@ -118,8 +132,15 @@ class PrecisionPolicy:
 
     @property
     def reached(self) -> bool:
-        """Whether the tuned model is within the plan's tolerance (``plan.reached``)."""
-        return self.plan.reached
+        """Whether the tuned model is within the plan's tolerance (``plan.reached``, or
+        ``gradient.reached`` with ``grad=True``)."""
+        return self.gradient.reached if self.gradient is not None else bool(self.plan and self.plan.reached)
+
+    @property
+    def loss_scale(self) -> float | None:
+        """With ``grad=True``, the static power-of-two loss scale ``grad_fn`` applies (1: none needed);
+        None without a gradient plan."""
+        return None if self.gradient is None else self.gradient.loss_scale
 
     def layer(self, name: str) -> LayerPolicy:
         """The layer called ``name``; ``KeyError`` naming the layers when there is none."""
@@ -129,25 +150,15 @@ class PrecisionPolicy:
         raise KeyError(f"no layer {name!r}; the layers are {', '.join(x.name for x in self.layers)}")
 
     def __str__(self) -> str:
+        if self.gradient is not None:
+            return _gradient_text(self, self.gradient)
         plan = self.plan
+        assert plan is not None
         kept = sum(1 for layer in self.layers if layer.keep)
         rows = [f"precision policy: {self.jmp_policy} (jmp); {kept} of {len(self.layers)} layer(s) keep "
                 f"operations in {self.high} ({plan.high_share:.1%} of the float work), "
                 f"{len(plan.rewrites)} rewrite(s)"]
-        width = max((len(layer.name) for layer in self.layers), default=0)
-        for layer in self.layers:
-            if not layer.keep and not layer.rewrites:
-                rows.append(f"  {layer.name:<{width}}  all {self.compute_dtype}")
-                continue
-            first = True
-            for op in layer.keep:
-                label = layer.name if first else ""
-                rows.append(f"  {label:<{width}}  keep in {self.high}: {op}")
-                first = False
-            for rule, where in layer.rewrites:
-                label = layer.name if first else ""
-                rows.append(f"  {label:<{width}}  rewrite {rule} at {where or '<no user frame>'}")
-                first = False
+        rows += _layer_rows(self)
         rows.append(f"  original: {plan.original}")
         status = "within" if plan.reached else "NOT within"
         rows.append(f"  tuned:    {plan.tuned} ({status} {plan.tolerance_ulps:g} ulps on "
@@ -157,25 +168,77 @@ class PrecisionPolicy:
         return "\n".join(rows)
 
 
+def _layer_rows(policy: PrecisionPolicy) -> list[str]:
+    rows = []
+    width = max((len(layer.name) for layer in policy.layers), default=0)
+    for layer in policy.layers:
+        if not layer.keep and not layer.rewrites:
+            rows.append(f"  {layer.name:<{width}}  all {policy.compute_dtype}")
+            continue
+        first = True
+        for op in layer.keep:
+            label = layer.name if first else ""
+            rows.append(f"  {label:<{width}}  keep in {policy.high}: {op}")
+            first = False
+        for rule, where in layer.rewrites:
+            label = layer.name if first else ""
+            rows.append(f"  {label:<{width}}  rewrite {rule} at {where or '<no user frame>'}")
+            first = False
+    return rows
+
+
+def _gradient_text(policy: PrecisionPolicy, grad: GradientPlan) -> str:
+    kept = sum(1 for layer in policy.layers if layer.keep)
+    rows = [f"precision policy (gradient): {policy.jmp_policy} (jmp), loss scale "
+            f"{grad.loss_scale:g}; {kept} of {len(policy.layers)} layer(s) keep operations in {policy.high} "
+            f"({grad.high_share:.1%} of the gradient's float work), {len(grad.rewrites)} rewrite(s)"]
+    rows += _layer_rows(policy)
+    rows += [f"  carry kept in {policy.high}: {carry}" for carry in grad.carries]
+    rows.append(f"  {grad.scale_text()}")
+    rows.append(f"  original: {grad.original} (as written, scale 1)")
+    if grad.loss_scale != 1.0:
+        rows.append(f"  scaled:   {grad.scaled} (as written, scale {grad.loss_scale:g})")
+    rows.append(f"  tuned:    {grad.tuned} ({grad.status()})")
+    if grad.note:
+        rows.append(f"  note: {grad.note}")
+    return "\n".join(rows)
+
+
 def _is_shape(x: Any) -> bool:
     return isinstance(x, tuple) and all(isinstance(d, int) and not isinstance(d, bool) for d in x)
+
+
+def _batch_domain(domain: Any, batch_shapes: Any) -> Any:
+    """``domain`` keyed by the names of a dict ``batch_shapes`` (``{"x": (0, 1), "y": (-2, 2)}``) as the
+    positions of the batch leaves (JAX flattens a dict in sorted key order); any other ``domain`` as is."""
+    if not (isinstance(domain, dict) and isinstance(batch_shapes, dict) and domain
+            and all(isinstance(k, str) for k in domain)):
+        return domain
+    unknown = sorted(set(domain) - set(batch_shapes))
+    if unknown:
+        raise ArgumentError(f"domain: no batch leaf named {', '.join(map(repr, unknown))}; batch_shapes has "
+                            f"{', '.join(map(repr, sorted(batch_shapes)))}")
+    if not all(_is_shape(v) for v in batch_shapes.values()):
+        raise ArgumentError("domain by name applies to a flat dict of batch shapes; give one domain per leaf "
+                            "(a list, in the order jax.tree_util flattens batch_shapes)")
+    return {i: domain[k] for i, k in enumerate(sorted(batch_shapes)) if k in domain}
 
 
 def _cast(tree: Any, dtype: Any) -> Any:
     """Floating leaves to ``dtype``, the others as they are (``jmp.Policy.cast_to_compute``)."""
     return jax.tree_util.tree_map(
-        lambda a: jnp.asarray(a, dtype) if _is_float(jnp.result_type(a)) else a, tree)
+        lambda a: jnp.asarray(a, dtype) if is_float(jnp.result_type(a)) else a, tree)
 
 
 def _param_dtype(params: Any) -> str:
     names = {np.dtype(jnp.result_type(a)).name for a in jax.tree_util.tree_leaves(params)
-             if _is_float(jnp.result_type(a))}
+             if is_float(jnp.result_type(a))}
     return names.pop() if len(names) == 1 else ("mixed" if names else "none")
 
 
 def precision_policy(fn: Callable[..., Any], params: Any, batch_shapes: Any, *, dtype: Any,
                      domain: Any = None, high: Any = "float32", output_dtype: Any = None,
-                     settings: Any = None, **options: Any) -> PrecisionPolicy:
+                     settings: Any = None, grad: bool = False, **options: Any) -> PrecisionPolicy:
     """Which operations of each layer of ``fn(params, batch)`` must stay float32 when it runs in ``dtype``.
 
     The per-layer view of :func:`jst.tune_precision` for a whole model, as ``jmp`` policies are written:
@@ -193,16 +256,24 @@ def precision_policy(fn: Callable[..., Any], params: Any, batch_shapes: Any, *, 
         ``fn`` receives arrays of ``dtype`` in that structure.
       dtype: the compute dtype, ``"bfloat16"`` or ``"float16"``.
       domain: the batch's domain, as ``jst.check``'s (one ``(lo, hi)`` for every leaf, or one per leaf
-        in ``jax.tree_util`` order).
+        in ``jax.tree_util`` order, or, for a dict of shapes, a dict by leaf name).
       high: the precision kept operations run in, ``"float32"`` (default) or ``"float64"``.
       output_dtype: the dtype ``.fn`` returns (default ``dtype``; the accuracy is judged in ``dtype``).
       settings: a ``jst.settings``; its ``seed`` and ``rules`` are used.
+      grad: judge the gradient of ``fn`` (a loss) with respect to ``params`` instead of its output
+        (issue 49): against the exact derivative, norm-wise, at the static loss scale it needs (measured
+        for float16), and keep the fewest lines in ``high`` (in both passes, or in the backward pass
+        only) for it to be within ``grad_tolerance``; ``.gradient`` is the :class:`GradientPlan`,
+        ``.grad_fn(params, batch)`` the gradient under it (float32), ``.loss_scale`` the scale.
       **options: as ``jst.tune_precision``'s: ``tolerance_ulps`` (4), ``samples`` (64), ``seed`` (0),
-        ``rules``.
+        ``rules``. With ``grad=True``: ``grad_tolerance`` (1e-2 norm-wise), ``samples`` (32),
+        ``seed``, ``rules``, ``loss_scale`` (None: measured; or a power of two), ``near_fit`` (True: a
+        quarter of the batches moved to the loss's minimum over the batch, as late training meets them).
 
     Returns:
       A :class:`PrecisionPolicy`: ``str()`` is the per-layer table, ``.layers`` the structured view,
-      ``.plan`` the whole program's plan, ``.fn`` the tuned model.
+      ``.plan`` the whole program's plan, ``.fn`` the tuned model (with ``grad=True``: ``.gradient``,
+      ``.grad_fn``, ``.loss_scale``).
 
     Raises:
       ArgumentError: bad ``batch_shapes``, ``output_dtype`` or any argument ``jst.tune_precision``
@@ -220,7 +291,14 @@ def precision_policy(fn: Callable[..., Any], params: Any, batch_shapes: Any, *, 
         pol = jst.precision_policy(block, params, (4, 64), dtype="bfloat16", domain=(8, 12))
         print(pol)            # per layer ("ln", "mlp"): the lines to keep in float32, or "all bfloat16"
         pol.fn(params, x)     # the tuned block
+
+        pol = jst.precision_policy(loss, params, {"x": (32, 64), "y": (32,)}, dtype="float16",
+                                   domain=[(0, 1), (-2, 2)], grad=True)
+        g = pol.grad_fn(params, batch)   # float32 gradient, the loss scale applied and removed
     """
+    if not isinstance(grad, bool):
+        raise ArgumentError(f"grad={grad!r}: expected True (judge the loss's gradient) or False")
+    domain = _batch_domain(domain, batch_shapes)
     low, hi = _dtypes(dtype, high)
     leaves, treedef = jax.tree_util.tree_flatten(batch_shapes, is_leaf=_is_shape)
     if not leaves or not all(_is_shape(s) for s in leaves):
@@ -230,8 +308,13 @@ def precision_policy(fn: Callable[..., Any], params: Any, batch_shapes: Any, *, 
         out_dtype = low if output_dtype is None else np.dtype(jnp.dtype(output_dtype))
     except TypeError as exc:
         raise ArgumentError(f"output_dtype={output_dtype!r}: {exc}") from None
-    if not _is_float(out_dtype):
+    if not is_float(out_dtype):
         raise ArgumentError(f"output_dtype={output_dtype!r}: expected a floating dtype")
+    if grad:
+        return _gradient_policy(fn, params, leaves, treedef, low, hi, out_dtype, domain, settings, options)
+    for name in ("grad_tolerance", "loss_scale", "near_fit"):
+        if name in options:
+            raise ArgumentError(f"{name}= applies to the gradient's plan: pass grad=True, or drop {name}=")
     low_params = _cast(params, low)
 
     def model(*batch: Any) -> Any:
@@ -243,13 +326,20 @@ def precision_policy(fn: Callable[..., Any], params: Any, batch_shapes: Any, *, 
                           **options)
     specs = [jax.ShapeDtypeStruct(s, low) for s in leaves]
     closed, _, _ = C.trace(model, *specs)
-    layers = _layers(closed, plan, _entry(fn))
+    layers = _layers(closed, frozenset(plan.lines), plan.rewrites, _entry(fn))
     rules: Any = ()
     if plan.rewrites:
         from .._check._spec import resolve_rules
 
         rules = resolve_rules(options.get("rules", getattr(settings, "rules", None)))
-    tuned = _tuned(fn, rules, frozenset(plan.lines), hi)
+    return PrecisionPolicy(param_dtype=_param_dtype(params), compute_dtype=low.name,
+                           output_dtype=np.dtype(out_dtype).name, high=hi.name, layers=layers, plan=plan,
+                           fn=_tuned_model(fn, rules, frozenset(plan.lines), hi, low, out_dtype))
+
+
+def _tuned_model(fn: Callable[..., Any], rules: Any, lines: frozenset[str], hi: np.dtype[Any],
+                 low: np.dtype[Any], out_dtype: Any) -> Callable[..., Any]:
+    tuned = _tuned(fn, rules, lines, hi)
 
     def tuned_model(params: Any, batch: Any) -> Any:
         out = tuned(_cast(params, low), _cast(batch, low))
@@ -257,9 +347,56 @@ def precision_policy(fn: Callable[..., Any], params: Any, batch_shapes: Any, *, 
 
     tuned_model.__name__ = f"tuned_{getattr(fn, '__name__', 'model')}"
     tuned_model.__doc__ = fn.__doc__
+    return tuned_model
+
+
+def _gradient_policy(fn: Callable[..., Any], params: Any, leaves: list[Any], treedef: Any, low: np.dtype[Any],
+                     hi: np.dtype[Any], out_dtype: Any, domain: Any, settings: Any, options: dict[str, Any]
+                     ) -> PrecisionPolicy:
+    """``precision_policy(..., grad=True)``: the gradient plan of the loss ``fn`` with respect to the
+    floating leaves of ``params`` (cast to ``low``, fixed), batches of ``leaves`` drawn."""
+    opts = grad_options(options, settings)
+    flat, ptree = jax.tree_util.tree_flatten_with_path(params)
+    floating = [k for k, (_, a) in enumerate(flat) if is_float(jnp.result_type(a))]
+    if not floating:
+        raise ArgumentError("params: grad=True differentiates the floating leaves of params, and it has none")
+    names = [f"params{jax.tree_util.keystr(flat[k][0])}" for k in floating]
+
+    def flat_loss(given: list[Any]) -> Callable[..., Any]:
+        def loss(*args: Any) -> Any:
+            values = [a for _, a in given]
+            for k, a in zip(floating, args[:len(floating)]):
+                values[k] = a
+            batch = jax.tree_util.tree_unflatten(treedef, list(args[len(floating):]))
+            return fn(jax.tree_util.tree_unflatten(ptree, values), batch)
+
+        loss.__name__ = getattr(fn, "__name__", "loss")
+        return loss
+
+    fixed = [np.asarray(jnp.asarray(flat[k][1], low)) for k in floating]
+    gplan = plan_gradient(flat_loss(flat), fixed, leaves, dtype=low, high=hi, domain=domain, names=names,
+                          options=opts, diff=list(range(len(floating))))
+    low_params = _cast(params, low)
+    specs = [jax.ShapeDtypeStruct(s, low) for s in leaves]
+    closed, _, _ = C.trace(lambda *b: fn(low_params, jax.tree_util.tree_unflatten(treedef, list(b))), *specs)
+    layers = _layers(closed, frozenset(gplan.lines), gplan.rewrites, _entry(fn), dict(gplan.backward_ops))
+
+    def grad_fn(params: Any, batch: Any) -> Any:
+        given = jax.tree_util.tree_flatten_with_path(params)[0]
+        fp = [jnp.asarray(given[k][1], low) for k in floating]
+        b = jax.tree_util.tree_leaves(_cast(batch, low))
+        gf = make_grad_fn(flat_loss(given), list(range(len(floating))), gplan.keys, hi, gplan.loss_scale, low,
+                          gplan.rules)
+        grads = dict(zip(floating, gf(*fp, *b)))
+        out = [grads[k] if k in grads else np.zeros(np.shape(a), jax.dtypes.float0)
+               for k, (_, a) in enumerate(given)]
+        return jax.tree_util.tree_unflatten(ptree, out)
+
+    grad_fn.__name__ = f"grad_{getattr(fn, '__name__', 'loss')}"
     return PrecisionPolicy(param_dtype=_param_dtype(params), compute_dtype=low.name,
-                           output_dtype=np.dtype(out_dtype).name, high=hi.name, layers=layers, plan=plan,
-                           fn=tuned_model)
+                           output_dtype=np.dtype(out_dtype).name, high=hi.name, layers=layers, plan=None,
+                           fn=_tuned_model(fn, gplan.rules, frozenset(gplan.lines), hi, low, out_dtype),
+                           gradient=gplan, grad_fn=grad_fn)
 
 
 # ------------------------------------------------------------------------------------------ layers
@@ -314,16 +451,20 @@ def _frames_path(frames: tuple[tuple[str, int, str], ...], entry: tuple[str, str
 def _ops(closed: Any, entry: tuple[str, str] | None, outer: Any = None, frames: Any = None,
          scopes: tuple[str, ...] = ()) -> Iterator[_Op]:
     for eqn in C.eqns(closed):
-        src = _source(outer, eqn, outer is not None)
+        src = source_of(outer, eqn, outer is not None)
         own = C.user_frames(eqn)
         # inside an entered call, a library body (jnp's jitted helpers) keeps the frames of whoever
         # traced it first: the enclosing call's frames are the right ones, as refine_source decides
         mine = frames if (outer is not None and src is outer) or not own else own
         here = scopes + C.user_scopes(eqn)
-        if _enterable(eqn):
-            yield from _ops(_sub(eqn)[0], entry, src, mine, here)
+        if enterable(eqn):
+            yield from _ops(body_of(eqn)[0], entry, src, mine, here)
             continue
-        if not any(_is_float(C.aval(v).dtype) for v in eqn.outvars if hasattr(C.aval(v), "dtype")):
+        if C.primitive_name(eqn) in LOOPS:  # a loop's body is its layer's work (issue 49)
+            for body in bodies(eqn):
+                yield from _ops(body, entry, src, mine, here)
+            continue
+        if not any(is_float(C.aval(v).dtype) for v in eqn.outvars if hasattr(C.aval(v), "dtype")):
             continue
         functions, sites = _frames_path(mine or (), entry)
         key = (here,) if here else (functions, sites)
@@ -331,11 +472,15 @@ def _ops(closed: Any, entry: tuple[str, str] | None, outer: Any = None, frames: 
                   "" if src is None else src.text, C.primitive_name(eqn), work(eqn))
 
 
-def _layers(closed: Any, plan: PrecisionPlan, entry: tuple[str, str] | None) -> tuple[LayerPolicy, ...]:
+def _layers(closed: Any, kept: frozenset[str], rewrites: Sequence[tuple[str, str | None]],
+            entry: tuple[str, str] | None, backward: dict[str, tuple[tuple[str, ...], int]] | None = None
+            ) -> tuple[LayerPolicy, ...]:
+    """The layers of ``closed`` with the plan's ``kept`` lines (and, for a gradient plan, the lines kept
+    in the ``backward`` pass only, with their backward operations) per layer."""
+    backward = backward or {}
     groups: dict[tuple[Any, ...], list[_Op]] = {}
     for op in _ops(closed, entry):
         groups.setdefault(op.key, []).append(op)
-    kept = set(plan.lines)
     seen: dict[str, int] = {}
     layers = []
     for ops in groups.values():
@@ -343,14 +488,18 @@ def _layers(closed: Any, plan: PrecisionPlan, entry: tuple[str, str] | None) -> 
         seen[base] = seen.get(base, 0) + 1
         name = base if seen[base] == 1 else f"{base}#{seen[base]}"
         keep = []
-        for line in dict.fromkeys(op.line for op in ops if op.line in kept):
+        for line in dict.fromkeys(op.line for op in ops if op.line in kept or op.line in backward):
             mine = [op for op in ops if op.line == line]
+            if line in backward:
+                prims, total = backward[str(line)]
+                keep.append(KeptOperation(str(line), mine[0].text, prims, total, backward=True))
+                continue
             prims = tuple(dict.fromkeys(op.primitive for op in mine))
             keep.append(KeptOperation(str(line), mine[0].text, prims, sum(op.work for op in mine)))
         lines = {op.line for op in ops}
         layers.append(LayerPolicy(
             name=name, scopes=ops[0].scopes, functions=ops[0].functions, keep=tuple(keep),
-            rewrites=tuple(dict.fromkeys((rule, where) for rule, where in plan.rewrites if where in lines)),
+            rewrites=tuple(dict.fromkeys((rule, where) for rule, where in rewrites if where in lines)),
             primitives=tuple(dict.fromkeys(op.primitive for op in ops)), work=sum(op.work for op in ops),
-            high_work=sum(k.work for k in keep)))
+            high_work=sum(k.work for k in keep if not k.backward)))
     return tuple(layers)

@@ -28,21 +28,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._check._upcast import float_sites, run_upcast
 from .._dtypes import dtype_info
 from ..oracles import error_bits, evaluate
 from ..strategies._arrays import plans_for
 from ..strategies._classes import bounds
 from ..strategies._scenario import Scenario
-from ._upcast import float_sites, run_upcast
 
-__all__ = ["Figures", "Samples", "draw", "figures", "search"]
+__all__ = ["Figures", "Samples", "domain_bounds", "draw", "drawn_inputs", "figures", "jit_rounds", "search"]
 
 #: Fresh draws tried per sample wanted before giving up (a domain predicate rejecting most draws).
 _TRIES_PER_SAMPLE = 4
@@ -105,23 +105,12 @@ def draw(closed: Any, dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], d
     A draw whose exact output has no judged element (every element undefined, uncertain or beyond the
     dtype's range) is replaced, up to :data:`_TRIES_PER_SAMPLE` tries per sample.
     """
-    plans = plans_for(dtype, list(shapes), domain)
-    base = Scenario(plans, (), [])
-    rng = np.random.default_rng(seed)
     args: list[tuple[np.ndarray, ...]] = []
     exact: list[list[np.ndarray]] = []
     judged: list[list[np.ndarray]] = []
-    for k in range(n * _TRIES_PER_SAMPLE):
+    for _, sample in drawn_inputs(dtype, shapes, domain, n * _TRIES_PER_SAMPLE, seed):
         if len(args) >= n:
             break
-        # A quarter by value (a model's data), the rest the check's (where formulas break), as the
-        # search's sampler shares its points (``_search._sampler``).
-        drawn = _by_value(plans, rng) if k % 4 == 0 else None
-        if drawn is None:
-            drawn = base.fresh(seed * 1_000_003 + k + 1)
-        if drawn is None:
-            continue
-        sample = tuple(np.asarray(a, dtype) for a in drawn)
         out = evaluate(closed, *sample, dtype=dtype)
         # an integer or boolean output (an argmax beside the values) is not judged
         values = [np.asarray(v) if _floating(v) else np.zeros(np.shape(v), dtype) for v in out.values]
@@ -136,6 +125,38 @@ def draw(closed: Any, dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], d
         return Samples([], [], [])
     return Samples([np.stack(col) for col in zip(*args)], [np.stack(col) for col in zip(*exact)],
                    [np.stack(col) for col in zip(*judged)])
+
+
+def drawn_inputs(dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], domain: Any, tries: int, seed: int,
+                 by_value: frozenset[int] = frozenset({0})) -> Iterator[tuple[int, tuple[np.ndarray, ...]]]:
+    """Up to ``tries`` candidate inputs of ``dtype``, each with its draw's slot (``k % 4``): the slots in
+    ``by_value`` by value (a model's data, :func:`_by_value`; a quarter by default), the rest the
+    check's fresh siblings (where formulas break), as the search's sampler shares its points
+    (``_search._sampler``); the caller keeps those it can judge. A by-value draw a domain predicate
+    rejects is replaced by the check's (its slot stays)."""
+    plans = plans_for(dtype, list(shapes), domain)
+    base = Scenario(plans, (), [])
+    rng = np.random.default_rng(seed)
+    for k in range(tries):
+        drawn = _by_value(plans, rng) if k % 4 in by_value else None
+        slot = k % 4 if drawn is not None else -1
+        if drawn is None:
+            drawn = base.fresh(seed * 1_000_003 + k + 1)
+        if drawn is not None:
+            yield slot, tuple(np.asarray(a, dtype) for a in drawn)
+
+
+def domain_bounds(dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], domain: Any
+                  ) -> tuple[list[tuple[float, float]], Callable[[Sequence[np.ndarray]], bool]]:
+    """Each argument's ``(lo, hi)`` as its sampler bounds it (the dtype's finite range at most), and
+    whether an input of ``dtype`` satisfies every domain predicate (``where=``)."""
+    plans = plans_for(dtype, list(shapes), domain)
+
+    def accepts(sample: Sequence[np.ndarray]) -> bool:
+        return all(p.sampler.resolved.where is None or all(p.sampler.resolved.accepts(v) for v in a.ravel())
+                   for p, a in zip(plans, sample))
+
+    return [(float(bounds(p.sampler)[0]), float(bounds(p.sampler)[1])) for p in plans], accepts
 
 
 def _by_value(plans: Sequence[Any], rng: np.random.Generator) -> tuple[np.ndarray, ...] | None:

@@ -5,15 +5,17 @@ the case's settings (its ``seed``, ``rules``) and packages the plan as a
 :class:`~pytest_jaxstab._results.PrecisionRecord`, each kept line anchored by its function and source
 text (``_files.source_anchor``) so that the baseline gate can tell a new kept line from one that
 moved. :func:`wanted` decides whether a case gets a plan, and says what is wrong when the option is
-asked of a case it cannot apply to.
+asked of a case it cannot apply to. With ``grad=True`` (issue 49) the case's gradient is planned too
+(:func:`gradient_part`): its kept lines join the record's, its figures and loss scale ride in the note.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["LOW_DTYPES", "plan_record", "usage_problem", "wanted"]
+__all__ = ["LOW_DTYPES", "gradient_part", "plan_record", "usage_problem", "wanted"]
 
 #: The dtypes a plan tunes (as ``_precision._plan.LOW_DTYPES``, spelt here so that collection does not
 #: import the precision search).
@@ -70,13 +72,63 @@ def plan_record(fn: Callable[..., Any], *, shapes: Any, dtype: str, domain: Any,
     def figures(f: Any) -> PlanFigures:
         return PlanFigures(float(f.max_bits), float(f.mean_bits), float(f.max_ulps), int(f.overflows))
 
+    lines = list(plan.lines)
+    rewrites = [RewriteRecord(rule, where) for rule, where in plan.rewrites]
+    note = plan.note
+    if getattr(chosen, "grad", False):
+        backward, extra = gradient_part(fn, shapes=shapes, dtype=dtype, domain=domain, chosen=chosen)
+        lines += [loc for loc in backward.lines if loc not in lines]
+        rewrites += [RewriteRecord(rule, where) for rule, where in backward.rewrites
+                     if RewriteRecord(rule, where) not in rewrites]
+        note = f"{note}\n{extra}" if note else extra
     return PrecisionRecord(
         dtype=plan.dtype, high=plan.high,
-        lines=[_kept(loc, source_anchor(loc)) for loc in plan.lines],
-        rewrites=[RewriteRecord(rule, where) for rule, where in plan.rewrites],
+        lines=[_kept(loc, source_anchor(loc)) for loc in lines],
+        rewrites=rewrites,
         original=figures(plan.original), tuned=figures(plan.tuned), high_share=float(plan.high_share),
         tolerance_ulps=float(plan.tolerance_ulps), reached=bool(plan.reached),
-        samples=int(plan.tuned.samples), note=plan.note)
+        samples=int(plan.tuned.samples), note=note)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Backward:
+    """The kept lines and rewrites a gradient plan adds to the case's record (none when it failed)."""
+
+    lines: tuple[str, ...] = ()
+    rewrites: tuple[tuple[str, str | None], ...] = ()
+
+
+def gradient_part(fn: Callable[..., Any], *, shapes: Any, dtype: str, domain: Any, chosen: Any
+                  ) -> tuple[_Backward, str]:
+    """With ``grad=True``: the backward plan of ``fn`` (``_precision._grad_plan.tune_gradient``, the
+    case's seed and rules) as the lines and rewrites it adds to the case's record and the paragraph
+    the record's note carries (so the failure text, the JSON and the HTML report show it).
+
+    The record's ``lines`` become the union of the value's plan and the gradient's (a line kept in
+    either pass, or in the backward pass only): the lines this case must keep in float32, each keyed
+    as the forward plan's are, so the baseline gates a new one the same way. The figures of the
+    record stay the value's (ulps); the gradient's (norm-wise, with its loss scale) are in the note.
+    A gradient plan that cannot be made is named in the note; the value's plan stands."""
+    from .._errors import JaxstabError
+    from .._precision._grad_plan import tune_gradient
+
+    try:
+        g = tune_gradient(fn, shapes=shapes, dtype=dtype, domain=domain, settings=chosen)
+    except JaxstabError as exc:
+        return _Backward(), f"gradient plan (grad=True): none ({type(exc).__name__}: {exc})"
+    rows = [f"gradient plan (grad=True, jst.precision_policy(grad=True)'s search): {len(g.lines)} line(s) in "
+            f"{g.high} in both passes, {len(g.backward_lines)} in the backward pass only "
+            f"({g.high_share:.1%} of the gradient's float work), {len(g.rewrites)} rewrite(s)"]
+    rows += [f"  keep in {g.high}: {loc}" for loc in g.lines]
+    rows += [f"  keep in {g.high}, backward only: {loc}" for loc in g.backward_lines]
+    rows += [f"  carry kept in {g.high}: {c}" for c in g.carries]
+    rows += [f"  rewrite {rule} at {where or '<no user frame>'}" for rule, where in g.rewrites]
+    rows.append(f"  {g.scale_text()}")
+    rows.append(f"  original: {g.original} (scale 1)")
+    rows.append(f"  tuned:    {g.tuned} ({g.status()})")
+    if g.note:
+        rows.append(f"  note: {g.note}")
+    return _Backward((*g.lines, *g.backward_lines), g.rewrites), "\n".join(rows)
 
 
 def _kept(location: str, anchor: tuple[str, str, int]) -> Any:
