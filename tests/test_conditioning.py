@@ -136,9 +136,10 @@ def test_a_small_program_takes_the_exact_finite_differences_outright(monkeypatch
 
 
 def test_the_lens_computes_few_rows_where_the_error_is_large_everywhere(monkeypatch):
-    # (x + 1) - 1 at x ~ 1e-4 absorbs ~13 bits of every element while the problem is perfectly
-    # conditioned (f = x): the first round of rows (the largest errors) shows a failure as large as
-    # any later element's forward error, so few more rows are computed: never one per element.
+    # (x + c) - c with c = 1 at x ~ 1e-4 absorbs ~13 bits of every element while the problem is
+    # perfectly conditioned (f = x): the first round of rows (the largest errors) shows a failure as
+    # large as any later element's forward error, so few more rows are computed: never one per element.
+    # (c is an input: JAX 0.10.2's XLA folds a constant's (x + 1) - 1 to x.)
     computed = []
     real = _conditioning.conditioning_ulps
 
@@ -149,14 +150,15 @@ def test_the_lens_computes_few_rows_where_the_error_is_large_everywhere(monkeypa
 
     monkeypatch.setattr("pytest_jaxstab._check._stability.conditioning_ulps", counting)
     x = (1e-4 * (1 + np.random.default_rng(3).random((64, 64)))).astype(np.float32)
-    closed = jax.make_jaxpr(lambda x: (x + 1.0) - 1.0)(x)
+    c = np.ones_like(x)
+    closed = jax.make_jaxpr(lambda x, c: (x + c) - c)(x, c)
     ev = Evaluator(closed, closed, [0], None, StageTimes(), judge="stability", tolerance_bits=8.0)
-    o = ev((x,)).outcomes["original"]
+    o = ev((x, c)).outcomes["original"]
     assert o.bits > 12 and o.beyond_bits is not None and o.beyond_bits > 12
     assert computed[0] == ROWS_PER_ROUND and sum(computed) < x.size // 2, computed
     # and the figures are the ones every row gives
-    every = [np.asarray(e) for e in jax.tree_util.tree_leaves(evaluate(closed, x).values)]
-    cond = conditioning_ulps(closed, [x], every, [0], [F32])
+    every = [np.asarray(e) for e in jax.tree_util.tree_leaves(evaluate(closed, x, c).values)]
+    cond = conditioning_ulps(closed, [x, c], every, [0], [F32])
     full = judge_elements(o.values, every, o.element_bits, cond, 1, 8.0)
     assert (full.beyond_bits, full.conditioning_bits) == (o.beyond_bits, o.conditioning_bits)
 

@@ -90,9 +90,12 @@ class StabilityLens:
             bound = {v: [self._beyond(outcomes[v], exact, t, cond) for t in range(len(cond))] for v in over}
             worst = {v: max([float(b[d.reshape(-1)].max()) for b, d in zip(bound[v], done) if d.any()],
                             default=0.0) for v in over}
+            # Variants with no failing element yet come first: a pass must explain each of their
+            # elements over the tolerance, while a failing variant's other elements only refine its figure.
+            unsettled = [v for v in over if worst[v] <= self.tolerance_bits]
             wanted: list[np.ndarray] = []
             for t in range(len(cond)):
-                score = np.fmax.reduce([bound[v][t] for v in over])
+                score = np.fmax.reduce([bound[v][t] for v in unsettled or over])
                 useful = must[t].copy()
                 for v in over:
                     useful |= bound[v][t] > worst[v]
@@ -110,15 +113,21 @@ class StabilityLens:
                                       wanted=wanted)
             # An element asked for and not given (the oracle's rows are rationed per call,
             # ``_conditioning.EXACT_ROWS``) is asked again, in its turn, while a call still gives
-            # some figure; when one gives none, nobody can vouch for the rest: their lower bound stands.
+            # some figure and the element could make a variant with no failing element yet fail (a
+            # pass must explain it). Any other element keeps its lower bound: it only refines a
+            # failing variant's figure, which the bound overstates, never understates; and when a
+            # call gives none, nobody can vouch for the rest.
             progress = any(bool(np.any(~np.isnan(f.reshape(-1)[w]))) for f, w in zip(fresh, wanted))
             for t, (f, w) in enumerate(zip(fresh, wanted)):
                 got = ~np.isnan(f.reshape(-1))  # what the passes gave (a column's pass: every row)
                 flat, mark = cond[t].reshape(-1), done[t].reshape(-1)
                 flat[got] = np.fmax(flat[got], f.reshape(-1)[got])  # a joint move's figure stands
                 mark[got] = True
-                if not progress:
-                    mark[w] = True
+                again = np.zeros(len(w), dtype=bool)
+                if progress:
+                    for v in unsettled:
+                        again |= bound[v][t][w] > self.tolerance_bits
+                mark[w[~again]] = True
                 must[t][w[got[w]]] = False
             computed = True
 
