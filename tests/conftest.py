@@ -29,7 +29,13 @@ PLUGIN_RUNS: dict[str, tuple[str, ...]] = {
 }
 
 
-@pytest.fixture(params=list(PLUGIN_RUNS))
+#: The runs the fast tier takes: xdist in-process scenarios cost 3-8 s each; ``n0`` and ``n2`` run in the
+#: slow tier, and ``test_plugin_baseline``'s xdist test keeps one xdist run in the fast tier.
+FAST_PLUGIN_RUNS = ("serial", "no-xdist")
+
+
+@pytest.fixture(params=[r if r in FAST_PLUGIN_RUNS else pytest.param(r, marks=pytest.mark.slow)
+                        for r in PLUGIN_RUNS])
 def plugin_args(request: pytest.FixtureRequest) -> tuple[str, ...]:
     """Extra pytest arguments of one way to run a plugin scenario (see :data:`PLUGIN_RUNS`)."""
     args = PLUGIN_RUNS[request.param]

@@ -243,7 +243,7 @@ PAIRS = {
 }
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", [DTYPES[0], pytest.param(DTYPES[1], marks=pytest.mark.slow)])
 @pytest.mark.parametrize("case", sorted(PAIRS))
 def test_naive_complex_formula_fails_and_the_library_passes(dtype: str, case: str) -> None:
     naive, library, shapes, domain = PAIRS[case]

@@ -105,6 +105,8 @@ def test_the_plan_is_in_the_failure_text_the_json_and_the_html(pytester, run_jax
     assert f"<code>test_mp.py:{line}</code>" in html and f"<code>{kept}</code>" in html
 
 
+# two xdist workers in-process (9 s): the slow tier holds the xdist runs (conftest.FAST_PLUGIN_RUNS)
+@pytest.mark.slow
 def test_the_plan_rides_to_the_xdist_controller_unchanged(pytester, run_jaxstab):
     pytest.importorskip("xdist")
     pytester.makepyfile(test_mp=_source("bfloat16"))
@@ -168,7 +170,7 @@ def test_fixture(jaxstab):
                                  "this case is dtype='float64'*"])
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", [DTYPES[0], pytest.param(DTYPES[1], marks=pytest.mark.slow)])
 def test_the_gate_fails_a_new_kept_line_and_not_a_moved_one(pytester, run_jaxstab, dtype):
     _, kept, _, added = PROGRAMS[dtype]
     # bits:64 lets the figures move as they like: what fails here is the plan alone

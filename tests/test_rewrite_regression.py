@@ -283,7 +283,7 @@ def test_fixture(jaxstab):
 '''
 
 
-@pytest.mark.parametrize("way", [(), ("-n", "2")], ids=["serial", "n2"])
+@pytest.mark.parametrize("way", [(), pytest.param(("-n", "2"), marks=pytest.mark.slow)], ids=["serial", "n2"])
 def test_the_plugin_fails_the_test_saves_and_still_fails_when_compared(pytester, run_jaxstab, way):
     if way:
         pytest.importorskip("xdist")

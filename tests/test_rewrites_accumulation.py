@@ -67,7 +67,7 @@ def test_norm_fires_through_the_accumulation_and_fixes_overflow_and_underflow(dt
         assert _ulps(jst.stabilize(l2_norm)(g), float(ref), dtype) <= BOUND_ULPS
 
 
-@pytest.mark.parametrize("dtype", LOW, ids=IDS)
+@pytest.mark.parametrize("dtype", [LOW[0], pytest.param(LOW[1], marks=pytest.mark.slow)], ids=IDS)
 @pytest.mark.parametrize("fn", [log_sum_exp, l2_norm], ids=["logsumexp", "norm"])
 def test_the_rewrite_is_no_worse_where_the_program_does_not_overflow(dtype, fn):
     # The catalogue's soundness rule (tests/test_catalogue_soundness.py), in the low dtype and where the

@@ -96,7 +96,7 @@ DATA = {
 }
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("float64", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("data", DATA)
 @pytest.mark.parametrize("fn", SPELLINGS, ids=lambda f: f.__name__)
 def test_normalisation_is_accurate_after_stabilize(fn, data, dtype):

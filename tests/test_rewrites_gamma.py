@@ -272,6 +272,8 @@ def test_large_arguments_are_fixed(case: Case, dtype: Any):
     assert stabilized[well].max(initial=0.0) <= 8.0, detail
 
 
+# compat: the one test whose criterion JAX 0.12.1's lgamma moved while the fast tier saw nothing (7 s)
+@pytest.mark.compat
 @pytest.mark.parametrize("dtype", [F32, F64], ids=["float32", "float64"])
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_small_arguments_are_never_worse(case: Case, dtype: Any):

@@ -33,6 +33,9 @@ import pytest_jaxstab as jst
 from pytest_jaxstab._compat import enable_x64
 
 F32_F64 = pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+#: float64 in the slow tier for the costliest (a value and a gradient check per loss and dtype)
+F32_FAST = pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)],
+                                   ids=["f32", "f64"])
 
 
 def _x64(dtype):
@@ -118,7 +121,7 @@ ROWS = {np.float32: [[22, 0, 1, -3], [0, 5, -3, 2], [0, 0, 30, 3], [7, 7, -1, 0]
 LABELS = [0, 0, 2, 1, 0]
 
 
-@F32_F64
+@F32_FAST
 @pytest.mark.parametrize("fn", BATCHED, ids=lambda f: f.__name__)
 def test_batched_losses_value_and_gradient(fn, dtype):
     with _x64(dtype):

@@ -79,7 +79,7 @@ DATA = {
 }
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("float64", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("data", DATA)
 @pytest.mark.parametrize("fn", [cov_matmul, cov_einsum, cross_cov], ids=lambda f: f.__name__)
 def test_covariance_matrix_is_accurate_after_stabilize(fn, data, dtype):
@@ -190,7 +190,7 @@ def _mp_var_union(x):
     return np.diag(_mp_cov(cols, cols))
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("float64", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("data", DATA)
 @pytest.mark.parametrize("fn", [vmapped_var, vmapped_psum, nested_means], ids=lambda f: f.__name__)
 def test_batch_variance_across_groups_is_accurate_after_stabilize(fn, data, dtype):
@@ -209,7 +209,7 @@ def test_batch_variance_across_groups_is_accurate_after_stabilize(fn, data, dtyp
         assert _ulps_of(written.reshape(-1, 3), exact, exact, dtype).max() > 2 ** 10
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("float64", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("data", [*DATA, "a constant channel"])
 def test_vmapped_batch_norm_is_accurate_after_stabilize(data, dtype):
     # 4 ulps of the largest output (as test_rewrites_center.py: the deviations carry the shifted
@@ -291,7 +291,7 @@ def naive_merge(xa, xb):
     return ss / n - (s / n) ** 2
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("float64", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("data", DATA)
 def test_merged_batches_variance_is_accurate_after_stabilize(data, dtype):
     # 4 ulps of the variance (the corrected two-pass form over the concatenation); as written the

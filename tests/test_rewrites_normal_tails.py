@@ -35,6 +35,9 @@ from pytest_jaxstab.rewrites.forms import _mass as fm
 
 F32, F64 = np.float32, np.float64
 DTYPES = pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+#: float64 in the slow tier where a test runs every spelling and region (float32 carries the rewrite)
+DTYPES_FAST = pytest.mark.parametrize("dtype", [F32, pytest.param(F64, marks=pytest.mark.slow)],
+                                      ids=["f32", "f64"])
 
 
 @pytest.fixture(autouse=True)
@@ -94,7 +97,7 @@ REGIONS = {
 }
 
 
-@DTYPES
+@DTYPES_FAST
 @pytest.mark.parametrize("region", list(REGIONS))
 @pytest.mark.parametrize("spelling", list(SPELLINGS))
 def test_log_normal_mass_value_and_gradient(spelling, region, dtype):

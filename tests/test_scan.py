@@ -73,7 +73,7 @@ def _package(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.syspath_prepend(str(pytester.path))
 
 
-@pytest.mark.parametrize("workers", ["0", "2"], ids=["serial", "n2"])
+@pytest.mark.parametrize("workers", ["0", pytest.param("2", marks=pytest.mark.slow)], ids=["serial", "n2"])
 def test_a_scanned_package_gives_the_expected_outcomes(pytester, run_jaxstab, monkeypatch, workers):
     _package(pytester, monkeypatch)
     args = ("--jaxstab-seed=0", "--jaxstab-examples=8", "-n", workers, "-rs",

@@ -51,6 +51,8 @@ SPELLINGS: dict[str, tuple[Callable[..., Any], tuple[int, ...]]] = {
 }
 
 
+# compat: XLA's rounding of a jitted division moved with JAX 0.12.1 while the fast tier saw nothing (2 s)
+@pytest.mark.compat
 @pytest.mark.parametrize("case", sorted(SPELLINGS))
 def test_a_selection_lowers_to_a_term_computing_the_same(case):
     fn, shape = SPELLINGS[case]
@@ -58,12 +60,12 @@ def test_a_selection_lowers_to_a_term_computing_the_same(case):
     term, _ = lower_program(closed)
     assert any(is_selection(t[0]) for t in subterms(term)), term
     x = np.random.default_rng(7).normal(size=shape).astype(np.float32)
-    # op by op: under jit, XLA may turn a division by a constant into a product by its reciprocal
-    # (1 ulp off the quotient; JAX 0.12.1's CPU compiler does), which the term does not do
-    with jax.disable_jit():
-        want = np.asarray(fn(x))
+    want = np.asarray(jax.jit(fn)(x))
     got = np.asarray(evaluate_jax(term, [jnp.asarray(x)], np.float32))
-    np.testing.assert_array_equal(got.reshape(want.shape), want)
+    # One ulp: the term and the traced function compile to different XLA programs, whose kernels may
+    # round differently (JAX 0.12.1's CPU compiler turns a division by a constant into a product by its
+    # reciprocal; 0.10.2's eager and jitted exp differ); a wrong selection reads another element, far off.
+    np.testing.assert_array_max_ulp(got.reshape(want.shape), want, maxulp=1)
 
 
 def test_a_selection_at_an_index_read_from_the_inputs_is_named():
