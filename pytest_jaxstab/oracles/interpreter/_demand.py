@@ -55,9 +55,10 @@ TIGHT_MARGIN = 12
 CUMULATIVE = frozenset({"cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"})
 #: Primitives that only move elements (the fast path's ``_arrays._MOVES`` and ``gather``), with where
 #: their index operands start.
-MOVES: dict[str, int | None] = {name: None for name in ("broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose",
-                                 "concatenate", "slice", "rev", "pad", "tile", "split", "copy", "copy_p",
-                                 "optimization_barrier", "device_put", "sharding_constraint")}
+MOVES: dict[str, int | None] = {
+    name: None for name in ("broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose",
+                            "concatenate", "slice", "rev", "pad", "tile", "split", "copy", "copy_p",
+                            "optimization_barrier", "device_put", "sharding_constraint")}
 MOVES.update({"dynamic_slice": 1, "dynamic_update_slice": 2, "gather": 1})
 
 
