@@ -170,7 +170,7 @@ def test_rows_the_float64_pass_cannot_vouch_for_are_all_given_in_turn():
     # elements than one call of the oracle's exact rows serves (EXACT_ROWS), and more float inputs than
     # finite differences take (FD_LIMIT): the lens must ask again until each has its figure, never leave
     # one with its lower bound of 0 (a false failure, as a relu layer's at (32, 128) had).
-    rows = 2 * _conditioning.EXACT_ROWS + 7
+    rows = 2 * _conditioning.EXACT_ROWS + 7  # three rationed calls: within RATIONED_CALLS
     t = np.float64(1e-20) * (1 + np.arange(rows))
     x = np.zeros((rows, 3), np.float64)
     x[:, 0], x[:, 1], x[:, 2] = 1.0, t, -1.0
