@@ -264,7 +264,9 @@ def test_vmapped_variance_gradient_is_the_formulas():
 def test_mean_of_means_near_misses_are_not_rewritten(fn):
     x = jnp.asarray(rng.standard_normal((4, 12)), jnp.float32)
     assert "mean_of_means" not in [a.rule for a in jst.explain(fn, x)]
-    np.testing.assert_array_equal(np.asarray(jst.stabilize(fn)(x)), np.asarray(fn(x)))
+    # both under jit: one compiled program each, the same when nothing was rewritten (op by op, XLA
+    # may compile a division by a constant as a product by the reciprocal in one and not the other)
+    np.testing.assert_array_equal(np.asarray(jax.jit(jst.stabilize(fn))(x)), np.asarray(jax.jit(fn)(x)))
 
 
 def test_a_collective_over_a_named_mesh_axis_is_not_rewritten():
