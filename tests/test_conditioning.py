@@ -11,7 +11,7 @@ import pytest
 from pytest_jaxstab._check import _conditioning
 from pytest_jaxstab._check._conditioning import _finite_differences, conditioning_lower, conditioning_ulps
 from pytest_jaxstab._check._evaluate import Evaluator, StageTimes
-from pytest_jaxstab._check._stability import ROWS_PER_ROUND
+from pytest_jaxstab._check._stability import RATIONED_CALLS, ROWS_PER_ROUND
 from pytest_jaxstab._check._verdict import judge_elements
 from pytest_jaxstab.oracles import evaluate
 
@@ -170,12 +170,14 @@ def test_rows_the_float64_pass_cannot_vouch_for_are_all_given_in_turn():
     # elements than one call of the oracle's exact rows serves (EXACT_ROWS), and more float inputs than
     # finite differences take (FD_LIMIT): the lens must ask again until each has its figure, never leave
     # one with its lower bound of 0 (a false failure, as a relu layer's at (32, 128) had).
-    rows = 2 * _conditioning.EXACT_ROWS + 7  # three rationed calls: within RATIONED_CALLS
+    # More elements than one call serves, within what RATIONED_CALLS calls do.
+    rows = _conditioning.EXACT_ROWS + 7
+    assert rows <= _conditioning.EXACT_ROWS * RATIONED_CALLS
     t = np.float64(1e-20) * (1 + np.arange(rows))
-    x = np.zeros((rows, 3), np.float64)
+    x = np.zeros((rows, 4), np.float64)
     x[:, 0], x[:, 1], x[:, 2] = 1.0, t, -1.0
     x = x.astype(np.float32)  # t survives in float32 (1e-20 is a normal float32)
-    w = np.ones((3, 2), np.float32)
+    w = np.ones((4, 1), np.float32)
     assert x.size + w.size > _conditioning.FD_LIMIT
     closed = jax.make_jaxpr(lambda x, w: jax.nn.relu(x @ w))(x, w)
     ev = Evaluator(closed, closed, [0], None, StageTimes(), judge="stability", tolerance_bits=8.0)
