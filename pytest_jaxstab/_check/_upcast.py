@@ -196,7 +196,7 @@ def run_upcast(closed: Any, lines: frozenset[str] | None, high: np.dtype[Any], a
 def widened_carries(closed: Any, lines: frozenset[str], high: np.dtype[Any]) -> tuple[WidenedCarry, ...]:
     """The loop carries the plan ``lines`` widens in ``closed``, in program order (traced, not run)."""
     notes: dict[Any, WidenedCarry] = {}
-    if not _touches_loop(closed, lines, None, False, False):
+    if not _touches(closed, lines, None, False, False, here=False):
         return ()
     specs = [jax.ShapeDtypeStruct(C.aval(v).shape, C.aval(v).dtype) for v in C.invars(closed)]
     jax.eval_shape(lambda *a: run_upcast(closed, lines, high, a, carries=notes), *specs)
@@ -220,30 +220,18 @@ def _planned(eqn: Any, lines: frozenset[str] | None, src: Any, backward: bool = 
     return line in lines or (backward and backward_key(line) in lines)
 
 
-def _touches(closed: Any, lines: frozenset[str] | None, outer: Any, nested: bool, backward: bool = False
-             ) -> bool:
-    """Whether a planned line has an equation inside ``closed`` (then a call or loop is entered)."""
+def _touches(closed: Any, lines: frozenset[str] | None, outer: Any, nested: bool, backward: bool = False, *,
+             here: bool = True) -> bool:
+    """Whether a planned line has an equation inside ``closed`` (then a call or loop is entered);
+    ``here=False``: only inside one of its loops or branches (calls entered)."""
     for eqn in C.eqns(closed):
         src = source_of(outer, eqn, nested)
         bwd = backward or C.in_transpose(eqn)
-        if enterable(eqn) and _touches(body_of(eqn)[0], lines, src, True, bwd):
+        if enterable(eqn) and _touches(body_of(eqn)[0], lines, src, True, bwd, here=here):
             return True
         if C.primitive_name(eqn) in LOOPS and any(_touches(b, lines, src, True, bwd) for b in bodies(eqn)):
             return True
-        if _planned(eqn, lines, src, bwd):
-            return True
-    return False
-
-
-def _touches_loop(closed: Any, lines: frozenset[str] | None, outer: Any, nested: bool, backward: bool
-                  ) -> bool:
-    """Whether a loop or branch of ``closed`` (calls entered) has a planned equation inside."""
-    for eqn in C.eqns(closed):
-        src = source_of(outer, eqn, nested)
-        bwd = backward or C.in_transpose(eqn)
-        if enterable(eqn) and _touches_loop(body_of(eqn)[0], lines, src, True, bwd):
-            return True
-        if C.primitive_name(eqn) in LOOPS and any(_touches(b, lines, src, True, bwd) for b in bodies(eqn)):
+        if here and _planned(eqn, lines, src, bwd):
             return True
     return False
 

@@ -144,6 +144,12 @@ def _note(notes: dict[Any, WidenedCarry] | None, wide: set[int], declared: Seque
         notes.setdefault((loop, kind, i, note.writer, backward), note)
 
 
+def _carried(values: Sequence[Any], declared: Sequence[Any], wide: set[int], high: np.dtype[Any]
+             ) -> tuple[Any, ...]:
+    """A loop's carry: the widened positions ``wide`` in ``high``, the others in their declared dtype."""
+    return tuple(_to(v, high if i in wide else d) for i, (v, d) in enumerate(zip(values, declared)))
+
+
 def _scan(eqn: Any, invals: list[Any], run: Runner, high: np.dtype[Any], where: C.SourceLine | None,
           backward: bool, notes: dict[Any, WidenedCarry] | None) -> list[Any]:
     sp = C.scan_parts(eqn)
@@ -154,13 +160,11 @@ def _scan(eqn: Any, invals: list[Any], run: Runner, high: np.dtype[Any], where: 
     def body_for(wide: set[int]) -> Callable[..., Any]:
         def body(c: Any, x: Any) -> Any:
             outs = run(sp.body, [*consts, *c, *x])
-            kept = tuple(_to(o, high if i in wide else d)
-                         for i, (o, d) in enumerate(zip(outs[:nk], declared)))
-            return kept, tuple(outs[nk:])
+            return _carried(outs[:nk], declared, wide, high), tuple(outs[nk:])
         return body
 
     def init_for(wide: set[int]) -> tuple[Any, ...]:
-        return tuple(_to(c, high if i in wide else d) for i, (c, d) in enumerate(zip(carry, declared)))
+        return _carried(carry, declared, wide, high)
 
     x_specs = tuple(jax.ShapeDtypeStruct(jnp.shape(x)[1:], jnp.result_type(x)) for x in xs)
 
@@ -185,7 +189,7 @@ def _while(eqn: Any, invals: list[Any], run: Runner, high: np.dtype[Any], where:
     declared = [C.aval(v).dtype for v in wp.carry]
 
     def init_for(wide: set[int]) -> tuple[Any, ...]:
-        return tuple(_to(c, high if i in wide else d) for i, (c, d) in enumerate(zip(carry, declared)))
+        return _carried(carry, declared, wide, high)
 
     def result_dtypes(wide: set[int]) -> list[Any]:
         specs = tuple(_spec(c) for c in init_for(wide))
@@ -199,7 +203,7 @@ def _while(eqn: Any, invals: list[Any], run: Runner, high: np.dtype[Any], where:
 
     def body(c: Any) -> Any:
         outs = run(wp.body, [*body_consts, *c])
-        return tuple(_to(o, high if i in wide else d) for i, (o, d) in enumerate(zip(outs, declared)))
+        return _carried(outs, declared, wide, high)
 
     return list(lax.while_loop(cond, body, init_for(wide)))
 

@@ -26,6 +26,7 @@ from ..rewrites.engine._engine import rewrite_jaxpr
 from ._grad_program import GradFigures, draw_gradients, gradient_program, measure
 from ._grad_search import search_gradient
 from ._loss_scale import HEADROOM, backward_magnitudes, scale_range
+from ._plan import check_samples_and_seed, merge_options
 
 __all__ = ["GRAD_OPTIONS", "GradientPlan", "grad_options", "make_grad_fn", "plan_gradient", "tune_gradient"]
 
@@ -54,27 +55,12 @@ def grad_options(options: dict[str, Any], settings: Any) -> dict[str, Any]:
     if "tolerance_ulps" in options:
         raise ArgumentError("tolerance_ulps judges the forward output in ulps; with grad=True the gradient "
                             "is judged norm-wise: use grad_tolerance= (default 1e-2)")
-    unknown = sorted(set(options) - set(GRAD_OPTIONS))
-    if unknown:
-        raise ArgumentError(f"unknown option(s) {', '.join(unknown)} with grad=True; the options are "
-                            f"{', '.join(sorted(GRAD_OPTIONS))}")
-    out = dict(GRAD_OPTIONS)
-    if settings is not None:
-        if getattr(settings, "seed", None) is not None:
-            out["seed"] = settings.seed
-        if getattr(settings, "rules", None) is not None:
-            out["rules"] = settings.rules
-    out.update(options)
+    out = merge_options(options, GRAD_OPTIONS, settings, caller="", where=" with grad=True")
     tol = out["grad_tolerance"]
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
         raise ArgumentError(f"grad_tolerance={tol!r}: expected a norm-wise relative error in (0, 1) "
                             "(default 1e-2)")
-    n = out["samples"]
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ArgumentError(f"samples={n!r}: expected an integer >= 1 (default 32 with grad=True)")
-    seed = out["seed"]
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ArgumentError(f"seed={seed!r}: expected an integer >= 0")
+    check_samples_and_seed(out, "32 with grad=True")
     if not isinstance(out["near_fit"], bool):
         raise ArgumentError(f"near_fit={out['near_fit']!r}: expected True or False")
     scale = out["loss_scale"]
@@ -162,18 +148,27 @@ class GradientPlan:
         rows = [f"gradient plan: {self.dtype} backward pass, {len(self.lines)} line(s) in {self.high} in "
                 f"both passes, {len(self.backward_lines)} backward only ({self.high_share:.1%} of the "
                 f"gradient's float work), {len(self.rewrites)} rewrite(s)"]
-        rows += [f"  keep in {self.high}: {line}" for line in self.lines]
+        return "\n".join(rows + self.detail_rows())
+
+    def detail_rows(self) -> list[str]:
+        """The plan's rows under a headline: the kept lines, carries and rewrites, then
+        :meth:`figure_rows` (the plugin's failure text and notes reuse them)."""
+        rows = [f"  keep in {self.high}: {line}" for line in self.lines]
         rows += [f"  keep in {self.high}, backward only: {line}" for line in self.backward_lines]
         rows += [f"  carry kept in {self.high}: {carry}" for carry in self.carries]
         rows += [f"  rewrite {rule} at {where or '<no user frame>'}" for rule, where in self.rewrites]
-        rows.append(f"  {self.scale_text()}")
-        rows.append(f"  original: {self.original} (scale 1)")
+        return rows + self.figure_rows()
+
+    def figure_rows(self) -> list[str]:
+        """The loss scale and the figures as written, scaled and tuned, and the note (a policy's text
+        lists its layers instead of the lines and takes these)."""
+        rows = [f"  {self.scale_text()}", f"  original: {self.original} (as written, scale 1)"]
         if self.loss_scale != 1.0:
             rows.append(f"  scaled:   {self.scaled} (as written, scale {self.loss_scale:g})")
         rows.append(f"  tuned:    {self.tuned} ({self.status()})")
         if self.note:
             rows.append(f"  note: {self.note}")
-        return "\n".join(rows)
+        return rows
 
 
 def _floating(aval: Any) -> bool:

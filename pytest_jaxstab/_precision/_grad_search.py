@@ -32,6 +32,7 @@ import numpy as np
 
 from .._check._upcast import backward_key
 from ._grad_program import GradFigures, GradSamples, measure
+from ._search import fewest_lines
 
 __all__ = ["GradOutcome", "search_gradient"]
 
@@ -107,19 +108,7 @@ def search_gradient(grad_closed: Any, rewritten: Any | None, candidates: Sequenc
         alone = {line: run(base, frozenset([line]))[0] for line in order}
         rank = {line: k for k, line in enumerate(order)}
         order.sort(key=lambda ln: (alone[ln].nonfinite, alone[ln].max_error, rank[ln]))
-    chosen: list[str] = []
-    for line in order:
-        chosen.append(line)
-        good, fig, errs = ok(chosen)
-        if good:
-            break
-    for line in list(reversed(chosen)):
-        if len(chosen) == 1:
-            break
-        rest = [x for x in chosen if x != line]
-        good, f, e = ok(rest)
-        if good:
-            chosen, fig, errs = rest, f, e
+    chosen, (_, fig, errs) = fewest_lines(order, ok)
     backward: list[str] = []
     for line in list(chosen):
         if line not in with_backward:

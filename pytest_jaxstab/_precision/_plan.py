@@ -96,27 +96,40 @@ class PrecisionPlan:
         return "\n".join(rows)
 
 
-def _options(options: dict[str, Any], settings: Any) -> dict[str, Any]:
-    unknown = sorted(set(options) - set(OPTIONS))
+def merge_options(options: dict[str, Any], defaults: dict[str, Any], settings: Any, *, caller: str,
+                  where: str = "") -> dict[str, Any]:
+    """``defaults``, then a case's ``settings`` (its seed and rules), then ``options``; an unknown option
+    is an ArgumentError naming it (``caller``: who was called; ``where``: in which mode)."""
+    unknown = sorted(set(options) - set(defaults))
     if unknown:
-        raise ArgumentError(f"jst.tune_precision: unknown option(s) {', '.join(unknown)}; "
-                            f"the options are {', '.join(sorted(OPTIONS))}")
-    out = dict(OPTIONS)
+        raise ArgumentError(f"{caller}unknown option(s) {', '.join(unknown)}{where}; "
+                            f"the options are {', '.join(sorted(defaults))}")
+    out = dict(defaults)
     if settings is not None:
         if getattr(settings, "seed", None) is not None:
             out["seed"] = settings.seed
         if getattr(settings, "rules", None) is not None:
             out["rules"] = settings.rules
     out.update(options)
-    tol = out["tolerance_ulps"]
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
-        raise ArgumentError(f"tolerance_ulps={tol!r}: expected a number of ulps >= 0 (default 4)")
+    return out
+
+
+def check_samples_and_seed(out: dict[str, Any], samples_default: str) -> None:
+    """``samples`` an integer >= 1 and ``seed`` an integer >= 0, or an ArgumentError naming it."""
     n = out["samples"]
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ArgumentError(f"samples={n!r}: expected an integer >= 1 (default 64)")
+        raise ArgumentError(f"samples={n!r}: expected an integer >= 1 (default {samples_default})")
     seed = out["seed"]
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ArgumentError(f"seed={seed!r}: expected an integer >= 0")
+
+
+def _options(options: dict[str, Any], settings: Any) -> dict[str, Any]:
+    out = merge_options(options, OPTIONS, settings, caller="jst.tune_precision: ")
+    tol = out["tolerance_ulps"]
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0:
+        raise ArgumentError(f"tolerance_ulps={tol!r}: expected a number of ulps >= 0 (default 4)")
+    check_samples_and_seed(out, "64")
     return out
 
 

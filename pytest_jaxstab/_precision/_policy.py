@@ -194,14 +194,7 @@ def _gradient_text(policy: PrecisionPolicy, grad: GradientPlan) -> str:
             f"({grad.high_share:.1%} of the gradient's float work), {len(grad.rewrites)} rewrite(s)"]
     rows += _layer_rows(policy)
     rows += [f"  carry kept in {policy.high}: {carry}" for carry in grad.carries]
-    rows.append(f"  {grad.scale_text()}")
-    rows.append(f"  original: {grad.original} (as written, scale 1)")
-    if grad.loss_scale != 1.0:
-        rows.append(f"  scaled:   {grad.scaled} (as written, scale {grad.loss_scale:g})")
-    rows.append(f"  tuned:    {grad.tuned} ({grad.status()})")
-    if grad.note:
-        rows.append(f"  note: {grad.note}")
-    return "\n".join(rows)
+    return "\n".join(rows + grad.figure_rows())
 
 
 def _is_shape(x: Any) -> bool:

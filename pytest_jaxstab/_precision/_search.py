@@ -42,7 +42,8 @@ from ..strategies._arrays import plans_for
 from ..strategies._classes import bounds
 from ..strategies._scenario import Scenario
 
-__all__ = ["Figures", "Samples", "domain_bounds", "draw", "drawn_inputs", "figures", "jit_rounds", "search"]
+__all__ = ["Figures", "Samples", "domain_bounds", "draw", "drawn_inputs", "fewest_lines", "figures",
+           "jit_rounds", "search"]
 
 #: Fresh draws tried per sample wanted before giving up (a domain predicate rejecting most draws).
 _TRIES_PER_SAMPLE = 4
@@ -96,6 +97,28 @@ class Samples:
 
     def one(self, i: int) -> tuple[np.ndarray, ...]:
         return tuple(a[i] for a in self.args)
+
+
+def fewest_lines(order: Sequence[str], ok: Callable[[list[str]], tuple[Any, ...]]
+                 ) -> tuple[list[str], tuple[Any, ...]]:
+    """The greedy and the pruning of a plan: lines of ``order`` added until ``ok(lines)[0]`` (the rest
+    of its tuple: the figures of that set), then each dropped, last first, where the rest is still ok.
+    Returns the lines and ``ok``'s tuple for them."""
+    chosen: list[str] = []
+    result: tuple[Any, ...] = (False,)
+    for line in order:
+        chosen.append(line)
+        result = ok(chosen)
+        if result[0]:
+            break
+    for line in list(reversed(chosen)):
+        if len(chosen) == 1:
+            break
+        rest = [x for x in chosen if x != line]
+        tried = ok(rest)
+        if tried[0]:
+            chosen, result = rest, tried
+    return chosen, result
 
 
 def draw(closed: Any, dtype: np.dtype[Any], shapes: Sequence[tuple[int, ...]], domain: Any, n: int,
@@ -312,19 +335,7 @@ def search(closed: Any, rewritten: Any | None, dtype: np.dtype[Any], high: np.dt
         note = (f"no plan: with every line in {high.name} the program still misses the tolerance, and "
                 "is worse than the program as written on some samples; nothing is kept high")
         return Outcome(base, is_rewritten, [], original, base_fig, False, tried, note)
-    chosen: list[str] = []
-    for line in order:
-        chosen.append(line)
-        good, fig = ok(chosen)
-        if good:
-            break
-    for line in list(reversed(chosen)):
-        if len(chosen) == 1:
-            break
-        rest = [x for x in chosen if x != line]
-        good, f = ok(rest)
-        if good:
-            chosen, fig = rest, f
+    chosen, (_, fig) = fewest_lines(order, ok)
     reached = fig.within(tolerance_ulps)
     if reached and is_rewritten:  # the rewrites are kept only where the kept lines need them
         plain, _ = figures(_outputs(closed, frozenset(chosen), high, smp), smp, dtype)

@@ -119,16 +119,7 @@ def gradient_part(fn: Callable[..., Any], *, shapes: Any, dtype: str, domain: An
     rows = [f"gradient plan (grad=True, jst.precision_policy(grad=True)'s search): {len(g.lines)} line(s) in "
             f"{g.high} in both passes, {len(g.backward_lines)} in the backward pass only "
             f"({g.high_share:.1%} of the gradient's float work), {len(g.rewrites)} rewrite(s)"]
-    rows += [f"  keep in {g.high}: {loc}" for loc in g.lines]
-    rows += [f"  keep in {g.high}, backward only: {loc}" for loc in g.backward_lines]
-    rows += [f"  carry kept in {g.high}: {c}" for c in g.carries]
-    rows += [f"  rewrite {rule} at {where or '<no user frame>'}" for rule, where in g.rewrites]
-    rows.append(f"  {g.scale_text()}")
-    rows.append(f"  original: {g.original} (scale 1)")
-    rows.append(f"  tuned:    {g.tuned} ({g.status()})")
-    if g.note:
-        rows.append(f"  note: {g.note}")
-    return _Backward((*g.lines, *g.backward_lines), g.rewrites), "\n".join(rows)
+    return _Backward((*g.lines, *g.backward_lines), g.rewrites), "\n".join(rows + g.detail_rows())
 
 
 def _kept(location: str, anchor: tuple[str, str, int]) -> Any:

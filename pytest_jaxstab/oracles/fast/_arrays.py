@@ -261,9 +261,14 @@ _MOVES = ("broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose", 
 def _indices(eqn: Any, args: tuple[Value, ...]) -> tuple[list[Value], list[np.ndarray]]:
     start = _INDEX_FROM.get(_compat.primitive_name(eqn), len(args))
     index = args[start:]
-    if not all(isinstance(i, Exact) and i.unknown is None for i in index):
+    return list(args[:start]), [_decided(i) for i in index]
+
+
+def _decided(index: Value) -> np.ndarray:
+    """An index operand's values, known exactly, or NotCovered (the walk cannot move elements by it)."""
+    if not isinstance(index, Exact) or index.unknown is not None:
         raise NotCovered("an index that depends on an undecided decision")
-    return list(args[:start]), [np.asarray(i.value) for i in index]  # type: ignore[union-attr]
+    return np.asarray(index.value)
 
 
 def _move(ctx: Any, eqn: Any, *args: Value) -> Any:
@@ -319,9 +324,7 @@ def _gather(ctx: Any, eqn: Any, operand: Value, indices: Value) -> Value:
 def _scatter(ctx: Any, eqn: Any, operand: Value, indices: Value, updates: Value) -> Value:
     """``scatter`` (``x.at[i].set(v)``): values move, in the Arb path's order (its rule)."""
     rule = _arb_structural.RULES[eqn.primitive.name]
-    if not isinstance(indices, Exact) or indices.unknown is not None:
-        raise NotCovered("an index that depends on an undecided decision")
-    idx = np.asarray(indices.value)
+    idx = _decided(indices)
     if isinstance(operand, Exact) and isinstance(updates, Exact):
         out = np.asarray(rule(ctx, eqn, np.asarray(operand.value), idx, np.asarray(updates.value)))
         if unknown_of(operand, updates) is None:
@@ -336,9 +339,7 @@ def _scatter_add(ctx: Any, eqn: Any, operand: Value, indices: Value, updates: Va
     """``scatter-add`` in the Arb path's order (its rule, numpy's additions): each element a sum of its
     contributions, bounded as a sum of that many terms (the most any element receives)."""
     rule = _arb_structural.RULES[eqn.primitive.name]
-    if not isinstance(indices, Exact) or indices.unknown is not None:
-        raise NotCovered("an index that depends on an undecided decision")
-    idx = np.asarray(indices.value)
+    idx = _decided(indices)
     if isinstance(operand, Exact) and isinstance(updates, Exact):
         out = np.asarray(rule(ctx, eqn, np.asarray(operand.value), idx, np.asarray(updates.value)))
         return Exact(out, None if unknown_of(operand, updates) is None else np.full(out.shape, True))
