@@ -8,13 +8,12 @@ through `DRAW_OBSERVERS`, and what the array looks like is checked from its valu
 from __future__ import annotations
 
 import collections
-import contextlib
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
+from draw_helpers import observed
 from hypothesis import Phase, find, given, seed, settings, target
 
 import pytest_jaxstab as jst
@@ -24,17 +23,6 @@ from pytest_jaxstab.strategies._arrays import _ArrayPlan
 from pytest_jaxstab.strategies._floats import Sampler
 
 DTYPES = ["float16", "bfloat16", "float32", "float64"]
-
-
-@contextlib.contextmanager
-def observed() -> Iterator[list[tuple[str, np.ndarray]]]:
-    seen: list[tuple[str, np.ndarray]] = []
-    observer = lambda name, values: seen.append((name, np.array(values, copy=True)))
-    _arrays.DRAW_OBSERVERS.append(observer)
-    try:
-        yield seen
-    finally:
-        _arrays.DRAW_OBSERVERS.remove(observer)
 
 
 def run(strategy: Any, examples: int, at: int, *, targeted: bool = True) -> list[Any]:

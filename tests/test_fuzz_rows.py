@@ -10,15 +10,14 @@ through `jst.check` itself: a row-wise unstable function fails at (32, 512) as i
 from __future__ import annotations
 
 import collections
-import contextlib
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from draw_helpers import observed
 from hypothesis import HealthCheck, Phase, find, given, seed, settings, target
 
 import pytest_jaxstab as jst
@@ -33,17 +32,6 @@ from pytest_jaxstab.strategies._source import Source
 ROWS = [name for name, *_ in ROW_CLASSES]
 WHOLE = ["independent"] + [name for name, *_ in CLASSES]
 SEEDS = [0, 1, 2, 3, 4]
-
-
-@contextlib.contextmanager
-def observed() -> Iterator[list[tuple[str, np.ndarray]]]:
-    seen: list[tuple[str, np.ndarray]] = []
-    observer = lambda name, values: seen.append((name, np.array(values, copy=True)))
-    _arrays.DRAW_OBSERVERS.append(observer)
-    try:
-        yield seen
-    finally:
-        _arrays.DRAW_OBSERVERS.remove(observer)
 
 
 def check_inputs(shapes: list[tuple[int, ...]], at: int,
