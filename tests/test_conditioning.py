@@ -184,3 +184,56 @@ def test_rows_the_float64_pass_cannot_vouch_for_are_all_given_in_turn():
     o = ev((x, w)).outcomes["original"]
     assert o.bits > 20  # every element lost (0 for ~1e-20)
     assert o.beyond_bits is not None and o.beyond_bits <= 8.0, o.beyond_bits
+
+
+def test_exact_rows_take_the_fast_paths_bounds_and_the_oracle_only_where_they_are_wide(monkeypatch, passes):
+    # relu(x @ w): rows at ordinary inputs are pinned by the float64 bounds (no Arb ball), a row whose
+    # pre-activation cancels to 1e-20 (float64 cannot tell its sign) goes to the oracle; both give the
+    # first-order figure, here known in closed form: d relu(z_rj)/dx_ri = w_ij, /dw_ij = x_ri where the
+    # exact z_rj > 0, so the weighted row sum is 2 sum_i |x_ri w_ij| there and 0 elsewhere.
+    from pytest_jaxstab._check import _derivatives
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-4, 4, (6, 5)).astype(np.float32)
+    x[0, :3] = [1.0, 1e-20, -1.0]  # row 0, column 0: 1 + 1e-20 - 1 with w = 1 below
+    x[0, 3:] = 0.0
+    w = rng.uniform(-4, 4, (5, 3)).astype(np.float32)
+    w[:, 0] = [1.0, 1.0, 1.0, 0.0, 0.0]
+    closed = jax.make_jaxpr(lambda x, w: jax.nn.relu(x @ w))(x, w)
+    calls = []
+    real = _derivatives.evaluate
+    monkeypatch.setattr(_derivatives, "evaluate", lambda *a, **k: calls.append(len(a[-1])) or real(*a, **k))
+    exact = _exact(closed, (x, w))[0].reshape(-1)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    want = np.where(exact > 0, 2 * (np.abs(x64)[:, :, None] * np.abs(w64)[None]).sum(1).reshape(-1), 0.0)
+    d = _derivatives.Derivatives(closed, [0])
+    negligible = np.full(want.size, 1e-30)  # far below any of these sums but the zero ones
+    ordinary = np.arange(1, 6) * 3 + 1  # rows 1-5, column 1
+    got = d.exact_rows([x, w], 0, ordinary, negligible[ordinary])
+    assert calls == []
+    np.testing.assert_allclose(got, want[ordinary], rtol=_derivatives.ROW_WIDTH, atol=1e-30)
+    got = d.exact_rows([x, w], 0, np.asarray([0, 4]), negligible[[0, 4]])
+    assert calls == [1]  # only the cancelling row's sum goes to the oracle
+    assert exact[0] > 0 and want[0] == 4.0  # 2 (|1| + |1e-20| + |-1|): 1e-20 is lost in float64
+    np.testing.assert_allclose(got, want[[0, 4]], rtol=_derivatives.ROW_WIDTH, atol=1e-30)
+
+
+def test_rows_the_reference_loses_in_float64_come_from_the_stabilized_variant(monkeypatch):
+    # log(sum(exp(x))) at x ~ 800: float64's exp overflows, so the reference's pass vouches for no row
+    # and each would cost the oracle's exact derivative; the max-shifted variant computes the same
+    # function, and so the same derivative, in float64. Its rows must give the oracle's figures.
+    from pytest_jaxstab._check import _derivatives
+    x = (800.0 + np.random.default_rng(5).uniform(-3, 3, (8, 40))).astype(np.float32)
+    assert x.size > _conditioning.FD_LIMIT
+    naive = jax.make_jaxpr(lambda x: jnp.log(jnp.sum(jnp.exp(x), -1)))(x)
+    shifted = jax.make_jaxpr(lambda x: jax.nn.logsumexp(x, -1))(x)
+    exact = _exact(naive, (x,))
+    reference = conditioning_ulps(naive, [x], exact, [0], [F32])[0]  # the oracle's rows
+    calls = []
+    real = _derivatives.Derivatives.exact_rows
+    monkeypatch.setattr(_derivatives.Derivatives, "exact_rows",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    via = conditioning_ulps(naive, [x], exact, [0], [F32], alternate=shifted)[0]
+    assert calls == []
+    assert np.all(reference > 0)
+    # The float64 rows and the exact ones: the same figure to far below the bit it is read to.
+    np.testing.assert_allclose(via, reference, rtol=2 * _derivatives.ROW_WIDTH)

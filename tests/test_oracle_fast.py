@@ -529,3 +529,26 @@ def test_the_mixed_pass_decides_what_the_fast_walk_left_as_the_arb_path_does(nam
         for v, c, rv, rc in zip(*map(_leaves, (got.values, got.certain, arb.values, arb.certain))):
             assert (c == rc).all()
             assert ((v == rv) | (np.isnan(v) & np.isnan(rv))).all()
+
+
+def test_an_undecided_choice_is_the_hull_of_its_cases():
+    # where(1 + 1e-20 - 1 > 0, a, b): float64 cannot tell the predicate, so the element is one of the
+    # cases; where they agree (a derivative's zero cotangent in both branches of a kink) the fast path
+    # decides it exactly, elsewhere their hull holds the exact value and the element is escalated.
+    from pytest_jaxstab.oracles.fast import enclose
+
+    def fn(x, a, b):
+        return jnp.where((x[0] + x[1]) - x[2] > 0, a, b)
+
+    x = np.asarray([1.0, 1e-20, 1.0])
+    a, b = np.asarray([0.0, 2.0, -3.0]), np.asarray([0.0, 5.0, 7.0])
+    with jax.enable_x64(True):
+        closed = jax.make_jaxpr(fn)(x, a, b)
+        ((lo, hi),) = enclose(closed, [x, a, b])
+        exact = np.asarray(oracles.evaluate(closed, x, a, b).values, np.float64).reshape(-1)
+    assert lo[0] == hi[0] == 0.0  # both cases 0: decided
+    assert np.all(lo <= exact) and np.all(exact <= hi)
+    # the hull, no wider than its midpoint-radius form's outward rounding (a few float64 ulps)
+    np.testing.assert_allclose(lo[1:], [2.0, -3.0], rtol=2.0**-48)
+    np.testing.assert_allclose(hi[1:], [5.0, 7.0], rtol=2.0**-48)
+    assert list(exact) == [0.0, 2.0, -3.0]  # the exact predicate is true

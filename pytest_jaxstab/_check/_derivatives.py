@@ -29,15 +29,20 @@ import numpy as np
 
 from .. import _compat
 from ..oracles import evaluate
+from ..oracles.fast import enclose
 from ..oracles.interpreter._rows import batched
 from ._upcast import run_upcast
 
-__all__ = ["AGREE", "CHUNK", "SIGNS", "Derivatives", "trusted"]
+__all__ = ["AGREE", "CHUNK", "ROW_WIDTH", "SIGNS", "Derivatives", "trusted"]
 
 #: Relative agreement between the float64 forward value and the exact one for a row to be trusted:
 #: 2^-30 leaves the float64 pass 23 correct bits where it computes, far more than the one bit the
 #: conditioning figure is used to (a log2 allowance).
 AGREE = 2.0**-30
+#: How wide (relative) the fast path's bounds of a row's weighted sum may be for ``exact_rows`` to take
+#: their midpoint in place of the oracle's exact row: 2^-4, a figure within 0.09 bits of the exact one,
+#: far inside the bit the conditioning allowance is read to.
+ROW_WIDTH = 2.0**-4
 #: Cotangents per reverse pass (vmapped); fewer when an input is large (``_chunk``).
 CHUNK = 256
 #: Sign patterns of the lower bound's forward passes (``Derivatives.lower_bounds``).
@@ -175,14 +180,21 @@ class Derivatives:
         with _compat.enable_x64():
             return [np.asarray(v) for v in self._forward(fixed, stacks)]
 
-    def exact_rows(self, args: Sequence[np.ndarray], t: int, flat: np.ndarray) -> np.ndarray:
+    def exact_rows(self, args: Sequence[np.ndarray], t: int, flat: np.ndarray,
+                   negligible: np.ndarray | None = None) -> np.ndarray:
         """``sum_i |x_i df_j/dx_i|`` for the flat indices ``flat`` of judged output ``t`` from the program's
         own derivative evaluated by the exact oracle: the reverse passes for those elements (a ``vmap``
-        of one VJP per element) traced in the program's dtypes and handed to ``oracles.evaluate``, every
-        decision of the derivative (a ``relu``'s kink, a ``where``, a ``max``) taken on the exact
-        values. For the elements the float64 passes cannot vouch for (the float64 program decides or
-        cancels otherwise than the exact one: ``x @ w`` whose exact value is a tiny remainder); NaN
-        where the oracle cannot evaluate that derivative."""
+        of one VJP per element) traced in the program's dtypes, each row's weighted sum taken inside
+        the traced program (in float64: a cast is the identity to the oracle), and handed to
+        ``oracles.evaluate``, every decision of the derivative (a ``relu``'s kink, a ``where``, a
+        ``max``) taken on the exact values. For the elements the float64 passes cannot vouch for (the
+        float64 program decides or cancels otherwise than the exact one: ``x @ w`` whose exact value is
+        a tiny remainder); NaN where the oracle cannot evaluate that derivative. The oracle's fast path
+        bounds the sums first (float64 intervals, ``oracles.fast.enclose``): a row whose bounds pin it
+        within :data:`ROW_WIDTH` needs no Arb ball; only the others are evaluated exactly, and only
+        their sums are rounded (never the Jacobian's entries: a (32, 128) @ (128, 128) layer's rows
+        hold a million). ``negligible`` (per row): a sum the bounds hold below it is taken as their upper
+        bound whatever their width (a figure far below an ulp: a row through a ``relu`` that is off)."""
         flat = np.asarray(flat, dtype=np.int64)
         out = np.full(len(flat), np.nan)
         if not len(flat):
@@ -191,8 +203,13 @@ class Derivatives:
         size = math.prod(self.out_shapes[t])
         run = _compat.as_fun(closed)
         dtype = np.dtype(_compat.aval(_compat.outvars(closed)[leaf]).dtype)
+        weights = []
+        for k in floats:
+            x = np.asarray(args[k], np.float64)
+            with np.errstate(invalid="ignore"):
+                weights.append(np.where(np.isfinite(x), np.abs(x), 0.0))
 
-        def rows(full: Sequence[Any], picks: Any) -> list[Any]:
+        def sums(full: Sequence[Any], picks: Any, scale: Sequence[Any], rescale: Any) -> Any:
             def f(*xs: Any) -> Any:
                 whole = list(full)
                 for k, x in zip(floats, xs):
@@ -200,23 +217,54 @@ class Derivatives:
                 return jnp.reshape(run(*whole)[leaf], (size,))
 
             _, pullback = jax.vjp(f, *(full[k] for k in floats))
-            return list(jax.vmap(pullback)(picks))
+            total = jnp.zeros((picks.shape[0],), jnp.float64)
+            for w, g in zip(scale, jax.vmap(pullback)(picks)):
+                part = w[None] * jnp.abs(jnp.asarray(g, jnp.float64))
+                total = total + jnp.sum(jnp.reshape(part, (picks.shape[0], -1)), axis=1)
+            return total * rescale
 
-        picks = np.zeros((len(flat), size), dtype)
-        picks[np.arange(len(flat)), flat] = 1
+        def program(rows: np.ndarray, rescale: np.ndarray) -> tuple[Any, list[Any]]:
+            picks = np.zeros((len(rows), size), dtype)
+            picks[np.arange(len(rows)), rows] = 1
+            inputs = [*(np.asarray(a) for a in args), picks, *weights, rescale]
+            with _compat.enable_x64():
+                made = jax.make_jaxpr(sums)([np.asarray(a) for a in args], picks, weights, rescale)
+            return made, inputs
+
         try:
-            derivative = jax.make_jaxpr(rows)([np.asarray(a) for a in args], picks)
-            exact = evaluate(derivative, *[np.asarray(a) for a in args], picks)
-            grads = jax.tree_util.tree_leaves(exact.values)
+            derivative, inputs = program(flat, np.ones(len(flat)))
+            # First the fast path's float64 bounds of every row's sum: a row they pin within
+            # ``ROW_WIDTH`` takes its midpoint (the figure is used to a bit); only the rest (an undecided
+            # kink or branch, a cancellation) are owed the oracle's exact values.
+            bounds = enclose(derivative, inputs)
+            todo, high = np.arange(len(flat)), np.full(len(flat), np.nan)
+            if bounds is not None:
+                ((low, high),) = bounds
+                low = np.fmax(low, 0.0)  # a sum of magnitudes
+                with np.errstate(all="ignore"):
+                    pinned = np.isfinite(high) & (high <= low * (1 + ROW_WIDTH))
+                    tiny = np.isfinite(high) & ~pinned & (high <= (0.0 if negligible is None else negligible))
+                out[pinned] = 0.5 * (low[pinned] + high[pinned])
+                out[tiny] = high[tiny]
+                pinned |= tiny
+                todo = np.flatnonzero(~pinned)
+            if not len(todo):
+                return out
+            # The rest, exactly, rounded to float32 (the mixed pass then recomputes in Arb only what
+            # the float64 walk could not enclose; a float64 target would send the program whole), each
+            # row scaled by a power of two (exact) that brings its bound near 1: no overflow.
+            with np.errstate(all="ignore"):
+                rescale = np.exp2(-np.floor(np.log2(high[todo])))
+            rescale = np.where(np.isfinite(rescale), rescale, 1.0)
+            derivative, inputs = program(flat[todo], rescale)
+            with _compat.enable_x64():
+                exact = evaluate(derivative, *inputs, dtype=np.float32)
+            with np.errstate(all="ignore"):
+                got = np.asarray(jax.tree_util.tree_leaves(exact.values)[0], np.float64) / rescale
+            out[todo] = np.where(np.isfinite(got), got, np.nan)
         except Exception:  # a derivative the oracle cannot take (an unsupported primitive): unknown
             return out
-        total = np.zeros(len(flat))
-        with np.errstate(all="ignore"):
-            for k, g in zip(floats, grads):
-                x = np.asarray(args[k], np.float64)
-                weighted = np.where(np.isfinite(x), np.abs(x * np.asarray(g, np.float64)), 0.0)
-                total += weighted.reshape(len(flat), -1).sum(axis=1)
-        return total
+        return out
 
     def weighted_rows(self, args: Sequence[np.ndarray], t: int, flat: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:

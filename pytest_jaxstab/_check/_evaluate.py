@@ -161,7 +161,7 @@ class Evaluator:
         self.tolerance_bits = float(tolerance_bits)
         self.terms = reduction_terms(closed) if judge == "stability" else 1
         self.lens = StabilityLens(self.reference, self.judged_outputs, self.out_dtypes, self.terms,
-                                  self.tolerance_bits)
+                                  self.tolerance_bits, alternate=None if rewritten is closed else rewritten)
         # A derivative program with decisions (ties of max/min, abs's sign, where) is also evaluated at
         # its inputs' neighbours: its value at a tie is JAX's rule, not the function's derivative.
         self.derivative = derivative and any(

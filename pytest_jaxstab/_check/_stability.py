@@ -44,8 +44,11 @@ class StabilityLens:
     """The stability lens of one program (the reference the oracle evaluates) and its judged outputs."""
 
     def __init__(self, reference: Any, judged_outputs: Sequence[int], out_dtypes: Sequence[np.dtype[Any]],
-                 terms: int, tolerance_bits: float) -> None:
+                 terms: int, tolerance_bits: float, alternate: Any = None) -> None:
         self.reference = reference
+        # The stabilized variant, the same function: rows the reference's float64 passes lose
+        # (``_conditioning.conditioning_ulps``'s ``alternate``).
+        self.alternate = alternate
         self.judged_outputs = list(judged_outputs)
         self.out_dtypes = list(out_dtypes)
         self.terms = terms
@@ -116,7 +119,7 @@ class StabilityLens:
             if not any(len(w) for w in wanted):
                 return computed
             fresh = conditioning_ulps(self.reference, args, exact, self.judged_outputs, self.out_dtypes,
-                                      wanted=wanted)
+                                      wanted=wanted, alternate=self.alternate)
             # An element asked for and not given (the oracle's rows are rationed per call,
             # ``_conditioning.EXACT_ROWS``) is asked again, in its turn, while a call still gives
             # some figure and the element could make a variant with no failing element yet fail (a

@@ -20,10 +20,11 @@ from ._interval import Exact as Exact
 from ._interval import Interval as Interval
 from ._walk import Tape as Tape
 from ._walk import covers as covers
+from ._walk import enclose as enclose
 from ._walk import run as run
 
 #: The precision the fast path works at, in bits (float64's significand): what ``precisions`` reports
 #: for the elements it decides.
 FAST_PRECISION = 53
 
-__all__ = ["FAST_PRECISION", "Exact", "Interval", "Tape", "covers", "decide", "run"]
+__all__ = ["FAST_PRECISION", "Exact", "Interval", "Tape", "covers", "decide", "enclose", "run"]

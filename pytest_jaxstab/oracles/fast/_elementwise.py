@@ -258,9 +258,16 @@ def _select_n(eqn: Any, which: Value, *cases: Value) -> Value:
     if len(floats) == len(cases):
         rads = np.broadcast_arrays(idx, *[c.rad for c in floats])[1:]
         mid, rad = np.choose(idx, pick[1:], mode="clip"), np.choose(idx, rads, mode="clip")
-        if which.unknown is not None:
+        if which.unknown is not None and np.any(which.unknown):
+            # An undecided choice is one of the cases: their hull encloses it (exact where they agree,
+            # as a derivative's zero cotangent in both branches of a kink that float64 cannot place).
             bad = np.broadcast_to(which.unknown, mid.shape)
-            mid = np.where(bad, np.nan, mid)
+            bounds = [ends(c.broadcast(mid.shape)) for c in floats]
+            with np.errstate(invalid="ignore"):
+                lo = np.minimum.reduce([b[0] for b in bounds])
+                hi = np.maximum.reduce([b[1] for b in bounds])
+            hull = from_ends(lo, hi, infinite=True)
+            mid, rad = np.where(bad, hull.mid, mid), np.where(bad, hull.rad, rad)
         return Interval.make(mid, rad, infinite=True)
     if not all(isinstance(c, Exact) for c in cases):
         raise NotCovered("select_n over floats and integers")

@@ -22,13 +22,15 @@ import numpy as np
 from ... import _compat
 from ..._primitives import CALLS, CUSTOM_DERIVATIVES
 from ..core._common import is_complex, is_float
+from ..library._inline import inline_routines
 from ..library._routines import EXACT_PRIMITIVE, lookup
 from ..primitives._random import is_key
 from ._arrays import RULES as ARRAY_RULES
 from ._elementwise import FLOAT_RULES, ROUTINES, to_interval
 from ._interval import Exact, Interval, NotCovered, Value
+from ._interval import ends as _ends
 
-__all__ = ["covers", "run"]
+__all__ = ["covers", "enclose", "run"]
 
 
 class _Context:
@@ -65,6 +67,22 @@ def run(closed: Any, args: Sequence[Any], tape: Tape | None = None) -> list[Valu
             return _call(closed, inputs, tape)
     except NotCovered:
         return None
+
+
+def enclose(closed: Any, args: Sequence[Any]) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """Float64 bounds ``(lo, hi)`` of each float output of ``closed`` on ``args`` (its flat inputs), the
+    library routines inlined as the oracle inlines them; NaN bounds where an element is undecided;
+    None when the program is not covered or an output is not a float. For a caller that needs a few
+    correct bits of every element (a conditioning figure), not the correctly rounded value: the Arb
+    escalation is then owed only to the elements whose bounds are too wide for it."""
+    try:
+        outs = run(inline_routines(closed), args)
+    except Exception:  # a gap of the fast path costs only the fallback, never a figure
+        return None
+    if outs is None or not all(isinstance(o, Interval) for o in outs):
+        return None
+    with np.errstate(all="ignore"):
+        return [_ends(o) for o in outs]
 
 
 def covers(closed: Any) -> bool:
