@@ -336,6 +336,8 @@ def test_the_table_covers_every_rule_of_the_catalogue():
     covered |= {"select_log_softmax", "one_hot_nll"}
     # second moments across arrays (issue 35): tests/test_rewrites_moments.py
     covered |= {"covariance_matrix", "mean_of_means", "merged_variance"}
+    # backward passes that cancel or meet 0·inf (issue 47): tests/test_rewrites_backward.py
+    covered |= {"expm1_plus_one", "pow_zero", "sin_quotient", "i0_scaled", "mul_sqrt_zero"}
     assert covered == {r.name for r in STABILITY}
 
 

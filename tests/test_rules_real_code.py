@@ -278,7 +278,9 @@ def test_guarded_where_keeps_values_and_fixes_the_gradient(name: str, dtype: Any
     if name == "sinc":  # sin(x)/x's own derivative cancels for 0 < |x| << 1 (not the guard's matter)
         x = np.where((np.abs(x) < 0.5) & (x != 0), dtype(0.75), x).astype(dtype)
     with jax.enable_x64(dtype == F64):
-        assert "guarded_where" in jst.explain(fn, x).rules
+        # sin(x)/x is sin_quotient's (issue 47): its derivative at the untaken 0 is 0, not 0·NaN
+        expected = "sin_quotient" if name == "sinc" else "guarded_where"
+        assert expected in jst.explain(fn, x).rules
         # values: bit for bit, the taken branch sees x itself
         np.testing.assert_array_equal(np.asarray(jst.stabilize(fn)(x)), np.asarray(jax.jit(fn)(x)))
         naive = np.asarray(jax.grad(lambda v: jnp.sum(fn(v)))(x))

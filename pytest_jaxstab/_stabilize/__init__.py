@@ -33,7 +33,8 @@ def _check_rules(entry: str, rules: Any, exclude: Any) -> None:
 
 
 def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iterable[Rule | str] = (),
-              search: bool | dict[str, Any] = False, custom_derivatives: str = "keep") -> F:
+              search: bool | dict[str, Any] = False, custom_derivatives: str = "keep",
+              derivatives: str = "rules") -> F:
     """Rewrite ``fn``'s numerically unstable patterns into stable ones; a JAX transformation.
 
     The returned function has ``fn``'s signature. On the first call per input signature (tree
@@ -55,6 +56,11 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
         attached to the stabilised primal; ``"primal"`` replaces every such rule by the derivative
         AD computes from the stabilised primal (the ``primal_derivative`` rule), for a rule that
         ``jst.check(..., grad=True)`` shows wrong or less accurate than the primal.
+      derivatives: ``"rules"`` (default): autodiff differentiates the stabilised program, whose
+        derivative-only rules carry accurate derivatives; ``"program"``: the derivative as a
+        program too: on the first differentiation the stabilised function's JVP is traced,
+        rewritten by the catalogue (``expm1(x) + 1 -> exp(x)``, ``0 · inf`` at a structural zero,
+        ...) and installed as its ``custom_jvp`` rule where that changes it (values bit for bit).
 
     Returns:
       The stabilized function.
@@ -75,7 +81,8 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
         raise ArgumentTypeError(
             f"{entry}: search must be True, False or a dict of jst.improve options (e.g. "
             f"search={{\"time_limit\": 30}}); got {search!r:.60} ({type(search).__name__}).")
-    stabilized = _transform.stabilize(fn, rules=rules, exclude=exclude, custom_derivatives=custom_derivatives)
+    stabilized = _transform.stabilize(fn, rules=rules, exclude=exclude, custom_derivatives=custom_derivatives,
+                                      derivatives=derivatives)
     if search is False:
         return stabilized
     from .._search._apply import searched

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import _compat
 from .._errors import ArgumentError, function_name, tracing
+from . import _tangent
 from .engine._engine import Explanation, rewrite_jaxpr
 from .engine._rule import Rule, resolve
 
@@ -69,7 +70,7 @@ def _signature(leaves: list[Any]) -> tuple[Any, ...]:
 
 
 def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iterable[Rule | str] = (),
-              custom_derivatives: str = "keep") -> F:
+              custom_derivatives: str = "keep", derivatives: str = "rules") -> F:
     """Rewrite ``fn``'s numerically unstable patterns into stable ones; a JAX transformation.
 
     The returned function has ``fn``'s signature. On the first call per input signature (tree
@@ -87,6 +88,10 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
         attached to the stabilised primal; ``"primal"`` replaces every such rule by the derivative
         AD computes from the stabilised primal (the ``primal_derivative`` rule), for a rule that
         ``jst.check(..., grad=True)`` shows wrong or less accurate than the primal.
+      derivatives: ``"rules"`` (default): autodiff differentiates the stabilised program (the
+        derivative-only rules give it accurate derivatives); ``"program"``: also trace its JVP on
+        the first differentiation, rewrite that program with the catalogue and install it as the
+        function's ``custom_jvp`` rule where it changes (``rewrites/_tangent.py``).
 
     Returns:
       The stabilized function.
@@ -98,7 +103,12 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
     """
     chosen = _with_derivatives(resolve(rules, exclude, _default_rules() if rules is None else ()),
                                custom_derivatives, fn)
-    cache: dict[Any, tuple[Any, Any]] = {}
+    if derivatives not in ("rules", "program"):
+        raise ArgumentError(
+            f"jst.stabilize({function_name(fn)}): derivatives={derivatives!r} is not one of 'rules' "
+            "(differentiate the stabilised program) or 'program' (also rewrite its JVP program).")
+    trules = _tangent.tangent_rules(chosen) if derivatives == "program" else None
+    cache: dict[Any, tuple[Any, Any, Any]] = {}
 
     @functools.wraps(fn)
     def stabilized(*args: Any, **kwargs: Any) -> Any:
@@ -111,13 +121,17 @@ def stabilize(fn: F, *, rules: Iterable[Rule | str] | None = None, exclude: Iter
         if entry is None:
             closed, _, out_tree = _trace(fn, args, kwargs)
             new, _ = rewrite_jaxpr(closed, chosen)
-            entry = (new, out_tree)
             # A function closing over an outer trace's values (called inside someone's jit) yields
-            # tracer consts: valid for this trace only, so never cached.
-            if not any(_compat.is_tracer(c) for c in new.consts):
+            # tracer consts: valid for this trace only, so never cached (nor given a JVP program).
+            traced_consts = any(_compat.is_tracer(c) for c in new.consts)
+            run = _compat.as_fun(new)
+            if trules is not None and not traced_consts and not _tangent.has_custom_vjp(new):
+                run = _tangent.with_tangent_program(run, [_compat.typeof(v) for v in leaves], trules)
+            entry = (new, out_tree, run)
+            if not traced_consts:
                 cache[key] = entry
-        new, out_tree = entry
-        outs = _compat.eval_jaxpr(new, *leaves)
+        _, out_tree, run = entry
+        outs = run(*leaves)
         return jax.tree_util.tree_unflatten(out_tree, outs)
 
     stabilized.jaxstab_rules = chosen  # type: ignore[attr-defined]

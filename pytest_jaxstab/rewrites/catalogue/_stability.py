@@ -23,6 +23,7 @@ from ..forms import _core as _forms
 from ..forms import _stats as _forms_stats
 from ._derivatives import PRIMAL_DERIVATIVE
 from ._library_calls import logsumexp_call, softmax_call
+from ._stability_backward import BACKWARD_RULES, I0_SCALED, MUL_SQRT_ZERO, SIN_QUOTIENT
 from ._stability_compose import COMPOSE_RULES
 from ._stability_divergence import BREGMAN, DIVERGENCE_RULES
 from ._stability_gamma import GAMMA_RULES
@@ -404,6 +405,7 @@ STABILITY: tuple[Rule, ...] = (
     SCALED_SIGMOID,  # after sigmoid: 1 / (1 + exp(-x)) is logistic(x) itself
     ONE_MINUS_SIGMOID,
     EXPM1,
+    *BACKWARD_RULES,  # expm1(x) + 1 (a derivative rule's spelling of exp), pow(x, 0)
     LOG_EXP,
     LOG_SCALED_EXP,
     LOG_PROD,
@@ -433,6 +435,9 @@ STABILITY: tuple[Rule, ...] = (
     SOFT_SIGN_DERIVATIVE,  # derivative only (a pattern; 1 + |x| is nothing else's)
     LOGISTIC_DERIVATIVE,  # structural, derivative only: the logistics and tanhs no rule above took
     TANH_DERIVATIVE,
+    SIN_QUOTIENT,  # derivative only: sin(y)/y, I0, a·sqrt(b) at a structural zero (issue 47)
+    I0_SCALED,
+    MUL_SQRT_ZERO,
 )
 rewrite_rules_with(STABILITY)  # the catalogue jvp_rule rewrites a user's derivative rule with
 

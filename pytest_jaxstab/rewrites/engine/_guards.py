@@ -248,6 +248,10 @@ _RISKY = frozenset({"exp", "exp2", "expm1", "log", "log1p", "div", "sqrt", "rsqr
                     "cosh", "sinh", "logistic"})
 
 
+def _broadcasts_to(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    return not shape or (len(shape) == len(out) and all(d in (1, o) for d, o in zip(shape, out)))
+
+
 def _masked_cone(g: Graph, branch: Any, root: int) -> list[int] | None:
     """The private element-wise equations computing ``branch`` (of the where's shape); None when
     there are none or none of them is risky, or an operand from outside has another shape."""
@@ -260,10 +264,10 @@ def _masked_cone(g: Graph, branch: Any, root: int) -> list[int] | None:
     if not _private(g, members, root):
         return None  # a member's value is used outside: it must stay as it is
     produced = {g.eqns[j].outvars[0] for j in members}
-    for j in members:  # every operand from outside has the where's shape or is a scalar
-        for a in g.eqns[j].invars:
+    for j in members:  # every operand from outside broadcasts to the where's shape (a scalar, a
+        for a in g.eqns[j].invars:  # keepdims max): masked, it takes that shape
             if (not _compat.is_literal(a) and a not in produced
-                    and tuple(_compat.aval(a).shape) not in (shape, ())):
+                    and not _broadcasts_to(tuple(_compat.aval(a).shape), shape)):
                 return None
     return sorted(members)
 

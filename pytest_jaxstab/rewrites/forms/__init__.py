@@ -5,8 +5,9 @@ benchmarks compare against the library's hand-written functions. One module per 
 (sums of exponentials, softmaxes, sigmoids, norms, variances), ``_stats`` (everyday losses and
 statistics), ``_moments`` (covariance matrices, merged batches), ``_gamma`` (differences of
 log-gamma and digamma values), ``_special`` (the normal distribution's functions), ``_divergence``
-(Bregman divergences), ``_xlogy`` (zero times log zero) and ``_labels`` (the loss at a label's
-logit); the last four are the catalogue's replacements, not exported here. The forms import nothing
+(Bregman divergences), ``_xlogy`` (zero times log zero), ``_labels`` (the loss at a label's
+logit), ``_gradients`` and ``_backward`` (values with repaired derivatives); the last six are the
+catalogue's replacements, not exported here. The forms import nothing
 of the engine or the catalogue
 (docs/architecture.md, "Stage order").
 """

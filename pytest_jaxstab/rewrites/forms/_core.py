@@ -152,11 +152,29 @@ def log_softmax(x: Any, axes: Axes = -1) -> Any:
     """x - logsumexp(x) as ``(x - m) - log1p(sum_{j not max} exp(x_j - m))``.
 
     ``x - logsumexp(x)`` subtracts two nearly equal large numbers for the maximal entry; this form
-    gives (x - m) exactly and subtracts only the small log1p term.
+    gives (x - m) exactly and subtracts only the small log1p term. Its derivative is
+    ``_log_softmax_jvp``'s, whose cotangent keeps ``1 - s`` of a dominant entry (issue 47).
     """
-    ax = _axes(x, axes)
+    return _log_softmax(x, _axes(x, axes))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _log_softmax(x: Any, ax: tuple[int, ...]) -> Any:
     shift, l1p = _log1p_rest(x, ax)
     return (x - shift) - l1p
+
+
+@_log_softmax.defjvp
+def _log_softmax_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
+    """The tangent ``t - sum(s·t)`` as ``-expm1(l)·t - (U - s·t)``, ``U = sum(s·t)``: the same linear
+    map, whose transpose (reverse mode) is ``-expm1(l)·g + s·(g - sum(g))``. Autodiff's
+    ``g - s·sum(g)`` cancels where ``s_i`` rounds near 1 (``g = e_i``: 0 where ``1 - s_i`` is a normal
+    float); here the complement is ``expm1`` of the log-probability, accurate to an ulp."""
+    (x,), (t,) = primals, tangents
+    out = _log_softmax(x, ax)
+    u = jnp.exp(out) * t
+    total = jnp.sum(u, axis=ax, keepdims=True)
+    return out, -jnp.expm1(out) * t - (total - u)
 
 
 def logsumexp_fast(x: Any, axes: Axes = None) -> Any:
