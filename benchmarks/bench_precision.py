@@ -5,13 +5,19 @@ bfloat16 and float16: ``jst.tune_precision``'s plan (the line kept in float32, o
 program's error before and after in ulps of the low dtype (the worst element over the plan's 64 samples,
 against the exact oracle), the kept lines' share of the float work, and the seconds the plan took. Then
 what XLA on this machine's backend does with a low-precision reduction: the same long sums, whose exact
-value float64 holds exactly (16-bit values, at most 2^14 of them), summed four ways::
+value float64 holds exactly (16-bit values, at most 2^14 of them), summed four ways. Then the backward
+pass (issue 49): the gradient of each kernel's output against a fixed cotangent ``w`` (``vdot(w, f(x))``,
+the vector-Jacobian product a training step computes), as written in the low dtype (``jax.grad``, no loss
+scale), with every operation in float32 (``jax.grad`` of the float32 program at the same rounded inputs)
+and under the gradient plan (``tune_gradient``'s ``grad_fn``: its kept lines, rewrites and loss scale):
+the worst norm-wise relative error over fresh batches against ``jax.grad`` in float64, and the jitted
+time of each against float32's::
 
-    PYTHONPATH=. python benchmarks/bench_precision.py [--samples N]
+    PYTHONPATH=. python benchmarks/bench_precision.py [--samples N] [--batches N]
 
 The figures quoted in README.md ("Which lines must stay float32") and docs/architecture.md ("Mixed
 precision (`jst.tune_precision`, issue 34)") come from this script. Only the CPU is measured here;
-a GPU's reductions are not (no device was lent to this work).
+a GPU's reductions and times are not (no device was lent to this work).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from __future__ import annotations
 import argparse
 import linecache
 import time
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -140,12 +148,93 @@ def accumulation() -> None:
           "(the reducer's converts in the optimized HLO)")
 
 
+# ------------------------------------------------------------------------------ the backward pass
+def _vjp_loss(fn, out_shape: tuple[int, ...], dtype) -> tuple[Callable[..., Any], np.ndarray]:
+    """``x -> vdot(w, fn(x))`` with ``w`` normal(0, 1) rounded to ``dtype`` (fixed, seeded): one
+    cotangent of the kind a training step feeds back; any float dtype in (float64 for the reference)."""
+    w = np.random.default_rng(7).normal(0.0, 1.0, out_shape).astype(dtype)
+
+    def loss(*xs):
+        return jnp.sum(jnp.asarray(w).astype(xs[0].dtype) * fn(*xs))
+
+    loss.__name__ = f"vjp_{fn.__name__}"
+    return loss, w
+
+
+def _median_time(f, args, repeats: int = 30) -> float:
+    jax.block_until_ready(f(*args))  # compile
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def _rel(got, ref) -> float:
+    g = np.concatenate([np.ravel(np.asarray(a, np.float64)) for a in got])
+    r = np.concatenate([np.ravel(np.asarray(a, np.float64)) for a in ref])
+    if not np.all(np.isfinite(g)):
+        return float("inf")
+    return float(np.linalg.norm(g - r) / np.linalg.norm(r))
+
+
+def backward(samples: int, batches: int) -> None:
+    from pytest_jaxstab._precision._grad_plan import tune_gradient
+
+    print(f"\nThe backward pass: grad of vdot(w, f(x)), norm-wise relative error (worst of {batches} fresh "
+          f"batches) against jax.grad in float64; target 1e-2; jitted time against all-float32's")
+    head = (f"{'kernel':<22} {'dtype':<9} {'as written':<10} {'float32':<9} {'plan':<9} {'scale':<6} "
+            f"{'t low/f32':<9} {'t plan/f32':<10} {'s':<5} kept in float32 (both passes, backward) / rewrite")
+    print(head)
+    print("-" * len(head))
+    for name, fn, shapes, domain in CASES:
+        shape_list = shapes if isinstance(shapes, list) else [shapes]
+        lo, hi = float(domain[0]), float(domain[1])
+        for dtype in ("bfloat16", "float16"):
+            low = jnp.dtype(dtype)
+            out_shape = jax.eval_shape(fn, *[jax.ShapeDtypeStruct(s, np.float32) for s in shape_list]).shape
+            loss, _ = _vjp_loss(fn, out_shape, low)
+            t0 = time.perf_counter()
+            g = tune_gradient(loss, shapes=shapes, dtype=dtype, domain=domain, samples=samples)
+            dt = time.perf_counter() - t0
+            argnums = tuple(range(len(shape_list)))
+            grad = jax.jit(jax.grad(loss, argnums=argnums))
+            policy = jax.jit(g.grad_fn)
+            rng = np.random.default_rng(3)
+            worst = {"low": 0.0, "f32": 0.0, "plan": 0.0}
+            for _ in range(batches):
+                xs = [np.asarray(rng.uniform(lo, hi, s), low) for s in shape_list]
+                with jax.enable_x64(True):
+                    ref = jax.grad(loss, argnums=argnums)(*[jnp.asarray(x, jnp.float64) for x in xs])
+                    ref = [np.asarray(r) for r in ref]
+                worst["low"] = max(worst["low"], _rel(grad(*xs), ref))
+                worst["f32"] = max(worst["f32"], _rel(grad(*[x.astype(np.float32) for x in xs]), ref))
+                worst["plan"] = max(worst["plan"], _rel(policy(*xs), ref))
+            xs = [np.asarray(rng.uniform(lo, hi, s), low) for s in shape_list]
+            t32 = _median_time(grad, [x.astype(np.float32) for x in xs])
+            tlow, tplan = _median_time(grad, xs), _median_time(policy, xs)
+            kept = [f"`{_text(line)}`" for line in g.lines]
+            kept += [f"`{_text(line)}` (backward)" for line in g.backward_lines]
+            kept += [f"rewrite {rule}" for rule, _ in g.rewrites]
+            err = {k: "inf" if v == float("inf") else f"{v:.1e}" for k, v in worst.items()}
+            print(f"{name:<22} {dtype:<9} {err['low']:<10} {err['f32']:<9} {err['plan']:<9} "
+                  f"2^{round(np.log2(g.loss_scale)):<4} {tlow / t32:<9.2f} {tplan / t32:<10.2f} {dt:<5.1f} "
+                  f"{'; '.join(kept) or '(nothing)'}" + ("" if g.reached else " (plan NOT within target)"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=64)
+    parser.add_argument("--grad-samples", type=int, default=32)
+    parser.add_argument("--batches", type=int, default=16)
+    parser.add_argument("--only", choices=("forward", "backward"), default=None)
     args = parser.parse_args()
-    plans(args.samples)
-    accumulation()
+    if args.only != "backward":
+        plans(args.samples)
+        accumulation()
+    if args.only != "forward":
+        backward(args.grad_samples, args.batches)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ gradient as written missing that target on the same batch, so it cannot pass vac
 
 from __future__ import annotations
 
-import json
 import math
 
 import jax
@@ -28,7 +27,6 @@ from precision_helpers import marked_line as _line
 
 import pytest_jaxstab as jst
 from pytest_jaxstab._errors import ArgumentError
-from pytest_jaxstab._report import validate_report
 
 TOL = 1e-2
 
@@ -271,70 +269,3 @@ def test_bad_options_are_usage_errors(kwargs, needle):
     with pytest.raises(ArgumentError, match=None) as info:
         jst.precision_policy(huber, HUBER_PARAMS, HUBER_SHAPES, dtype="float16", **kwargs)
     assert needle in str(info.value)
-
-
-# ------------------------------------------------------------------------------------------ plugin
-#: float16 ``sum(x) / 2048`` over 2048 values of (150, 250): the sum passes 65504 (the value's plan keeps
-#: the line, as ``test_plugin_precision.py`` shows); its gradient, 1/2048 per element, is exact in
-#: float16 at scale 1. With ``grad=True`` the record carries the gradient's plan beside the value's.
-PLUGIN_SRC = '''import jax.numpy as jnp
-import pytest
-
-
-@pytest.mark.stabilize(dtype="float16", shapes={"x": (2048,)}, domain=(150.0, 250.0),
-                       tune_precision=True, grad=True)
-def test_mp(x):
-    y = jnp.sum(x) / 2048.0  # past 65504
-    return y * 0.5
-'''
-
-
-def _plugin_line(src, code):
-    return 1 + next(i for i, t in enumerate(src.splitlines()) if t.strip().startswith(code))
-
-
-def test_plugin_grad_and_tune_precision_report_the_gradient_plan_and_gate_a_new_line(pytester, run_jaxstab):
-    pytester.makepyfile(test_mp=PLUGIN_SRC)
-    line = _plugin_line(PLUGIN_SRC, "y = jnp.sum(x)")
-    args = ("--jaxstab-examples=10",)
-    result = run_jaxstab(*args, "--jaxstab-report=json:r.json", "--jaxstab-report=html:r.html")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        f"  keep in float32: test_mp.py:{line} (test_mp: `y = jnp.sum(x) / 2048.0`)",
-        "*gradient plan (grad=True*: 0 line(s) in float32 in both passes, 0 in the backward pass only*",
-        "*loss scale 2^* (range 2^*..2^* on the samples; upper bound set by *; lower bound by x *",
-        "*tuned:    norm-wise relative error max * (within 0.01 on * samples)*",
-    ])
-    report = json.loads((pytester.path / "r.json").read_text())
-    validate_report(report)
-    (case,) = report["cases"]
-    assert "gradient plan (grad=True" in case["precision"]["note"]
-    assert [k["text"] for k in case["precision"]["lines"]] == ["y = jnp.sum(x) / 2048.0"]
-    assert "gradient plan (grad=True" in (pytester.path / "r.html").read_text()
-
-    # the baseline gates a new kept line with grad=True as without it
-    run_jaxstab(*args, "--jaxstab-save-baseline")
-    pytester.makepyfile(test_mp=PLUGIN_SRC.replace(
-        "    return y * 0.5", "    z = jnp.sum(x * 0.5) / 1024.0  # past 65504 too\n    return y * z"))
-    new = run_jaxstab(*args, "--jaxstab-compare", "--jaxstab-compare-fail=bits:64")
-    new.assert_outcomes(failed=1)
-    new.stdout.fnmatch_lines(
-        ["*precision plan: 1 new line(s) must stay float32: *z = jnp.sum(x * 0.5) / 1024.0*"])
-
-
-def test_gradient_part_adds_the_backward_lines_to_the_record():
-    """The plugin's record: the gradient plan's lines join the value plan's (unit level, no pytester)."""
-    from pytest_jaxstab.plugin._precision import gradient_part
-
-    def absorbed(x):  # d/dx mean(r^2) = 2 r / n reads r: 0 in bfloat16 (ulp of 64 is 0.5), exact in float32
-        r = (x + 64.0) - 64.0  # absorbed
-        return jnp.mean(r * r)
-
-    class Chosen:
-        seed, rules, grad = 0, None, True
-
-    part, text = gradient_part(absorbed, shapes=(16,), dtype="bfloat16", domain=(0.125, 0.25),
-                               chosen=Chosen())
-    assert part.lines == (_line(absorbed, "absorbed"),), text
-    assert "gradient plan (grad=True" in text and "loss scale 2^0" in text  # bfloat16: no scale
-    assert "(within 0.01 on" in text

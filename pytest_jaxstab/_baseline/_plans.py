@@ -7,6 +7,10 @@ A baseline entry of a bfloat16/float16 case checked with ``tune_precision=True``
      "lines": [{"location": "src/m.py:12", "function": "Block.__call__", "text": "v = jnp.mean(x * x)",
                 "occurrence": 1}, ...]}
 
+With ``grad=True`` too, ``"gradient"`` (optional: a file saved before it, or without ``grad=True``, has
+none and loads as before) holds the gradient plan's lines, ``{"lines": [...], "backward_lines": [...]}``
+(kept in both passes; backward operations only), each as above.
+
 A kept line is keyed by ``file::function::text`` (``KeptLine.key``; ``#N`` for the Nth identical line of
 that function), never by its number: an edit above the line (or above its function) moves the number and
 not the key, so it reads as the same line. ``location`` is for display. The gate
@@ -21,7 +25,7 @@ from typing import Any, Literal
 
 from .._results import KeptLine, PrecisionRecord
 
-__all__ = ["InvalidPlan", "PlanEntry", "compare_plans", "plan_from_json"]
+__all__ = ["GradientEntry", "InvalidPlan", "PlanEntry", "compare_plans", "plan_from_json"]
 
 PlanStatus = Literal["regressed", "improved", "unchanged", "new"]
 
@@ -36,22 +40,69 @@ class InvalidPlan(Exception):
 
 
 @dataclasses.dataclass
+class GradientEntry:
+    """What the baseline remembers of a case's gradient plan: its kept lines (both passes, backward only)."""
+
+    lines: list[KeptLine]
+    backward_lines: list[KeptLine]
+
+    def ranks(self) -> dict[str, tuple[int, KeptLine]]:
+        """Each key's rank (2: both passes, 1: backward only) and line."""
+        out = {k.key: (1, k) for k in self.backward_lines}
+        out.update({k.key: (2, k) for k in self.lines})
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lines": [k.to_json() for k in self.lines],
+                "backward_lines": [k.to_json() for k in self.backward_lines]}
+
+
+@dataclasses.dataclass
 class PlanEntry:
-    """What the baseline remembers of a case's precision plan: its dtypes and kept lines."""
+    """What the baseline remembers of a case's precision plan: its dtypes and kept lines (and with
+    ``grad=True`` the gradient's, ``gradient``; None in a file saved without it)."""
 
     dtype: str
     high: str
     lines: list[KeptLine]
+    gradient: GradientEntry | None = None
 
     @classmethod
     def from_record(cls, record: PrecisionRecord | None) -> PlanEntry | None:
         """The entry of a plan; None without one (or when none could be made: nothing to compare)."""
         if record is None or record.error:
             return None
-        return cls(record.dtype, record.high, list(record.lines))
+        grad = record.gradient
+        gradient = (GradientEntry(list(grad.lines), list(grad.backward_lines))
+                    if grad is not None and not grad.error else None)
+        return cls(record.dtype, record.high, list(record.lines), gradient)
 
     def to_json(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "high": self.high, "lines": [k.to_json() for k in self.lines]}
+        return {"dtype": self.dtype, "high": self.high, "lines": [k.to_json() for k in self.lines],
+                **({"gradient": self.gradient.to_json()} if self.gradient is not None else {})}
+
+
+def _lines_from_json(lines: Any, at: str) -> list[KeptLine]:
+    if not isinstance(lines, list):
+        raise InvalidPlan(at, f"expected a list, got {lines!r}")
+    kept = []
+    for i, line in enumerate(lines):
+        here = f"{at}[{i}]"
+        if not isinstance(line, dict):
+            raise InvalidPlan(here, f"expected an object, got {type(line).__name__}")
+        if "location" not in line:
+            raise InvalidPlan(f"{here}.location", "missing key")
+        if line["location"] is not None and not isinstance(line["location"], str):
+            raise InvalidPlan(f"{here}.location", f"expected a string or null, got {line['location']!r}")
+        for key in ("function", "text"):
+            if not isinstance(line.get(key), str):
+                raise InvalidPlan(f"{here}.{key}", "missing key" if key not in line
+                                  else f"expected a string, got {line[key]!r}")
+        n = line.get("occurrence")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidPlan(f"{here}.occurrence", f"expected an integer >= 1, got {n!r}")
+        kept.append(KeptLine.from_json(line))
+    return kept
 
 
 def plan_from_json(raw: Any) -> PlanEntry:
@@ -62,28 +113,20 @@ def plan_from_json(raw: Any) -> PlanEntry:
         if not isinstance(raw.get(key), str):
             raise InvalidPlan(f".{key}", f"expected a string, got {raw.get(key)!r}"
                               if key in raw else "missing key")
-    lines = raw.get("lines")
-    if not isinstance(lines, list):
-        raise InvalidPlan(".lines", "missing key" if "lines" not in raw
-                          else f"expected a list, got {lines!r}")
-    kept = []
-    for i, line in enumerate(lines):
-        at = f".lines[{i}]"
-        if not isinstance(line, dict):
-            raise InvalidPlan(at, f"expected an object, got {type(line).__name__}")
-        if "location" not in line:
-            raise InvalidPlan(f"{at}.location", "missing key")
-        if line["location"] is not None and not isinstance(line["location"], str):
-            raise InvalidPlan(f"{at}.location", f"expected a string or null, got {line['location']!r}")
-        for key in ("function", "text"):
-            if not isinstance(line.get(key), str):
-                raise InvalidPlan(f"{at}.{key}", "missing key" if key not in line
-                                  else f"expected a string, got {line[key]!r}")
-        n = line.get("occurrence")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise InvalidPlan(f"{at}.occurrence", f"expected an integer >= 1, got {n!r}")
-        kept.append(KeptLine.from_json(line))
-    return PlanEntry(raw["dtype"], raw["high"], kept)
+    if "lines" not in raw:
+        raise InvalidPlan(".lines", "missing key")
+    kept = _lines_from_json(raw["lines"], ".lines")
+    gradient = None
+    if raw.get("gradient") is not None:  # optional: a plan saved with grad=True
+        grad = raw["gradient"]
+        if not isinstance(grad, dict):
+            raise InvalidPlan(".gradient", f"expected an object, got {type(grad).__name__}")
+        for key in ("lines", "backward_lines"):
+            if key not in grad:
+                raise InvalidPlan(f".gradient.{key}", "missing key")
+        gradient = GradientEntry(_lines_from_json(grad["lines"], ".gradient.lines"),
+                                 _lines_from_json(grad["backward_lines"], ".gradient.backward_lines"))
+    return PlanEntry(raw["dtype"], raw["high"], kept, gradient)
 
 
 def compare_plans(old: PlanEntry | None, new: PrecisionRecord | None) -> tuple[PlanStatus, str] | None:
@@ -105,18 +148,49 @@ def compare_plans(old: PlanEntry | None, new: PrecisionRecord | None) -> tuple[P
     if old is None:
         return "new", (f"precision plan not in the baseline yet ({len(now.lines)} line(s) kept in "
                        f"{now.high}); add it with --jaxstab-save-baseline")
-    before = {k.key: k for k in old.lines}
-    after = {k.key: k for k in now.lines}
-    added = [k for key, k in after.items() if key not in before]
-    gone = [k for key, k in before.items() if key not in after]
+    forward = _compare_lines({k.key: (2, k) for k in old.lines}, {k.key: (2, k) for k in now.lines},
+                             "precision plan", now.high)
+    decisions: list[tuple[PlanStatus, str]] = [forward]
+    if now.gradient is not None:
+        if old.gradient is None:
+            decisions.append(("new", f"gradient plan not in the baseline yet ({len(now.gradient.lines)} "
+                                     f"line(s) kept in {now.high} in both passes, "
+                                     f"{len(now.gradient.backward_lines)} backward only); add it with "
+                                     "--jaxstab-save-baseline"))
+        else:
+            decisions.append(_compare_lines(old.gradient.ranks(), now.gradient.ranks(), "gradient plan",
+                                            now.high))
+    # the worst decision first: its reason leads the message and it is the plan's status (the value's
+    # plan is never "new" here, so a gradient plan new to the baseline fails nothing)
+    order: tuple[PlanStatus, ...] = ("regressed", "improved", "unchanged", "new")
+    decisions.sort(key=lambda d: order.index(d[0]))
+    return decisions[0][0], "; ".join(text for _, text in decisions)
+
+
+_PASS = {1: " (backward only)", 2: ""}
+
+
+def _compare_lines(before: dict[str, tuple[int, KeptLine]], after: dict[str, tuple[int, KeptLine]],
+                   what: str, high: str) -> tuple[PlanStatus, str]:
+    """One plan's lines against the baseline's: each key with its rank (2: kept in every pass, 1: in
+    the backward pass only); a rank up from the baseline's (0: not kept) is a new line."""
+    def rank(table: dict[str, tuple[int, KeptLine]], key: str) -> int:
+        return table[key][0] if key in table else 0
+
+    def shown(k: KeptLine, r: int, was: int) -> str:
+        return f"{k}{_PASS[r]}" + (" (was backward only)" if was == 1 else "")
+
+    added = [shown(k, r, rank(before, key)) for key, (r, k) in after.items() if r > rank(before, key)]
+    gone = [f"{k}" + (" (now backward only)" if rank(after, key) == 1 else "")
+            for key, (r, k) in before.items() if r > rank(after, key)]
     if added:
-        more = f"; no longer kept: {', '.join(map(str, gone))}" if gone else ""
-        return "regressed", (f"precision plan: {len(added)} new line(s) must stay {now.high}: "
-                             f"{', '.join(map(str, added))} (the baseline kept {len(old.lines)}){more}")
+        more = f"; no longer kept: {', '.join(gone)}" if gone else ""
+        return "regressed", (f"{what}: {len(added)} new line(s) must stay {high}: {', '.join(added)} (the "
+                             f"baseline kept {len(before)}){more}")
     if gone:
-        return "improved", (f"precision plan: {len(gone)} line(s) no longer must stay {old.high}: "
-                            f"{', '.join(map(str, gone))} ({len(now.lines)} kept now)")
-    moved = [f"{before[key].location} -> {k.location}" for key, k in after.items()
-             if before[key].location != k.location]
+        return "improved", (f"{what}: {len(gone)} line(s) no longer must stay {high}: {', '.join(gone)} "
+                            f"({len(after)} kept now)")
+    moved = [f"{before[key][1].location} -> {k.location}" for key, (_, k) in after.items()
+             if before[key][1].location != k.location]
     where = f" (moved: {', '.join(moved)})" if moved else ""
-    return "unchanged", f"precision plan: the same {len(now.lines)} line(s) kept in {now.high}{where}"
+    return "unchanged", f"{what}: the same {len(after)} line(s) kept in {high}{where}"

@@ -7,12 +7,14 @@ File format (version 1, default path `.jaxstab/baseline.json`)::
                         "witnesses": [Witness.to_json(), ...],
                         "gradient": {"dtype", "samples", "original", "rewritten", "witnesses"},
                         "precision": {"dtype", "high", "lines": [{"location", "function", "text",
-                                                                  "occurrence"}]}}}}
+                                                                  "occurrence"}],
+                                      "gradient": {"lines": [...], "backward_lines": [...]}}}}}
 
 ``"gradient"`` is optional (a case checked with ``grad=True``): the same figures and witnesses for the
 gradient of both variants. ``"precision"`` is optional (a bfloat16/float16 case checked with
 ``tune_precision=True``): the lines its precision plan keeps in float32, keyed by function and source
-text (``_plans``). Files written before either existed load unchanged, so the version stays 1.
+text (``_plans``), and with ``grad=True`` its optional ``"gradient"``: the gradient plan's lines. Files
+written before any of these existed load unchanged, so the version stays 1.
 
 Witness inputs are stored exactly, as the hex of each float's bits (`_results.encode_array`). The file is
 validated on load (a bad file is a :class:`BaselineError`, never silently replaced) and written atomically.

@@ -22,10 +22,11 @@ import numpy as np
 from .. import _compat as C
 from .._check._upcast import BACKWARD, WidenedCarry, float_sites, run_upcast, widened_carries
 from .._errors import ArgumentError, trace_error, tracing
+from .._results import loss_scale_text
 from ..rewrites.engine._engine import rewrite_jaxpr
 from ._grad_program import GradFigures, draw_gradients, gradient_program, measure
 from ._grad_search import search_gradient
-from ._loss_scale import HEADROOM, backward_magnitudes, scale_range
+from ._loss_scale import HEADROOM, ScaleRange, backward_magnitudes, scale_range
 from ._plan import check_samples_and_seed, merge_options
 
 __all__ = ["GRAD_OPTIONS", "GradientPlan", "grad_options", "make_grad_fn", "plan_gradient", "tune_gradient"]
@@ -95,6 +96,7 @@ class GradientPlan:
         carries: the loop carries widened (a running gradient sum of a scan's backward pass among them).
         inputs: the names of the differentiated inputs; ``rules``: the rewrite rules ``grad_fn`` applies.
         backward_ops: per backward-only line, ``(line, (its backward operations, each once, their work))``.
+        bounds: the measured range (``_loss_scale.ScaleRange``: what set each bound, as data).
     """
 
     lines: tuple[str, ...]
@@ -120,6 +122,7 @@ class GradientPlan:
     rules: tuple[Any, ...] = ()
     backward_ops: tuple[tuple[str, tuple[tuple[str, ...], int]], ...] = ()
     excused: int = 0
+    bounds: ScaleRange | None = None
 
     def status(self) -> str:
         """``within 0.01 on 32 samples`` (or NOT), with the samples excused (``_grad_search``) named."""
@@ -136,13 +139,7 @@ class GradientPlan:
 
     def scale_text(self) -> str:
         """The loss scale, its range and what set it, in one line."""
-        lo, hi = self.scale_range
-        top = f"2^{round(math.log2(hi))}"
-        span = f"2^{round(math.log2(lo))}..{top}" if lo > 0 else f"..{top}"
-        if lo > hi:
-            span += ", empty"
-        return (f"loss scale 2^{round(math.log2(self.loss_scale))} (range {span} on the samples; upper bound "
-                f"set by {self.upper_bound}; lower bound by {self.lower_bound})")
+        return loss_scale_text(self.loss_scale, self.scale_range, self.upper_bound, self.lower_bound)
 
     def __str__(self) -> str:
         rows = [f"gradient plan: {self.dtype} backward pass, {len(self.lines)} line(s) in {self.high} in "
@@ -262,7 +259,8 @@ def plan_gradient(loss: Callable[..., Any], fixed: Sequence[Any], drawn_shapes: 
     bwd_ops = {line: (tuple(dict.fromkeys(s.primitive for s in gsites if s.backward and s.location == line)),
                       sum(s.work for s in gsites if s.backward and s.location == line))
                for line in out.backward}
-    records = [(a.rule, a.location) for a in applied if not a.derivative_only] if out.rewritten else []
+    # every rule grad_fn applies, a derivative rule (a stable tanh') included: here it is the point
+    records = [(a.rule, a.location) for a in applied] if out.rewritten else []
     upper = (f"{rng.upper_line} ({rng.upper_primitive}, up to {rng.upper_magnitude:.3g} at scale 1)"
              if rng.upper_line is not None else "the loss's own cotangent (1 at scale 1)")
     lower = (f"{names[rng.lower_input]} (smallest entry the target sees: {rng.lower_magnitude:.3g})"
@@ -279,7 +277,7 @@ def plan_gradient(loss: Callable[..., Any], fixed: Sequence[Any], drawn_shapes: 
         high_share=float(share), dtype=np.dtype(dtype).name, high=np.dtype(high).name, tolerance=tol,
         reached=out.reached, candidates_tried=out.tried, note=note, excused=out.excused,
         carries=widened_carries(out.grad_closed, keys, high) if keys else (), inputs=tuple(names),
-        backward_ops=tuple(bwd_ops.items()))
+        backward_ops=tuple(bwd_ops.items()), bounds=rng)
 
 
 def tune_gradient(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = None,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._files import jaxstab_version, write_text_atomic
-from .._results import CaseResult, Point, VariantStats, Witness
+from .._results import CaseResult, GradientPlanRecord, Point, VariantStats, Witness
 from ._json import GATE_DECISIONS
 
 __all__ = ["write_html"]
@@ -347,7 +347,48 @@ def _precision_section(case: CaseResult) -> list[str]:
                       numeric=(1, 2, 3, 4)))
     if plan.note:
         out.append(f'<p class="note">{_e(plan.note)}</p>')
+    return out + _gradient_plan_section(plan.gradient)
+
+
+def _gradient_plan_section(plan: GradientPlanRecord | None) -> list[str]:
+    """The gradient's plan (``grad=True``): the lines kept in both passes and in the backward pass
+    only, the loss scale and what set its range, the norm-wise figures as written, scaled and tuned."""
+    if plan is None:
+        return []
+    out = [f"<h3>Gradient plan: which lines must stay {_e(plan.high)} for the gradient</h3>"]
+    if plan.error:
+        out.append(f'<p class="note">no gradient plan: {_e(plan.error)}</p>')
+        return out
+    status = _e(plan.status()) if plan.reached else f"<strong>{_e(plan.status())}</strong>"
+    out.append(f"<p>{_e(plan.dtype)} backward pass: {len(plan.lines)} line(s) kept in {_e(plan.high)} in "
+               f"both passes, {len(plan.backward_lines)} in the backward pass only "
+               f"({100 * plan.high_share:.1f}% of the gradient's float work), {len(plan.rewrites)} "
+               f"rewrite(s); the tuned gradient is {status}</p>")
+    kept = [(k, "both passes") for k in plan.lines] + [(k, "backward only") for k in plan.backward_lines]
+    if kept:
+        out.append(_table(["keep in " + _e(plan.high), "pass", "function", "line"],
+                          [[f"<code>{_e(k.location or '?')}</code>", where,
+                            f"<code>{_e(k.function or '?')}</code>", f"<code>{_e(k.text)}</code>"]
+                           for k, where in kept]))
+    if plan.carries:
+        out.append(_table(["carry kept in " + _e(plan.high)],
+                          [[f"<code>{_e(c)}</code>"] for c in plan.carries]))
+    if plan.rewrites:
+        out.append(_table(["rewrite", "location"],
+                          [[_e(r.rule), f"<code>{_e(r.location or '?')}</code>"] for r in plan.rewrites]))
+    out.append(f"<p>{_e(plan.scale_text())}</p>")
+    rows = [("as written (scale 1)", plan.original),
+            (f"as written (scale {plan.loss_scale:g})", plan.scaled), ("tuned", plan.tuned)]
+    out.append(_table(["gradient", "max norm-wise relative error", "mean", "non-finite", "samples"],
+                      [[name, _rel(f.max_error), _rel(f.mean_error), str(f.nonfinite), str(f.samples)]
+                       for name, f in rows], numeric=(1, 2, 3, 4)))
+    if plan.note:
+        out.append(f'<p class="note">{_e(plan.note)}</p>')
     return out
+
+
+def _rel(x: float) -> str:
+    return "inf" if x == float("inf") else f"{x:.2e}"
 
 
 def _witness_row(w: Witness) -> list[str]:

@@ -58,7 +58,8 @@ def build_report(cases: Iterable[CaseResult], *, jax_version: str, backends: Seq
     rewrite makes worse than written has the extra key `"rewrite_regression"` (its `"outcome"` is then
     "failed", whatever the judged variant's verdict; its `"gate"`, when compared, "regressed").
     A bfloat16/float16 case checked with ``tune_precision=True`` has the extra key `"precision"`: its
-    precision plan (`PrecisionRecord.to_json`; the schema is in docs/architecture.md).
+    precision plan (`PrecisionRecord.to_json`; the schema is in docs/architecture.md); with ``grad=True``
+    too, its `"gradient"` holds the gradient's plan (`GradientPlanRecord.to_json`).
 
     Returns:
         `{"version": 1, "jax_version", "backends", "cases": [CaseResult.to_json() + {"gate"}, ...]}`,
@@ -232,15 +233,7 @@ def _validate_precision(case: Any, where: str) -> None:
     _require_mapping(plan, at)
     for key in ("dtype", "high", "note", "error"):
         _require_str(_key(plan, key, at), f"{at}.{key}")
-    lines = _key(plan, "lines", at)
-    _require_list(lines, f"{at}.lines")
-    for j, line in enumerate(lines):
-        here = f"{at}.lines[{j}]"
-        _require_mapping(line, here)
-        _require_optional_str(_key(line, "location", here), f"{here}.location")
-        _require_str(_key(line, "function", here), f"{here}.function")
-        _require_str(_key(line, "text", here), f"{here}.text")
-        _require_count(_key(line, "occurrence", here), f"{here}.occurrence")
+    _validate_kept_lines(_key(plan, "lines", at), f"{at}.lines")
     rewrites = _key(plan, "rewrites", at)
     _require_list(rewrites, f"{at}.rewrites")
     for j, rewrite in enumerate(rewrites):
@@ -262,6 +255,60 @@ def _validate_precision(case: Any, where: str) -> None:
     if not isinstance(_key(plan, "reached", at), bool):
         _fail(f"{at}.reached", f"expected true or false, got {plan['reached']!r}")
     _require_count(_key(plan, "samples", at), f"{at}.samples")
+    if plan.get("gradient") is not None:  # grad=True: the gradient's plan beside the value's
+        _validate_gradient_plan(plan["gradient"], f"{at}.gradient")
+
+
+def _validate_kept_lines(lines: Any, at: str) -> None:
+    _require_list(lines, at)
+    for j, line in enumerate(lines):
+        here = f"{at}[{j}]"
+        _require_mapping(line, here)
+        _require_optional_str(_key(line, "location", here), f"{here}.location")
+        _require_str(_key(line, "function", here), f"{here}.function")
+        _require_str(_key(line, "text", here), f"{here}.text")
+        _require_count(_key(line, "occurrence", here), f"{here}.occurrence")
+
+
+def _validate_gradient_plan(plan: Any, at: str) -> None:
+    """``precision.gradient`` (``GradientPlanRecord.to_json``): kept lines of both passes and of the
+    backward pass only, the loss scale with its range and bounds, the norm-wise figures (null: an
+    infinite error, a non-finite entry)."""
+    _require_mapping(plan, at)
+    for key in ("dtype", "high", "note", "error"):
+        _require_str(_key(plan, key, at), f"{at}.{key}")
+    for key in ("lines", "backward_lines"):
+        _validate_kept_lines(_key(plan, key, at), f"{at}.{key}")
+    _require_list(_key(plan, "carries", at), f"{at}.carries")
+    rewrites = _key(plan, "rewrites", at)
+    _require_list(rewrites, f"{at}.rewrites")
+    for j, rewrite in enumerate(rewrites):
+        _require_mapping(rewrite, f"{at}.rewrites[{j}]")
+        _require_str(_key(rewrite, "rule", f"{at}.rewrites[{j}]"), f"{at}.rewrites[{j}].rule")
+    scale = _key(plan, "loss_scale", at)
+    _require_number(scale, f"{at}.loss_scale")
+    if not scale > 0:
+        _fail(f"{at}.loss_scale", f"expected a power of two > 0, got {scale!r}")
+    span = _key(plan, "scale_range", at)
+    if not isinstance(span, list) or len(span) != 2:
+        _fail(f"{at}.scale_range", f"expected [low, high], got {span!r}")
+    for bound in ("upper", "lower"):
+        _require_mapping(_key(plan, bound, at), f"{at}.{bound}")
+        _require_optional_str(_key(plan[bound], "location", f"{at}.{bound}"), f"{at}.{bound}.location")
+        _require_str(_key(plan[bound], "name", f"{at}.{bound}"), f"{at}.{bound}.name")
+    for program in ("original", "scaled", "tuned"):
+        figures, here = _key(plan, program, at), f"{at}.{program}"
+        _require_mapping(figures, here)
+        for figure in ("max_error", "mean_error"):
+            if _key(figures, figure, here) is not None:  # null: infinite (a non-finite entry)
+                _require_number(figures[figure], f"{here}.{figure}")
+        for count in ("nonfinite", "samples"):
+            _require_count(_key(figures, count, here), f"{here}.{count}")
+    for figure in ("high_share", "tolerance"):
+        _require_number(_key(plan, figure, at), f"{at}.{figure}")
+    if not isinstance(_key(plan, "reached", at), bool):
+        _fail(f"{at}.reached", f"expected true or false, got {plan['reached']!r}")
+    _require_count(_key(plan, "excused", at), f"{at}.excused")
 
 
 def _validate_local_error(case: Any, where: str) -> None:

@@ -56,6 +56,15 @@ def relative_locations(case: CaseResult, rootdir: str | os.PathLike[str]) -> Cas
         plan = dataclasses.replace(
             plan, lines=[dataclasses.replace(k, location=rel(k.location)) for k in plan.lines],
             rewrites=[dataclasses.replace(r, location=rel(r.location)) for r in plan.rewrites])
+        grad = plan.gradient
+        if grad is not None:  # the gradient's plan: its kept lines, rewrites and the upper bound's line
+            grad = dataclasses.replace(
+                grad, lines=[dataclasses.replace(k, location=rel(k.location)) for k in grad.lines],
+                backward_lines=[dataclasses.replace(k, location=rel(k.location))
+                                for k in grad.backward_lines],
+                rewrites=[dataclasses.replace(r, location=rel(r.location)) for r in grad.rewrites],
+                upper=dataclasses.replace(grad.upper, location=rel(grad.upper.location)))
+            plan = dataclasses.replace(plan, gradient=grad)
     return dataclasses.replace(
         case,
         precision=plan,

@@ -6,14 +6,17 @@ the case's settings (its ``seed``, ``rules``) and packages the plan as a
 text (``_files.source_anchor``) so that the baseline gate can tell a new kept line from one that
 moved. :func:`wanted` decides whether a case gets a plan, and says what is wrong when the option is
 asked of a case it cannot apply to. With ``grad=True`` (issue 49) the case's gradient is planned too
-(:func:`gradient_part`): its kept lines join the record's, its figures and loss scale ride in the note.
+(:func:`gradient_part`): its own record (``PrecisionRecord.gradient``) beside the value's, with its
+kept lines, loss scale and norm-wise figures.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # collection must not import the results' modules (tests/test_startup.py)
+    from .._results import GradientPlanRecord
 
 __all__ = ["LOW_DTYPES", "gradient_part", "plan_record", "usage_problem", "wanted"]
 
@@ -72,54 +75,54 @@ def plan_record(fn: Callable[..., Any], *, shapes: Any, dtype: str, domain: Any,
     def figures(f: Any) -> PlanFigures:
         return PlanFigures(float(f.max_bits), float(f.mean_bits), float(f.max_ulps), int(f.overflows))
 
-    lines = list(plan.lines)
-    rewrites = [RewriteRecord(rule, where) for rule, where in plan.rewrites]
-    note = plan.note
-    if getattr(chosen, "grad", False):
-        backward, extra = gradient_part(fn, shapes=shapes, dtype=dtype, domain=domain, chosen=chosen)
-        lines += [loc for loc in backward.lines if loc not in lines]
-        rewrites += [RewriteRecord(rule, where) for rule, where in backward.rewrites
-                     if RewriteRecord(rule, where) not in rewrites]
-        note = f"{note}\n{extra}" if note else extra
     return PrecisionRecord(
         dtype=plan.dtype, high=plan.high,
-        lines=[_kept(loc, source_anchor(loc)) for loc in lines],
-        rewrites=rewrites,
+        lines=[_kept(loc, source_anchor(loc)) for loc in plan.lines],
+        rewrites=[RewriteRecord(rule, where) for rule, where in plan.rewrites],
         original=figures(plan.original), tuned=figures(plan.tuned), high_share=float(plan.high_share),
         tolerance_ulps=float(plan.tolerance_ulps), reached=bool(plan.reached),
-        samples=int(plan.tuned.samples), note=note)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Backward:
-    """The kept lines and rewrites a gradient plan adds to the case's record (none when it failed)."""
-
-    lines: tuple[str, ...] = ()
-    rewrites: tuple[tuple[str, str | None], ...] = ()
+        samples=int(plan.tuned.samples), note=plan.note,
+        gradient=gradient_part(fn, shapes=shapes, dtype=dtype, domain=domain, chosen=chosen)
+        if getattr(chosen, "grad", False) else None)
 
 
 def gradient_part(fn: Callable[..., Any], *, shapes: Any, dtype: str, domain: Any, chosen: Any
-                  ) -> tuple[_Backward, str]:
+                  ) -> GradientPlanRecord:
     """With ``grad=True``: the backward plan of ``fn`` (``_precision._grad_plan.tune_gradient``, the
-    case's seed and rules) as the lines and rewrites it adds to the case's record and the paragraph
-    the record's note carries (so the failure text, the JSON and the HTML report show it).
-
-    The record's ``lines`` become the union of the value's plan and the gradient's (a line kept in
-    either pass, or in the backward pass only): the lines this case must keep in float32, each keyed
-    as the forward plan's are, so the baseline gates a new one the same way. The figures of the
-    record stay the value's (ulps); the gradient's (norm-wise, with its loss scale) are in the note.
-    A gradient plan that cannot be made is named in the note; the value's plan stands."""
+    case's seed and rules) as a ``GradientPlanRecord``, the record's ``gradient``: its kept lines (both
+    passes, backward only) anchored as the forward plan's are, so that the baseline gates a new one the
+    same way; its loss scale and what set the range; its norm-wise figures. A gradient plan that cannot
+    be made is a record with ``error`` set; the value's plan stands."""
     from .._errors import JaxstabError
+    from .._files import source_anchor
     from .._precision._grad_plan import tune_gradient
+    from .._results import GradErrorFigures, GradientPlanRecord, RewriteRecord, ScaleBound
 
     try:
         g = tune_gradient(fn, shapes=shapes, dtype=dtype, domain=domain, settings=chosen)
     except JaxstabError as exc:
-        return _Backward(), f"gradient plan (grad=True): none ({type(exc).__name__}: {exc})"
-    rows = [f"gradient plan (grad=True, jst.precision_policy(grad=True)'s search): {len(g.lines)} line(s) in "
-            f"{g.high} in both passes, {len(g.backward_lines)} in the backward pass only "
-            f"({g.high_share:.1%} of the gradient's float work), {len(g.rewrites)} rewrite(s)"]
-    return _Backward((*g.lines, *g.backward_lines), g.rewrites), "\n".join(rows + g.detail_rows())
+        return GradientPlanRecord(str(dtype), error=f"{type(exc).__name__}: {exc}")
+
+    def figures(f: Any) -> GradErrorFigures:
+        return GradErrorFigures(float(f.max_error), float(f.mean_error), int(f.nonfinite), int(f.samples))
+
+    rng = g.bounds
+    upper, lower = ScaleBound(1.0), ScaleBound(0.0)
+    if rng is not None:
+        if rng.upper_line is not None:
+            upper = ScaleBound(float(rng.upper_magnitude), rng.upper_line, rng.upper_primitive)
+        if rng.lower_input is not None:
+            lower = ScaleBound(float(rng.lower_magnitude), name=g.inputs[rng.lower_input])
+    return GradientPlanRecord(
+        dtype=g.dtype, high=g.high,
+        lines=[_kept(loc, source_anchor(loc)) for loc in g.lines],
+        backward_lines=[_kept(loc, source_anchor(loc)) for loc in g.backward_lines],
+        carries=[str(c) for c in g.carries],
+        rewrites=[RewriteRecord(rule, where) for rule, where in g.rewrites],
+        loss_scale=float(g.loss_scale), scale_range=(float(g.scale_range[0]), float(g.scale_range[1])),
+        upper=upper, lower=lower, original=figures(g.original), scaled=figures(g.scaled),
+        tuned=figures(g.tuned), high_share=float(g.high_share), tolerance=float(g.tolerance),
+        reached=bool(g.reached), excused=int(g.excused), note=g.note)
 
 
 def _kept(location: str, anchor: tuple[str, str, int]) -> Any:
