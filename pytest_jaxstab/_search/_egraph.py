@@ -17,7 +17,7 @@ from typing import Any
 
 import egglog
 
-from ._expr import OPS, Term, subterms
+from ._expr import OPS, Table, Term, subterms
 from ._rules import RULES, Rule, rules_for
 
 __all__ = ["BASE_FAMILIES", "KIND_FAMILIES", "EGraphData", "SaturationError", "SaturationStats",
@@ -76,7 +76,8 @@ _TRIGGERS: dict[str, frozenset[str]] = {
     "exp-scaling": frozenset({"exp", "div"}),
     "logistic-softplus": frozenset({"logistic", "softplus", "logaddexp"}),
     "special": frozenset({"xlogy", "xlog1py", "erf", "erfc", "lgamma", "log_ndtr", "erf_inv", "digamma",
-                          "ndtri"}),
+                          "ndtri", "i0", "i1", "i0e", "i1e", "gammainc", "gammaincc", "betainc"}),
+    "piecewise": frozenset({"max", "min", "sign", "abs", "where"}),
 }
 
 
@@ -133,16 +134,29 @@ def families_by_kind(term: Term, kinds: tuple[str, ...]) -> dict[str, tuple[str,
     return out
 
 
-def _to_egg(term: Term, pvars: dict[str, Any] | None = None) -> Any:
+#: An array constant (``_expr.Table``) enters egglog as an input numbered from here (its j-th as
+#: ``_TABLE_BASE + j``): an opaque leaf no rule folds or merges with a number, read back as the constant.
+_TABLE_BASE = 1 << 40
+
+
+def _tables(term: Term) -> list[Table]:
+    """The array constants of ``term``, in a fixed order (their egglog leaves' numbering)."""
+    return list(dict.fromkeys(t[1] for t in subterms(term) if t[0] == "const" and isinstance(t[1], Table)))
+
+
+def _to_egg(term: Term, pvars: dict[str, Any] | None = None, tables: list[Table] | None = None) -> Any:
     kind = term[0]
     if kind == "var":
         return _Num.var(int(term[1]))
     if kind == "const":
+        if isinstance(term[1], Table):
+            assert tables is not None
+            return _Num.var(_TABLE_BASE + tables.index(term[1]))
         return _Num(float(term[1]))
     if kind == "pvar":
         assert pvars is not None
         return pvars[term[1]]
-    return _func(kind)(*(_to_egg(c, pvars) for c in term[1:]))
+    return _func(kind)(*(_to_egg(c, pvars, tables) for c in term[1:]))
 
 
 def _ruleset(rules: tuple[Rule, ...]) -> Any:
@@ -261,8 +275,9 @@ def _phase(term: Term, rules: tuple[Rule, ...], node_limit: int, iter_limit: int
     eg = egglog.EGraph()
     # The divisor guards compare with the class of 0, and an egglog guard only holds for terms in the
     # e-graph: without a 0 there, no rule that divides would ever fire.
-    eg.register(_Root(_to_egg(term)), _Num(0.0))
-    data = _read(eg)
+    tables = _tables(term)
+    eg.register(_Root(_to_egg(term, tables=tables)), _Num(0.0))
+    data = _read(eg, tables)
     ruleset = _cached_ruleset(rules)
     schedule = egglog.back_off(match_limit=match_limit)
     while True:
@@ -274,7 +289,7 @@ def _phase(term: Term, rules: tuple[Rule, ...], node_limit: int, iter_limit: int
             break
         eg.push()
         report = eg.run(egglog.run(ruleset, scheduler=schedule))
-        new = _read(eg)
+        new = _read(eg, tables)
         if not _consistent(new):
             eg.pop()
             stats.stopped = "inconsistent merge (rolled back one iteration)"
@@ -308,14 +323,14 @@ def _consistent(data: EGraphData) -> bool:
 def _roundings(leaves: set[tuple[str, tuple[Any, ...]]]) -> bool:
     """Constants that differ only by the rounding of folding ``+ - *`` in floats (``0.1 - (0.2 - 0.3)``
     and ``(0.1 - 0.2) + 0.3``): one real number, not an inconsistency."""
-    if any(op != "const" for op, _ in leaves):
+    if any(op != "const" or isinstance(p[0], Table) for op, p in leaves):
         return False
     values = [float(p[0]) for _, p in leaves]
     lo, hi = min(values), max(values)
     return math.isclose(lo, hi, rel_tol=1e-12, abs_tol=1e-300)
 
 
-def _read(eg: Any) -> EGraphData:
+def _read(eg: Any, tables: list[Table]) -> EGraphData:
     raw = json.loads(eg._serialize(max_calls_per_function=None).to_json())
     nodes = raw["nodes"]
     classes: dict[str, list[tuple[str, tuple[Any, ...]]]] = {}
@@ -329,7 +344,9 @@ def _read(eg: Any) -> EGraphData:
         if not cls.endswith(tuple(f"Num-{i}" for i in range(10))) and "Num-" not in cls:
             continue  # primitive payloads (f64, i64) are read with their parent
         if op.endswith("Num.var"):
-            entry: tuple[str, tuple[Any, ...]] = ("var", (int(children[0]["op"]),))
+            index = int(children[0]["op"])
+            entry: tuple[str, tuple[Any, ...]] = (("const", (tables[index - _TABLE_BASE],))
+                                                  if index >= _TABLE_BASE else ("var", (index,)))
         elif op.endswith("Num"):
             value = float(children[0]["op"])
             if not math.isfinite(value):

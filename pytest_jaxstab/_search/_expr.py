@@ -1,9 +1,9 @@
 """The search's expression language: a scalar real-number program as a tree, and its one operator table.
 
 A term is a tuple: ``("var", i)`` (the i-th input), ``("const", v)`` (a float constant, or a
-:class:`Table`: one example's array, which only a regime's guard holds) or ``(op, child, ...)`` with ``op``
-a key of :data:`OPS`. Every other module (the e-graph language, the
-evaluators, the printer, the series) reads the same table, so an operator is added in one place.
+:class:`Table`: an array constant, whose program is judged on whole arrays) or ``(op, child, ...)``
+with ``op`` a key of :data:`OPS`. Every other module (the e-graph language, the evaluators, the printer,
+the series) reads the same table, so an operator is added in one place.
 
 The op-cost model (``Op.cost``) is a rough relative latency on a CPU, in units of one addition: what the
 Pareto frontier of :class:`~pytest_jaxstab._search.Improvement` calls "cost". It is documented, not
@@ -24,8 +24,9 @@ import numpy as np
 
 from . import _special
 
-__all__ = ["OPS", "REDUCTIONS", "Op", "Table", "Term", "broadcast_name", "broadcast_shape", "const", "cost",
-           "evaluate_jax", "evaluate_mp", "is_array_op", "is_broadcast", "is_const", "is_reduction",
+__all__ = ["BOOLEAN_OPS", "OPS", "REDUCTIONS", "Op", "Table", "Term", "broadcast_name", "broadcast_shape",
+           "const", "cost", "evaluate_jax", "evaluate_mp", "is_array_op", "is_array_program", "is_broadcast",
+           "is_const", "is_number", "is_reduction",
            "is_selection", "op", "reduction_axes", "replace", "selection_name", "selection_spec",
            "selection_shape", "size", "subterms", "variables"]
 
@@ -61,8 +62,10 @@ def _mp_where(c: Any, a: Any, b: Any) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class Table:
-    """An array constant (hashable, so that it can sit in a term): a regime's guard of an array program
-    feeds the branch not taken one drawn example (``_regimes``). Float values, row-major, exact as drawn."""
+    """An array constant (hashable, so that it can sit in a term): an array the function closes over whose
+    elements differ (``_lower``: weights, a mask, a distribution's parameters), or the one drawn example a
+    regime's guard of an array program feeds the branch not taken (``_regimes``). Float values,
+    row-major, exact (a float32 or integer array's values are float64 numbers)."""
 
     shape: tuple[int, ...]
     values: tuple[float, ...]
@@ -145,7 +148,34 @@ OPS: dict[str, Op] = {o.name: o for o in (
         "jax.scipy.special.xlog1py({0}, {1})"),
     _op("lgammadiff", 2, _special.lgamma_difference, _special.mp_lgamma_difference, 60,
         "log_gamma_difference({0}, {1})"),
+    _op("i0", 1, jax.scipy.special.i0, _special.mp_i0, 30, "jax.scipy.special.i0({0})"),
+    _op("i1", 1, jax.scipy.special.i1, _special.mp_i1, 30, "jax.scipy.special.i1({0})"),
+    _op("i0e", 1, jax.scipy.special.i0e, _special.mp_i0e, 25, "jax.scipy.special.i0e({0})"),
+    _op("i1e", 1, jax.scipy.special.i1e, _special.mp_i1e, 25, "jax.scipy.special.i1e({0})"),
+    _op("gammainc", 2, jax.scipy.special.gammainc, _special.mp_gammainc, 60,
+        "jax.scipy.special.gammainc({0}, {1})"),
+    _op("gammaincc", 2, jax.scipy.special.gammaincc, _special.mp_gammaincc, 60,
+        "jax.scipy.special.gammaincc({0}, {1})"),
+    _op("betainc", 3, jax.scipy.special.betainc, _special.mp_betainc, 80,
+        "jax.scipy.special.betainc({0}, {1}, {2})"),
+    # Piecewise functions: exact at every real point but one (the oracle decides the edges as it does
+    # for the written program); no identity moves an input across their jumps.
+    _op("floor", 1, jnp.floor, _special.real_only(mpmath.floor), 1, "jnp.floor({0})"),
+    _op("ceil", 1, jnp.ceil, _special.real_only(mpmath.ceil), 1, "jnp.ceil({0})"),
+    _op("round_even", 1, jnp.round, _special.real_only(mpmath.nint), 1, "jnp.round({0})"),
+    _op("round_away", 1, jax.lax.round, _special.mp_round_away, 1, "jax.lax.round({0})"),
+    _op("sign", 1, jnp.sign, _special.real_only(mpmath.sign), 1, "jnp.sign({0})"),
+    # A float's neighbour (a guard away from 0 or 1): opaque to the identities, judged by the oracle.
+    _op("nextafter", 2, jnp.nextafter, _special.mp_nextafter, 1, "jnp.nextafter({0}, {1})"),
+    # Booleans: a finiteness test and the logic that combines the conditions of a ``where``.
+    _op("isfinite", 1, jnp.isfinite, _special.mp_isfinite, 1, "jnp.isfinite({0})"),
+    _op("and", 2, jnp.logical_and, _special.mp_and, 1, "jnp.logical_and({0}, {1})"),
+    _op("or", 2, jnp.logical_or, _special.mp_or, 1, "jnp.logical_or({0}, {1})"),
+    _op("not", 1, jnp.logical_not, _special.mp_not, 1, "jnp.logical_not({0})"),
 )}
+
+#: Operators whose value is a boolean (a program cannot return one; ``where`` takes one as its condition).
+BOOLEAN_OPS = frozenset({"lt", "le", "eq", "ne", "isfinite", "and", "or", "not"})
 
 
 #: Reductions, each over every axis (``sum_all``) or over some (``sum_ax1``, ``sum_ax0_2``; the axes of
@@ -314,6 +344,17 @@ def op(kind: str) -> Op:
     if is_broadcast(kind):
         return _broadcast_op(kind)
     return _selection_op(kind) if is_selection(kind) else _reduction_op(kind)
+
+
+def is_array_program(term: Term) -> bool:
+    """Whether ``term`` must be judged on whole arrays: it has an array operator, or an array constant
+    (a :class:`Table`: the function closes over an array whose elements differ, read at each element)."""
+    return any(is_array_op(t[0]) or (t[0] == "const" and isinstance(t[1], Table)) for t in subterms(term))
+
+
+def is_number(term: Term) -> bool:
+    """Whether ``term`` is a scalar constant (not an array :class:`Table`)."""
+    return term[0] == "const" and not isinstance(term[1], Table)
 
 
 def replace(term: Term, old: Term, new: Term) -> Term:

@@ -16,7 +16,7 @@ the difference comes out symbolically
 
 from __future__ import annotations
 
-from ._expr import Term, const, replace, subterms
+from ._expr import Term, const, is_number, replace, subterms
 
 __all__ = ["lgamma_pairings"]
 
@@ -44,11 +44,11 @@ def _linear(term: Term) -> Linear:
     _signed(term, 1.0, parts)
     for sign, t in parts:
         coef, atom = sign, t
-        if t[0] == "mul" and t[1][0] == "const":
+        if t[0] == "mul" and is_number(t[1]):
             coef, atom = sign * t[1][1], t[2]
-        elif t[0] == "mul" and t[2][0] == "const":
+        elif t[0] == "mul" and is_number(t[2]):
             coef, atom = sign * t[2][1], t[1]
-        if atom[0] == "const":
+        if is_number(atom):
             coef, atom = coef * atom[1], _ONE
         out[atom] = out.get(atom, 0.0) + coef
     return {a: c for a, c in out.items() if c != 0.0}

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import oracles
 from .._dtypes import dtype_info
-from ._expr import Term, evaluate_jax, is_array_op, subterms
+from ._expr import Term, evaluate_jax, is_array_program
 
 __all__ = ["Samples", "jax_function", "program_callable"]
 
@@ -113,7 +113,7 @@ def program_callable(fn: Callable[..., Any], term: Term, dt: np.dtype[Any], name
     array program's result reshaped or broadcast to ``out_shape``."""
     import jax.numpy as jnp
 
-    array = any(is_array_op(t[0]) for t in subterms(term))
+    array = is_array_program(term)
 
     @functools.wraps(fn)
     def improved(*args: Any, **kwargs: Any) -> Any:

@@ -10,6 +10,13 @@ in :class:`Unsupported`, which ``improve`` turns into a result that says so.
 axis, so ``jnp.mean`` too) as the operators of ``_expr.REDUCTIONS``: the program around the elementwise
 regions the search improves, and records where (user line, primitive) each operator was written, so
 that the local error's worst line can be found in the term.
+
+Library code reaches the search too (issue 47): a closed-over array whose elements differ is a constant
+leaf (``_expr.Table``, its exact values; the program is then judged on whole arrays); an equation of
+constants that is index arithmetic (``iota``, a mask compared from it, integer conversions) is computed
+here and becomes such a constant; ``clamp`` is ``min``/``max``, ``lax.polynomial`` its Horner form, and
+the piecewise, boolean and special primitives (``floor``, ``sign``, ``is_finite``, ``and``,
+``bessel_i0e``, ``igamma``, ``regularized_incomplete_beta``, ...) are operators of ``_expr.OPS``.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ import numpy as np
 
 from .. import _compat
 from ._expr import (
+    BOOLEAN_OPS,
+    Table,
     Term,
     broadcast_name,
     broadcast_shape,
@@ -50,12 +59,16 @@ _DIRECT = {
     "atan2": "atan2", "pow": "pow", "max": "max", "min": "min",
     "lt": "lt", "le": "le", "eq": "eq", "ne": "ne",
     "lgamma": "lgamma", "digamma": "digamma", "erf": "erf", "erfc": "erfc", "erf_inv": "erf_inv",
-    "logistic": "logistic",
+    "logistic": "logistic", "floor": "floor", "ceil": "ceil", "sign": "sign", "is_finite": "isfinite",
+    "bessel_i0e": "i0e", "bessel_i1e": "i1e", "igamma": "gammainc", "igammac": "gammaincc",
+    "regularized_incomplete_beta": "betainc", "nextafter": "nextafter",
 }
+#: Logic on booleans (on integers these are bitwise, which the search has no operator for).
+_LOGIC = {"and": "and", "or": "or", "not": "not"}
 #: Library functions recognised by the name of their call (``jit`` / ``custom_jvp_call``), so that the
 #: search sees ``softplus(z)`` rather than the library's body: the identities are written over these.
 _NAMED = {"softplus": "softplus", "xlogy": "xlogy", "xlog1py": "xlog1py", "log_ndtr": "log_ndtr",
-          "logaddexp": "logaddexp", "ndtri": "ndtri"}
+          "logaddexp": "logaddexp", "ndtri": "ndtri", "i0_impl": "i0", "_i1": "i1"}
 _IDENTITY = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "copy", "copy_p",
              "optimization_barrier", "stop_gradient"}
 _REDUCE = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max", "reduce_min": "min"}
@@ -63,6 +76,14 @@ _REDUCE = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max", "red
 _SELECT = {"slice", "dynamic_slice", "gather"}
 _CALLS = {"jit", "closed_call", "core_call", "remat", "remat2", "checkpoint", "custom_jvp_call",
           "custom_vjp_call", "custom_vjp_call_jaxpr"}
+
+
+#: Primitives that only move elements: of an array constant, computed here (``_folded``).
+_STRUCTURAL = {"slice", "dynamic_slice", "gather", "reshape", "transpose", "squeeze",
+               "expand_dims", "concatenate", "rev", "pad", "select_n", "copy", "copy_p"}
+#: The largest closed-over array the search takes as a constant leaf (``_expr.Table``): every term that
+#: holds it hashes and prints its values.
+_TABLE_LIMIT = 4096
 
 
 class Unsupported(Exception):
@@ -96,7 +117,10 @@ def _lower(closed: Any, sites: Sites | None) -> Term:
     shapes = Shapes([tuple(_compat.aval(v).shape) for v in _compat.invars(closed)])
     (term,) = _run(closed, [("var", i) for i in range(len(_compat.invars(closed)))], consts, sites, None,
                    shapes)
-    if term[0] in ("lt", "le", "eq", "ne"):
+    if sites is None and any(t[0] == "const" and isinstance(t[1], Table) for t in _all_subterms(term)):
+        raise Unsupported("the function closes over a non-uniform array constant; the search takes scalar "
+                          "elementwise expressions here (jst.improve takes it as an array program)")
+    if term[0] in BOOLEAN_OPS:
         raise Unsupported("the function returns a comparison, not a float")
     if sites is not None:  # a program that returns a spread value (broadcast_to(c, n)) returns it whole
         term = shapes.widened(term, tuple(_compat.aval(outs[0]).shape))
@@ -116,9 +140,18 @@ def _constant(value: Any) -> Term:
     flat = arr.reshape(-1)
     if flat.size and np.issubdtype(flat.dtype, np.floating) and np.isnan(flat).all():
         return ("const", float("nan"))  # a guard's fallback, kept only if a constant condition drops it
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+            or arr.dtype == np.bool_):
+        raise Unsupported(f"the function closes over a {arr.dtype} array constant of shape {arr.shape}; the "
+                          "search takes real numbers")
     if flat.size == 0 or not np.all(flat == flat[0]):
-        raise Unsupported("the function closes over a non-uniform array constant; the search takes "
-                          "scalar elementwise expressions")
+        if flat.size > _TABLE_LIMIT:
+            raise Unsupported(f"the function closes over a non-uniform array constant of {flat.size} "
+                              f"elements; the search takes array constants of up to {_TABLE_LIMIT} (a leaf "
+                              "it prints whole)")
+        # A leaf of its own, the exact values the program reads (a distribution's parameters, a mask,
+        # weights): the program is then judged on whole arrays, each element against its constant.
+        return ("const", Table.of(arr))
     return const(float(flat[0]))
 
 
@@ -139,7 +172,14 @@ def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any], sites: Site
         name = _compat.primitive_name(eqn)
         args = [_read(env, a) for a in eqn.invars]
         where = _compat.location(eqn) or outer
-        outs = _equation(eqn, name, args, sites, where, shapes)
+        outs = _folded(eqn, args, force=False) if name not in _CALLS else None
+        if outs is None:
+            try:
+                outs = _equation(eqn, name, args, sites, where, shapes)
+            except Unsupported:
+                outs = _folded(eqn, args, force=True) if name not in _CALLS else None
+                if outs is None:
+                    raise
         if name not in _CALLS:
             operands = [tuple(getattr(_compat.aval(a), "shape", ())) for a in eqn.invars]
             outs = [shapes.fit(term, tuple(getattr(_compat.aval(var), "shape", ())), name, eqn, operands,
@@ -155,6 +195,46 @@ def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any], sites: Site
     return [_read(env, v) for v in _compat.outvars(closed)]
 
 
+def _library_callee(eqn: Any) -> str:
+    """A custom derivative's call has no name parameter: the name of the JAX library function its body
+    is (``i0_impl``), so that a user's own function of the same name keeps its own body."""
+    found = _compat.callee(eqn)
+    return found[0] if found is not None and "/jax/" in found[1].replace("\\", "/") else ""
+
+
+def _folded(eqn: Any, args: list[Term], force: bool) -> list[Term] | None:
+    """The equation's results as constants, computed here, where it reads only constants and is index
+    arithmetic: an ``iota``, a mask compared from it, a conversion to or from integers or booleans
+    (``force``: any primitive of constants the term language lacks), ``nextafter`` (no real value) of
+    constants, and a slice, reshape or transpose of an array constant.
+    A float operation of constants stays a term, evaluated exactly by the oracle. None: not folded."""
+    if any(t[0] != "const" for t in args):
+        return None
+    avals = [_compat.aval(v) for v in (*eqn.invars, *eqn.outvars)]
+    name = _compat.primitive_name(eqn)
+    # Moving an array constant's elements rounds nothing: its slices, reshapes, transposes are constants.
+    moved = name in _STRUCTURAL and any(isinstance(t[1], Table) for t in args)
+    if not (force or moved) and name != "nextafter" and eqn.invars and all(
+            np.issubdtype(np.dtype(getattr(a, "dtype", np.float32)), np.floating) for a in avals):
+        return None
+    from .._check._trace import x64_scope  # integer index arithmetic is exact only at its own width
+
+    try:
+        values = []
+        for t, v in zip(args, eqn.invars):
+            a = _compat.aval(v)
+            raw = t[1].nested() if isinstance(t[1], Table) else t[1]
+            values.append(np.broadcast_to(np.asarray(raw), tuple(a.shape)).astype(a.dtype))
+        with x64_scope(np.dtype(np.float64)):
+            out = eqn.primitive.bind(*values, **eqn.params)
+        outs = list(out) if eqn.primitive.multiple_results else [out]
+        return [_constant(np.asarray(o)) for o in outs]
+    except Unsupported:
+        raise
+    except Exception:  # a primitive that cannot run here on plain arrays: lowered (or refused) as usual
+        return None
+
+
 def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where: str | None,
               shapes: Shapes) -> list[Term]:
     if name in ("max", "min") and const(float("-inf") if name == "max" else float("inf")) in args:
@@ -163,10 +243,28 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
         return [(_DIRECT[name], *args)]
     if name in _IDENTITY:
         return [args[0]]
+    if name in _LOGIC:
+        if any(np.dtype(_compat.aval(v).dtype) != np.bool_ for v in eqn.invars):
+            raise Unsupported(f"the bitwise {name!r} of integers ({_where(eqn)}); the search takes logic on "
+                              "booleans (the conditions of a where)")
+        return [(_LOGIC[name], *args)]
+    if name == "polynomial" and len(args) >= 2:  # lax.polynomial(x, a_0..a_N): Horner, as JAX computes it
+        acc = args[-1]
+        for c in reversed(args[1:-1]):
+            acc = ("add", ("mul", acc, args[0]), c)
+        return [acc]
+    if name == "clamp":  # lax.clamp(lo, x, hi)
+        return [("min", ("max", args[1], args[0]), args[2])]
+    if name == "round":
+        away = int(eqn.params.get("rounding_method", 0)) == 0
+        return [("round_away" if away else "round_even", args[0])]
     if name == "convert_element_type":
         new = np.dtype(eqn.params["new_dtype"])
+        if new == np.bool_ and np.dtype(_compat.aval(eqn.invars[0]).dtype) == np.bool_:
+            return [args[0]]
         if not np.issubdtype(new, np.floating):
-            raise Unsupported(f"a conversion to {new} ({_where(eqn)})")
+            raise Unsupported(f"a conversion to {new} of a value computed from the inputs ({_where(eqn)}); "
+                              "the search takes real-valued programs (integer arithmetic only on constants)")
         return [args[0]]
     if name == "integer_pow":
         return [("pow", args[0], const(int(eqn.params["y"])))]
@@ -188,7 +286,7 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
                 pass
         return [("where", args[0], args[2], args[1])]  # select_n(p, f, t) picks t where p
     if name in _CALLS:
-        named = _NAMED.get(str(eqn.params.get("name", "")))
+        named = _NAMED.get(str(eqn.params.get("name", "")) or _library_callee(eqn))
         if named == "logaddexp" and len(args) == 2 and const(0.0) in args:
             return [("softplus", args[1] if args[0] == const(0.0) else args[0])]
         if named is not None and len(args) == (2 if named in ("xlogy", "xlog1py", "logaddexp") else 1):
@@ -258,7 +356,9 @@ class Shapes:
             return hit
         if term[0] == "var":
             out = self.inputs[term[1]]
-        elif term[0] == "const" or term[0] == "scalar":
+        elif term[0] == "const":
+            out = term[1].shape if isinstance(term[1], Table) else ()
+        elif term[0] == "scalar":
             out = ()
         elif is_broadcast(term[0]):
             out = broadcast_shape(term[0]) or ()

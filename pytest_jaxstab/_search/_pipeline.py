@@ -37,7 +37,7 @@ from . import _pareto as pareto
 from ._choose import WORSE_BITS, Rechecked, choose, worse_than
 from ._choose import safe as _safe
 from ._egraph import BASE_FAMILIES, SaturationError, families_by_kind, families_for, saturate
-from ._expr import Term, cost, is_array_op, replace, subterms, variables
+from ._expr import Term, cost, is_array_program, replace, subterms, variables
 from ._extract import Extractor
 from ._gamma import lgamma_pairings
 from ._judge import Samples, program_callable
@@ -94,7 +94,7 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     except Unsupported as exc:
         return Improvement(fn, "", False, f"not searched: {exc}")
     out_shape = tuple(getattr(case.closed.out_avals[0], "shape", ()))
-    array = any(is_array_op(t[0]) for t in subterms(whole))
+    array = is_array_program(whole)
 
     chosen: dict[str, tuple[str, ...]] = {}  # kind of loss -> the rule families it chose (searched)
 
@@ -416,7 +416,7 @@ def _catalogue(fn: Callable[..., Any], names: list[str], by_keyword: bool, dt: n
         term, sites = lower_program(closed)
     except Unsupported:
         term, sites = None, {}
-    if term is not None and any(is_array_op(t[0]) for t in subterms(term)) != array:
+    if term is not None and is_array_program(term) != array:
         term = None  # judged another way than the original: keep it as a function
     try:
         errs = samples.jit_errors(samples.function(term) if term is not None else _lifted(cat_fn, array))

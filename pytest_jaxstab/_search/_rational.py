@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import flint
 
-from ._expr import Term, const, variables
+from ._expr import Term, const, is_number, variables
 
 __all__ = ["rational_form"]
 
@@ -33,9 +33,11 @@ def _ratio(term: Term, var: Term) -> Ratio | None:
     if term == var:
         return flint.fmpq_poly([0, 1]), one
     if kind == "const":
+        if not is_number(term):  # an array constant is no rational function of one input
+            return None
         f = Fraction(term[1])
         return flint.fmpq_poly([flint.fmpq(f.numerator, f.denominator)]), one
-    if kind == "pow" and term[2][0] == "const" and float(term[2][1]).is_integer() and abs(term[2][1]) <= 4:
+    if kind == "pow" and is_number(term[2]) and float(term[2][1]).is_integer() and abs(term[2][1]) <= 4:
         base = _ratio(term[1], var)
         if base is None:
             return None

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import dtype_info
-from ._expr import Term, const, replace, subterms
+from ._expr import Term, const, is_number, replace, subterms
 
 __all__ = ["root_candidates"]
 
@@ -55,7 +55,7 @@ def _square_of(term: Term) -> Term | None:
 
 def _factors(term: Term) -> tuple[float, list[Term]]:
     """``term`` as ``coefficient * product(factors)`` (products, negations and constants read through)."""
-    if term[0] == "const":
+    if is_number(term):
         return float(term[1]), []
     if term[0] == "neg":
         c, f = _factors(term[1])

@@ -19,6 +19,7 @@ import dataclasses
 
 from ._expr import OPS, REDUCTIONS, Term, const, is_array_op, is_reduction, reduction_axes
 from ._rules_identities import IDENTITY_SOURCE
+from ._rules_special import SPECIAL_SOURCE
 
 __all__ = ["REDUCTION_RULES", "RULES", "Rule", "apply_at_root", "parse", "rules_for"]
 
@@ -434,6 +435,8 @@ def _build(source: dict[str, list[tuple[str, str, str, bool]]]) -> tuple[Rule, .
 
 
 _SOURCE.update(IDENTITY_SOURCE)  # complex arithmetic and powers (issue 36): ``_rules_identities``
+for _family, _entries in SPECIAL_SOURCE.items():  # Bessel, incomplete gamma/beta, piecewise (issue 47)
+    _SOURCE[_family] = [*_SOURCE.get(_family, []), *_entries]
 #: Every directed rule, in family order.
 RULES: tuple[Rule, ...] = _build(_SOURCE)
 #: The reduction identities with ``_R`` standing for the axes (``sum_R``): see :func:`rules_for`.

@@ -12,7 +12,7 @@ whole arrays by the oracle, as every other.
 
 from __future__ import annotations
 
-from ._expr import OPS, Term, is_reduction, is_selection, reduction_axes
+from ._expr import OPS, Term, is_number, is_reduction, is_selection, reduction_axes
 
 __all__ = ["selection_rules"]
 
@@ -32,7 +32,8 @@ def selection_rules(term: Term) -> list[tuple[str, str, str]]:
     while stack:
         t = stack.pop()
         if t[0] == "const":
-            consts.add(float(t[1]))
+            if is_number(t):
+                consts.add(float(t[1]))
             continue
         if t[0] == "var":
             continue

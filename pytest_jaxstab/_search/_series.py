@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import mpmath
 
-from ._expr import Term, const, evaluate_mp, is_array_op, replace, size, subterms, variables
+from ._expr import Term, const, evaluate_mp, is_array_program, replace, size, subterms, variables
 
 __all__ = ["series_candidates", "subterm_series"]
 
@@ -138,7 +138,7 @@ def subterm_series(program: Term) -> list[Term]:
     # alone is its own series).
     subs = [t for t in dict.fromkeys(subterms(program)) if t[0] not in ("var", "const")
             and len(variables(t)) == 1 and size(t) >= 3 and any(u[0] in ("add", "sub") for u in subterms(t))
-            and not any(is_array_op(u[0]) for u in subterms(t))]
+            and not is_array_program(t)]
     subs.sort(key=lambda t: -len(subterms(t)))
     out = []
     for sub in subs[:_SUBTERMS]:

@@ -34,7 +34,7 @@ def expression(term: Term, names: Sequence[str], bound: Mapping[Term, str] | Non
         if kind == "var":
             return names[int(t[1])]
         if kind == "const":
-            if isinstance(t[1], Table):  # a regime's guard: one drawn example, exactly as drawn
+            if isinstance(t[1], Table):  # a closed-over array or a regime's example, exactly
                 return f"jnp.asarray({t[1].nested()!r})"
             text = _literal(t[1])
             return f"({text})" if t[1] < 0 else text
