@@ -552,3 +552,20 @@ def test_an_undecided_choice_is_the_hull_of_its_cases():
     np.testing.assert_allclose(lo[1:], [2.0, -3.0], rtol=2.0**-48)
     np.testing.assert_allclose(hi[1:], [5.0, 7.0], rtol=2.0**-48)
     assert list(exact) == [0.0, 2.0, -3.0]  # the exact predicate is true
+
+
+def test_a_saturated_tanh_decides_the_left_tail_of_an_approximate_gelu():
+    # 0.5 x (1 + tanh(c (x + 0.044715 x^3))): past |c x^3| ~ 20 the value underflows float32 (2e^-2|z|
+    # times x), but tanh's float64 value rounds to -1 and its midpoint's rounding (2^-53) hides it: the
+    # fast path encloses a saturated tanh about its limit (radius 2e^-2|z|), so these elements are
+    # decided in float64; they must be the Arb path's values, and the containment test above holds
+    # the enclosure itself at 20, 40 and beyond.
+    def gelu(x):
+        return 0.5 * x * (1 + jnp.tanh(np.float32(0.7978846) * (x + np.float32(0.044715) * x ** 3)))
+
+    x = np.asarray([-12.0, -30.0, -1e3, -1e7, 40.0, 1e7], F32)
+    fast = oracles.evaluate(gelu, x)
+    slow = oracles.evaluate(gelu, x, fast=False)
+    assert fast.decided_fast == x.size  # every element here is past the saturation
+    np.testing.assert_array_equal(np.asarray(fast.values), np.asarray(slow.values))
+    assert np.asarray(slow.certain).all()

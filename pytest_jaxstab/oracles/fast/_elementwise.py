@@ -37,6 +37,7 @@ from ._interval import (
     monotone,
     mul,
     neg,
+    relative_up,
     sqrt,
     sub,
 )
@@ -110,12 +111,41 @@ ROUTINES: dict[str, Callable[[Interval], Interval]] = {
 }
 
 
+#: Where ``tanh`` and ``logistic`` saturate: the least ``|x|`` from which the value is kept as its limit
+#: (``+-1``, ``1``) with the complement's bound as the radius (:func:`_saturated`).
+_SATURATION = {"tanh": 20.0, "logistic": 40.0}
+
+
+def _saturated(name: str, x: Interval, out: Interval) -> Interval:
+    """``tanh`` and ``logistic`` where they saturate, enclosed about their limit: ``1 - tanh(m) =
+    2/(e^(2m) + 1) < 2e^(-2m)`` and ``1 - logistic(m) = 1/(e^m + 1) < e^(-m)`` for ``m > 0``, largest
+    at the interval's least ``m``. The value itself as a midpoint rounds to the limit and costs its
+    rounding error (2^-53 absolute), so ``1 + tanh(-30)`` (about 1e-26) would never be decided; about
+    the exact limit the radius is the complement's bound alone, and ``0.5 x (1 + tanh(c x^3))`` (an
+    approximate GELU far in its left tail) decides its underflowing result in float64."""
+    lo, hi = ends(x.finite())
+    with np.errstate(all="ignore"):
+        least = np.fmin(np.abs(lo), np.abs(hi))
+        if name == "tanh":
+            sat = ((lo > 0) | (hi < 0)) & (least >= _SATURATION[name])
+            limit, complement = np.sign(lo), 2.0 * np.exp(-2.0 * least)
+        else:  # logistic: only the upper tail saturates to 1 (the lower one is e^x, relative already)
+            sat = (lo > 0) & (least >= _SATURATION[name])
+            limit, complement = np.ones_like(lo), np.exp(-least)
+        if not sat.any():
+            return out
+        radius = relative_up(complement, 2 * LIBM_REL, LIBM_FLOOR)
+    return Interval(np.where(sat, limit, out.mid), np.where(sat, radius, out.rad))
+
+
 def _monotone_rule(name: str) -> Callable[..., Interval]:
     f, increasing, rel, at, domain = _MONOTONE[name]
 
     def rule(eqn: Any, x: Value) -> Interval:
         x = to_interval(x)
         out = monotone(x, f, increasing=increasing, rel=rel, floor=LIBM_FLOOR, domain=domain, at=at)
+        if name in _SATURATION:
+            return _saturated(name, x, out)
         if name == "exp" and np.isinf(x.mid).any():  # exp(-inf) = 0, exp(inf) = inf, exactly
             inf = np.isinf(x.mid)
             with np.errstate(over="ignore"):
