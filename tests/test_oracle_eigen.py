@@ -419,7 +419,7 @@ def test_qr_with_pivoting_is_refused_with_the_reason():
         evaluate(lambda m: jax.scipy.linalg.qr(m, pivoting=True)[0], a)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_random_audit_no_certain_value_is_wrong(seed):
     """Random shapes (1-5), rows scaled over up to 40 decades, both dtypes: every value the oracle calls
     certain (eigenvalues, singular values, eigenvectors, Q and R) equals the mpmath reference rounded,

@@ -181,6 +181,7 @@ def test_small_gradients_need_a_scale_in_float16_and_none_in_bfloat16():
     assert _rel(_flat(own.grad_fn(params, batch)), ref) <= TOL
 
 
+@pytest.mark.slow  # 7 s: the fast tier keeps test_grad_fn_is_within_target_where_the_float16_gradient_is_not
 def test_overflowing_softmax_gradient_is_finite_under_the_policy():
     # ~7 s on a 2-core CPU (a reason for the fast tier: the one test of a gradient that is non-finite as
     # written, an empty loss-scale range and the rewritten program's search; compilation dominates)

@@ -201,6 +201,7 @@ def test_block_tuned_model_is_within_tolerance_on_fresh_batches(block_policy):
     assert worst_before > 2 * TOL_ULPS  # the block as written, all in the low dtype, is not
 
 
+@pytest.mark.slow  # 5 s, a whole policy: the fast tier keeps the block policy's
 def test_layers_without_scopes_are_named_by_the_users_functions():
     pol = jst.precision_policy(block_unscoped, BLOCK_PARAMS, (T, D), dtype="bfloat16", domain=(8.0, 12.0),
                                samples=32)

@@ -183,6 +183,7 @@ def test_near_misses_are_not_rewritten(fn):
     assert "center" not in [a.rule for a in jst.explain(fn, x, x)]
 
 
+@pytest.mark.slow  # 7 s, a whole check: the fast tier keeps the rewrite's own accuracy tests
 def test_the_verdict_sees_the_fix():
     # jst.check judges both: as written the clustered standardisation fails the default verdict
     # (stability lens), rewritten it is within the tolerance

@@ -119,7 +119,7 @@ def test_log_normal_mass_value_and_gradient(spelling, region, dtype):
         assert not np.all(np.isfinite(written))
 
 
-@DTYPES
+@DTYPES_FAST
 def test_log_ndtr_diff_on_random_bounds(dtype):
     # bounds over the whole range where Φ is a normal number, their gap from 1e-7 to 10 (close
     # bounds, the Gauss-Legendre branch, and far ones), a third of them near 0 (across 0): the form

@@ -31,6 +31,7 @@ def test_stable(x):
 '''
 
 
+@pytest.mark.slow  # 7 s: the fast tier keeps test_search_plugin's proposal in a failure
 def test_option_proposes_improved_code_for_marked_tests_and_fixture_checks(pytester, run_jaxstab):
     pytester.makepyfile(test_option_suite=SUITE)
     result = run_jaxstab("--jaxstab-examples=40", "--jaxstab-seed=1", "--jaxstab-search")
