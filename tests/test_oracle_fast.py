@@ -544,7 +544,9 @@ def test_an_undecided_choice_is_the_hull_of_its_cases():
     a, b = np.asarray([0.0, 2.0, -3.0]), np.asarray([0.0, 5.0, 7.0])
     with jax.enable_x64(True):
         closed = jax.make_jaxpr(fn)(x, a, b)
-        ((lo, hi),) = enclose(closed, [x, a, b])
+        bounds = enclose(closed, [x, a, b])
+        assert bounds is not None
+        ((lo, hi),) = bounds
         exact = np.asarray(oracles.evaluate(closed, x, a, b).values, np.float64).reshape(-1)
     assert lo[0] == hi[0] == 0.0  # both cases 0: decided
     assert np.all(lo <= exact) and np.all(exact <= hi)

@@ -68,7 +68,8 @@ def test_norm_fires_through_the_accumulation_and_fixes_overflow_and_underflow(dt
 
 
 @pytest.mark.parametrize("dtype", [LOW[0], pytest.param(LOW[1], marks=pytest.mark.slow)], ids=IDS)
-@pytest.mark.parametrize("fn", [pytest.param(log_sum_exp, marks=pytest.mark.slow), l2_norm], ids=["logsumexp", "norm"])
+@pytest.mark.parametrize("fn", [pytest.param(log_sum_exp, marks=pytest.mark.slow), l2_norm],
+                         ids=["logsumexp", "norm"])
 def test_the_rewrite_is_no_worse_where_the_program_does_not_overflow(dtype, fn):
     # The catalogue's soundness rule (tests/test_catalogue_soundness.py), in the low dtype and where the
     # program as written is fine: over the draws, the rewrite's worst error exceeds the program's by at

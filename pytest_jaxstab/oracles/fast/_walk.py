@@ -79,10 +79,13 @@ def enclose(closed: Any, args: Sequence[Any]) -> list[tuple[np.ndarray, np.ndarr
         outs = run(inline_routines(closed), args)
     except Exception:  # a gap of the fast path costs only the fallback, never a figure
         return None
-    if outs is None or not all(isinstance(o, Interval) for o in outs):
+    if outs is None:
+        return None
+    floats = [o for o in outs if isinstance(o, Interval)]
+    if len(floats) != len(outs):
         return None
     with np.errstate(all="ignore"):
-        return [_ends(o) for o in outs]
+        return [_ends(o) for o in floats]
 
 
 def covers(closed: Any) -> bool:
