@@ -171,7 +171,8 @@ _LIBRARY = {
     "isfinite-and-not": (lambda x: jnp.where(jnp.isfinite(x) & ~(x < -1.0), x, 0.0),
                          {"isfinite", "and", "not"}),
     "or": (lambda x: jnp.where((x < -1.0) | (x > 1.0), 1.0, x), {"or"}),
-    "i0": (lambda x: jnp.log(jss.i0(x)), {"i0"}),
+    # JAX 0.12 names i0's call (the operator i0); 0.10.2 inlines exp(|x|) * i0e(x): either way an operator
+    "i0": (lambda x: jnp.log(jss.i0(x)), {"i0"} if hasattr(jax.lax, "polynomial") else {"i0e", "exp"}),
     "i1e": (lambda x: jss.i1e(x) + jss.i0e(x), {"i1e", "i0e"}),
     "gammainc": (lambda x: jss.gammaincc(2.5, jnp.abs(x)) + jss.gammainc(1.5, jnp.abs(x)),
                  {"gammainc", "gammaincc"}),
@@ -187,6 +188,8 @@ _SLOW_COMPILE = {"gammainc", "betainc"}
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in _SLOW_COMPILE else c
                                   for c in sorted(_LIBRARY)])
 def test_library_operations_lower_to_operators_that_compute_the_same(case):
+    if case == "polynomial" and not hasattr(jax.lax, "polynomial"):
+        pytest.skip("jax.lax.polynomial arrived after JAX 0.10.2")
     fn, ops = _LIBRARY[case]
     term = _term(fn, ())
     assert ops <= _ops(term)
