@@ -184,17 +184,16 @@ class Derivatives:
                    negligible: np.ndarray | None = None) -> np.ndarray:
         """``sum_i |x_i df_j/dx_i|`` for the flat indices ``flat`` of judged output ``t`` from the program's
         own derivative evaluated by the exact oracle: the reverse passes for those elements (a ``vmap``
-        of one VJP per element) traced in the program's dtypes, each row's weighted sum taken inside
-        the traced program (in float64: a cast is the identity to the oracle), and handed to
-        ``oracles.evaluate``, every decision of the derivative (a ``relu``'s kink, a ``where``, a
-        ``max``) taken on the exact values. For the elements the float64 passes cannot vouch for (the
-        float64 program decides or cancels otherwise than the exact one: ``x @ w`` whose exact value is
-        a tiny remainder); NaN where the oracle cannot evaluate that derivative. The oracle's fast path
-        bounds the sums first (float64 intervals, ``oracles.fast.enclose``): a row whose bounds pin it
-        within :data:`ROW_WIDTH` needs no Arb ball; only the others are evaluated exactly, and only
-        their sums are rounded (never the Jacobian's entries: a (32, 128) @ (128, 128) layer's rows
-        hold a million). ``negligible`` (per row): a sum the bounds hold below it is taken as their upper
-        bound whatever their width (a figure far below an ulp: a row through a ``relu`` that is off)."""
+        of one VJP per element) traced in the program's dtypes and handed to ``oracles.evaluate``, every
+        decision of the derivative (a ``relu``'s kink, a ``where``, a ``max``) taken on the exact
+        values. For the elements the float64 passes cannot vouch for (the float64 program decides or
+        cancels otherwise than the exact one: ``x @ w`` whose exact value is a tiny remainder); NaN
+        where the oracle cannot evaluate that derivative. The oracle's fast path bounds each row's
+        weighted sum first (taken inside the traced derivative, in float64: a cast is the identity to
+        the oracle; ``oracles.fast.enclose``): a row whose bounds pin it within :data:`ROW_WIDTH` needs
+        no Arb ball, and only the others are evaluated exactly. ``negligible`` (per row): a sum the
+        bounds hold below it is taken as their upper bound whatever their width (a figure far below an
+        ulp: a row through a ``relu`` that is off)."""
         flat = np.asarray(flat, dtype=np.int64)
         out = np.full(len(flat), np.nan)
         if not len(flat):
@@ -209,7 +208,7 @@ class Derivatives:
             with np.errstate(invalid="ignore"):
                 weights.append(np.where(np.isfinite(x), np.abs(x), 0.0))
 
-        def sums(full: Sequence[Any], picks: Any, scale: Sequence[Any], rescale: Any) -> Any:
+        def rows(full: Sequence[Any], picks: Any) -> list[Any]:
             def f(*xs: Any) -> Any:
                 whole = list(full)
                 for k, x in zip(floats, xs):
@@ -217,27 +216,30 @@ class Derivatives:
                 return jnp.reshape(run(*whole)[leaf], (size,))
 
             _, pullback = jax.vjp(f, *(full[k] for k in floats))
+            return list(jax.vmap(pullback)(picks))
+
+        def sums(full: Sequence[Any], picks: Any, scale: Sequence[Any]) -> Any:
             total = jnp.zeros((picks.shape[0],), jnp.float64)
-            for w, g in zip(scale, jax.vmap(pullback)(picks)):
+            for w, g in zip(scale, rows(full, picks)):
                 part = w[None] * jnp.abs(jnp.asarray(g, jnp.float64))
                 total = total + jnp.sum(jnp.reshape(part, (picks.shape[0], -1)), axis=1)
-            return total * rescale
+            return total
 
-        def program(rows: np.ndarray, rescale: np.ndarray) -> tuple[Any, list[Any]]:
-            picks = np.zeros((len(rows), size), dtype)
-            picks[np.arange(len(rows)), rows] = 1
-            inputs = [*(np.asarray(a) for a in args), picks, *weights, rescale]
+        def program(chosen: np.ndarray) -> tuple[Any, list[Any]]:
+            picks = np.zeros((len(chosen), size), dtype)
+            picks[np.arange(len(chosen)), chosen] = 1
+            inputs = [*(np.asarray(a) for a in args), picks, *weights]
             with _compat.enable_x64():
-                made = jax.make_jaxpr(sums)([np.asarray(a) for a in args], picks, weights, rescale)
+                made = jax.make_jaxpr(sums)([np.asarray(a) for a in args], picks, weights)
             return made, inputs
 
         try:
-            derivative, inputs = program(flat, np.ones(len(flat)))
+            derivative, inputs = program(flat)
             # First the fast path's float64 bounds of every row's sum: a row they pin within
             # ``ROW_WIDTH`` takes its midpoint (the figure is used to a bit); only the rest (an undecided
             # kink or branch, a cancellation) are owed the oracle's exact values.
             bounds = enclose(derivative, inputs)
-            todo, high = np.arange(len(flat)), np.full(len(flat), np.nan)
+            todo = np.arange(len(flat))
             if bounds is not None:
                 ((low, high),) = bounds
                 low = np.fmax(low, 0.0)  # a sum of magnitudes
@@ -250,18 +252,18 @@ class Derivatives:
                 todo = np.flatnonzero(~pinned)
             if not len(todo):
                 return out
-            # The rest, exactly, rounded to float32 (the mixed pass then recomputes in Arb only what
-            # the float64 walk could not enclose; a float64 target would send the program whole), each
-            # row scaled by a power of two (exact) that brings its bound near 1: no overflow.
+            # The rest from the oracle: the Jacobian rows' entries themselves, in the program's dtype,
+            # summed here. (Summed inside the program, a sum's enclosure is as wide as its widest term,
+            # and the mixed pass recomputed every term in Arb: a relu layer's check took 2.5x longer.)
+            picks = np.zeros((len(todo), size), dtype)
+            picks[np.arange(len(todo)), flat[todo]] = 1
+            entries = jax.make_jaxpr(rows)([np.asarray(a) for a in args], picks)
+            exact = evaluate(entries, *[np.asarray(a) for a in args], picks)
+            total = np.zeros(len(todo))
             with np.errstate(all="ignore"):
-                rescale = np.exp2(-np.floor(np.log2(high[todo])))
-            rescale = np.where(np.isfinite(rescale), rescale, 1.0)
-            derivative, inputs = program(flat[todo], rescale)
-            with _compat.enable_x64():
-                exact = evaluate(derivative, *inputs, dtype=np.float32)
-            with np.errstate(all="ignore"):
-                got = np.asarray(jax.tree_util.tree_leaves(exact.values)[0], np.float64) / rescale
-            out[todo] = np.where(np.isfinite(got), got, np.nan)
+                for w, g in zip(weights, jax.tree_util.tree_leaves(exact.values)):
+                    total += (w[None] * np.abs(np.asarray(g, np.float64))).reshape(len(todo), -1).sum(axis=1)
+            out[todo] = np.where(np.isfinite(total), total, np.nan)
         except Exception:  # a derivative the oracle cannot take (an unsupported primitive): unknown
             return out
         return out
