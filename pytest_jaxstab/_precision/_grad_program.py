@@ -33,6 +33,7 @@ import numpy as np
 
 from .. import _compat as C
 from .._check._upcast import run_upcast
+from .._results._plans import GradErrorFigures as GradFigures
 from ..oracles import evaluate
 from ._search import domain_bounds, drawn_inputs, jit_rounds
 
@@ -194,32 +195,6 @@ def low_gradients(grad_closed: Any, keys: frozenset[str], high: np.dtype[Any], s
         run = jax.jit(run)
     outs = [np.asarray(o) for o in run(*smp.fixed, *smp.drawn, np.float32(scale))]
     return [[o[s] for o in outs] for s in range(smp.count)]
-
-
-@dataclasses.dataclass(frozen=True)
-class GradFigures:
-    """A gradient program's error against the exact gradient over the samples.
-
-    Attributes:
-        max_error: the worst sample's norm-wise relative error (``inf`` where an entry is not finite
-            while its exact value is); ``mean_error``: the mean over samples (over the finite ones).
-        nonfinite: entries that are +-inf or NaN where the exact gradient is finite, over all samples.
-        samples: samples judged.
-    """
-
-    max_error: float
-    mean_error: float
-    nonfinite: int
-    samples: int
-
-    def within(self, tolerance: float) -> bool:
-        """No non-finite entry and every sample within ``tolerance`` norm-wise."""
-        return self.nonfinite == 0 and self.max_error <= tolerance
-
-    def __str__(self) -> str:
-        over = f", {self.nonfinite} non-finite (exact finite)" if self.nonfinite else ""
-        worst = "inf" if not math.isfinite(self.max_error) else f"{self.max_error:.2e}"
-        return f"norm-wise relative error max {worst}, mean {self.mean_error:.2e}{over}"
 
 
 def sample_errors(got: Sequence[Sequence[np.ndarray]], smp: GradSamples) -> tuple[np.ndarray, np.ndarray]:

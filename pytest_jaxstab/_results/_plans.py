@@ -183,9 +183,10 @@ def _read(x: Any) -> float:
     return math.inf if x is None else float(x)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class GradErrorFigures:
-    """A gradient's norm-wise relative error against the exact one (``_precision.GradFigures``).
+    """A gradient's norm-wise relative error against the exact one: the figures the gradient search
+    measures (``_precision.GradFigures`` is this class) and the record carries.
 
     ``max_error`` (``inf`` with a non-finite entry where the exact one is finite), ``mean_error`` over
     the finite samples, ``nonfinite`` such entries over every sample, ``samples`` judged.
@@ -197,6 +198,7 @@ class GradErrorFigures:
     samples: int = 0
 
     def within(self, tolerance: float) -> bool:
+        """No non-finite entry and every sample within ``tolerance`` norm-wise."""
         return self.nonfinite == 0 and self.max_error <= tolerance
 
     def __str__(self) -> str:
