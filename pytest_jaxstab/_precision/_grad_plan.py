@@ -22,7 +22,7 @@ import numpy as np
 from .. import _compat as C
 from .._check._upcast import BACKWARD, WidenedCarry, float_sites, run_upcast, widened_carries
 from .._errors import ArgumentError, trace_error, tracing
-from .._results import loss_scale_text
+from .._results import gradient_status, loss_scale_text
 from ..rewrites.engine._engine import rewrite_jaxpr
 from ._grad_program import GradFigures, draw_gradients, gradient_program, measure
 from ._grad_search import search_gradient
@@ -126,11 +126,7 @@ class GradientPlan:
 
     def status(self) -> str:
         """``within 0.01 on 32 samples`` (or NOT), with the samples excused (``_grad_search``) named."""
-        word = "within" if self.reached else "NOT within"
-        n = self.tuned.samples
-        if self.excused:
-            return f"{word} {self.tolerance:g} on {n - self.excused} of {n} samples, {self.excused} excused"
-        return f"{word} {self.tolerance:g} on {n} samples"
+        return gradient_status(self.reached, self.tolerance, self.tuned.samples, self.excused)
 
     @property
     def keys(self) -> tuple[str, ...]:

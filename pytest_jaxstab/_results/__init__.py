@@ -9,6 +9,7 @@ from ._plans import KeptLine as KeptLine
 from ._plans import PlanFigures as PlanFigures
 from ._plans import PrecisionRecord as PrecisionRecord
 from ._plans import ScaleBound as ScaleBound
+from ._plans import gradient_status as gradient_status
 from ._plans import loss_scale_text as loss_scale_text
 from ._records import LocalErrorRecord as LocalErrorRecord
 from ._records import NanOriginRecord as NanOriginRecord

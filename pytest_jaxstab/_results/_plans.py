@@ -22,7 +22,7 @@ import numpy as np
 from ._records import RewriteRecord
 
 __all__ = ["GradErrorFigures", "GradientPlanRecord", "KeptLine", "PlanFigures", "PrecisionRecord",
-           "ScaleBound", "loss_scale_text"]
+           "ScaleBound", "gradient_status", "loss_scale_text"]
 
 
 def _shown(location: str | None) -> str | None:
@@ -250,6 +250,15 @@ class ScaleBound:
                    str(d.get("name", "")))
 
 
+def gradient_status(reached: bool, tolerance: float, samples: int, excused: int) -> str:
+    """``within 0.01 on 32 samples`` (or NOT), with the samples excused (``_precision._grad_search``)
+    named: the live plan's text and its record's alike."""
+    word = "within" if reached else "NOT within"
+    if excused:
+        return f"{word} {tolerance:g} on {samples - excused} of {samples} samples, {excused} excused"
+    return f"{word} {tolerance:g} on {samples} samples"
+
+
 def loss_scale_text(scale: float, scale_range: tuple[float, float], upper: str, lower: str) -> str:
     """``loss scale 2^k (range 2^a..2^b on the samples; upper bound set by ...; lower bound by ...)``."""
     lo, hi = scale_range
@@ -296,11 +305,7 @@ class GradientPlanRecord:
     error: str = ""
 
     def status(self) -> str:
-        word = "within" if self.reached else "NOT within"
-        n = self.tuned.samples
-        if self.excused:
-            return f"{word} {self.tolerance:g} on {n - self.excused} of {n} samples, {self.excused} excused"
-        return f"{word} {self.tolerance:g} on {n} samples"
+        return gradient_status(self.reached, self.tolerance, self.tuned.samples, self.excused)
 
     def scale_text(self) -> str:
         return loss_scale_text(self.loss_scale, self.scale_range, self.upper.upper_text(),
