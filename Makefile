@@ -25,6 +25,11 @@ VENV ?= .venv
 VENV_COMPAT ?= .venv-compat
 VENV_NEWEST ?= .venv-newest
 PYTEST_ARGS ?=
+# The suite starts about fifteen Python processes (two xdist workers, pytester subprocesses, the start-up
+# checks): with bytecode writing off (PYTHONDONTWRITEBYTECODE, set on some machines) each one compiles
+# and assertion-rewrites the package and the tests from source again, about 6 s of CPU per process.
+# The test runs write it (__pycache__ is ignored by git).
+RUN_PYTEST = PYTHONDONTWRITEBYTECODE= $(1)/bin/python -m pytest
 
 .PHONY: demo demo-baseline test test-slow test-all test-compat check-newest-jax lint venv venv-compat clean bench-costs
 
@@ -38,7 +43,7 @@ $(VENV)/.installed: pyproject.toml
 $(VENV_COMPAT)/.installed: pyproject.toml
 	@test -n "$(PYTHON_COMPAT)" || { echo "error: python3.11 not found; set PYTHON_COMPAT=..."; exit 2; }
 	test -x $(VENV_COMPAT)/bin/python || $(PYTHON_COMPAT) -m venv $(VENV_COMPAT)
-	$(VENV_COMPAT)/bin/python -m pip install --quiet --upgrade pip
+	# Python 3.11's bundled pip installs an editable pyproject package too (PEP 660): no upgrade
 	$(VENV_COMPAT)/bin/python -m pip install --quiet -e '.[test]' \
 	  'jax==$(JAX_COMPAT_VERSION)' 'jaxlib==$(JAX_COMPAT_VERSION)'
 	touch $@
@@ -47,17 +52,17 @@ venv: $(VENV)/.installed
 venv-compat: $(VENV_COMPAT)/.installed
 
 test: venv
-	$(VENV)/bin/python -m pytest -n 2 -m "not slow" $(PYTEST_ARGS)
+	$(call RUN_PYTEST,$(VENV)) -n 2 -m "not slow" $(PYTEST_ARGS)
 
 test-slow: venv
-	$(VENV)/bin/python -m pytest -n 2 -m slow $(PYTEST_ARGS)
+	$(call RUN_PYTEST,$(VENV)) -n 2 -m slow $(PYTEST_ARGS)
 
 test-all: venv
-	$(VENV)/bin/python -m pytest -n 2 $(PYTEST_ARGS)
+	$(call RUN_PYTEST,$(VENV)) -n 2 $(PYTEST_ARGS)
 
 test-compat: venv-compat
 	$(VENV_COMPAT)/bin/python -c 'import jax, sys; v = jax.__version__; print("jax", v); sys.exit(v != "$(JAX_COMPAT_VERSION)")'
-	$(VENV_COMPAT)/bin/python -m pytest -n 2 -m "not slow or compat" $(PYTEST_ARGS)
+	$(call RUN_PYTEST,$(VENV_COMPAT)) -n 2 -m "not slow or compat" $(PYTEST_ARGS)
 
 # A new JAX release (README, "Supported versions"): the suite's fast tier on the newest jax/jaxlib the
 # registry serves, installed over pyproject's range (pip warns that it is outside; that is the point).
@@ -69,7 +74,7 @@ check-newest-jax:
 	$(VENV_NEWEST)/bin/python -m pip install --quiet -e '.[test]'
 	$(VENV_NEWEST)/bin/python -m pip install --quiet --upgrade jax jaxlib
 	@echo "check-newest-jax: $$(date -u '+%Y-%m-%d'): $$($(VENV_NEWEST)/bin/python -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__)')"
-	$(VENV_NEWEST)/bin/python -m pytest -n 2 -m "not slow" $(PYTEST_ARGS)
+	$(call RUN_PYTEST,$(VENV_NEWEST)) -n 2 -m "not slow" $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check pytest_jaxstab tests benchmarks examples
