@@ -28,7 +28,7 @@ __all__ = ["BOOLEAN_OPS", "OPS", "REDUCTIONS", "Op", "Table", "Term", "broadcast
            "const", "cost", "evaluate_jax", "evaluate_mp", "is_array_op", "is_array_program", "is_broadcast",
            "is_const", "is_number", "is_reduction",
            "is_selection", "op", "reduction_axes", "replace", "selection_name", "selection_spec",
-           "selection_shape", "size", "subterms", "variables"]
+           "selection_shape", "signed_terms", "size", "subterms", "variables"]
 
 Term = tuple[Any, ...]
 
@@ -369,6 +369,22 @@ def replace(term: Term, old: Term, new: Term) -> Term:
 def is_const(term: Term, value: float | None = None) -> bool:
     """Whether ``term`` is a constant (equal to ``value`` when given)."""
     return term[0] == "const" and (value is None or term[1] == value)
+
+
+def signed_terms(term: Term, sign: float, out: list[tuple[float, Term]]) -> None:
+    """Appends ``term``'s summands to ``out`` as ``(sign, summand)``, seeing through ``add``, ``sub``
+    and ``neg`` (the sum's flat form that the gamma pairings and the root finder read)."""
+    kind = term[0]
+    if kind == "add":
+        signed_terms(term[1], sign, out)
+        signed_terms(term[2], sign, out)
+    elif kind == "sub":
+        signed_terms(term[1], sign, out)
+        signed_terms(term[2], -sign, out)
+    elif kind == "neg":
+        signed_terms(term[1], -sign, out)
+    else:
+        out.append((sign, term))
 
 
 def subterms(term: Term) -> list[Term]:

@@ -16,7 +16,7 @@ the difference comes out symbolically
 
 from __future__ import annotations
 
-from ._expr import Term, const, is_number, replace, subterms
+from ._expr import Term, const, is_number, replace, signed_terms, subterms
 
 __all__ = ["lgamma_pairings"]
 
@@ -24,24 +24,10 @@ Linear = dict[Term, float]  # atom -> coefficient; the constant under the key ("
 _ONE: Term = ("const", 1.0)
 
 
-def _signed(term: Term, sign: float, out: list[tuple[float, Term]]) -> None:
-    kind = term[0]
-    if kind == "add":
-        _signed(term[1], sign, out)
-        _signed(term[2], sign, out)
-    elif kind == "sub":
-        _signed(term[1], sign, out)
-        _signed(term[2], -sign, out)
-    elif kind == "neg":
-        _signed(term[1], -sign, out)
-    else:
-        out.append((sign, term))
-
-
 def _linear(term: Term) -> Linear:
     out: Linear = {}
     parts: list[tuple[float, Term]] = []
-    _signed(term, 1.0, parts)
+    signed_terms(term, 1.0, parts)
     for sign, t in parts:
         coef, atom = sign, t
         if t[0] == "mul" and is_number(t[1]):
@@ -72,7 +58,7 @@ def _atoms(lin: Linear) -> int:
 
 def _paired(term: Term) -> Term | None:
     parts: list[tuple[float, Term]] = []
-    _signed(term, 1.0, parts)
+    signed_terms(term, 1.0, parts)
     lg = [i for i, (_, t) in enumerate(parts) if t[0] == "lgamma"]
     if len(lg) < 2:
         return None

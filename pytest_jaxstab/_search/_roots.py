@@ -26,23 +26,9 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import dtype_info
-from ._expr import Term, const, is_number, replace, subterms
+from ._expr import Term, const, is_number, replace, signed_terms, subterms
 
 __all__ = ["root_candidates"]
-
-
-def _signed(term: Term, sign: float, out: list[tuple[float, Term]]) -> None:
-    kind = term[0]
-    if kind == "add":
-        _signed(term[1], sign, out)
-        _signed(term[2], sign, out)
-    elif kind == "sub":
-        _signed(term[1], sign, out)
-        _signed(term[2], -sign, out)
-    elif kind == "neg":
-        _signed(term[1], -sign, out)
-    else:
-        out.append((sign, term))
 
 
 def _square_of(term: Term) -> Term | None:
@@ -127,7 +113,7 @@ def _discriminant(sq: Term) -> tuple[Term, Term] | None:
     if sq[0] != "sqrt":
         return None
     parts: list[tuple[float, Term]] = []
-    _signed(sq[1], 1.0, parts)
+    signed_terms(sq[1], 1.0, parts)
     squares = [(i, _square_of(t)) for i, (s, t) in enumerate(parts) if s > 0 and _square_of(t) is not None]
     if len(squares) != 1 or len(parts) < 2:
         return None
@@ -139,7 +125,7 @@ def _discriminant(sq: Term) -> tuple[Term, Term] | None:
 def _numerator(term: Term) -> tuple[float, Term, float, Term, Term] | None:
     """``(s1, b, s2, sqrt_term, r)`` when ``term`` is ``s1*b + s2*sqrt(b*b + r)`` (two signed terms)."""
     parts: list[tuple[float, Term]] = []
-    _signed(term, 1.0, parts)
+    signed_terms(term, 1.0, parts)
     if len(parts) != 2:
         return None
     for (s1, b), (s2, sq) in (parts, parts[::-1]):
