@@ -39,9 +39,9 @@ import jax
 import numpy as np
 
 from .. import _compat
-from .._dtypes import component_dtype, dtype_info
+from .._dtypes import component_dtype, dtype_info, from_ordinal, to_ordinal
 from ..oracles import evaluate
-from ._derivatives import Derivatives, trusted
+from ._derivatives import Derivatives, far_off, trusted
 
 __all__ = ["EXACT_ROWS", "FD_LIMIT", "JOINT", "SMALL", "conditioning_lower", "conditioning_ulps",
            "derivatives_for",
@@ -171,7 +171,12 @@ def conditioning_ulps(closed: Any, args: Sequence[np.ndarray], exact: Sequence[n
         finite = np.isfinite(flat_e)
         cond.reshape(-1)[idx[~finite]] = 0.0  # an infinite exact result: no ulp to move by
         todo = idx[finite]
-        sums, values = derivs.weighted_rows(args, t, todo)
+        sums, values = np.full(len(todo), np.nan), np.full(len(todo), np.nan)
+        ask = np.arange(len(todo))
+        seen = derivs.seen(args, t) if alternate is not None else None
+        if seen is not None:  # elements the lower bounds' pass lost go to ``alternate`` at once
+            ask = np.flatnonzero(~far_off(seen[todo], flat_e[finite], spacing[finite]))
+        sums[ask], values[ask] = derivs.weighted_rows(args, t, todo[ask])
         ok = trusted(values, flat_e[finite], spacing[finite], sums)
         if alternate is not None and not ok.all():
             other = derivatives_for(alternate, judged_outputs)
@@ -332,14 +337,28 @@ def _joint_moves(args: Sequence[np.ndarray], floats: Sequence[int], steps: int) 
         trial = list(args)
         for i in movable:
             a = np.asarray(args[i])
-            target = np.where(rng.random(a.shape) < 0.5, np.inf, -np.inf).astype(a.dtype)
-            moved = a.copy()
-            with np.errstate(over="ignore"):
-                for _ in range(steps):
-                    moved = np.nextafter(moved, target)
+            up = rng.random(a.shape) < 0.5
+            moved = _step(a, np.where(up, steps, -steps))
             keep = np.isfinite(a) & (a != 0) & np.isfinite(moved)
             trial[i] = np.where(keep, moved, a).astype(a.dtype)
         yield trial
+
+
+def _step(a: np.ndarray, floats: np.ndarray) -> np.ndarray:
+    """``a`` moved ``floats`` floats of its dtype (up where positive), as that many ``nextafter`` steps
+    towards +-inf: the ordinals of consecutive floats differ by one, both zeros share ordinal 0 (one
+    step, as ``nextafter`` takes it from +0 to the least negative float), a move that ends on zero
+    keeps the start's sign (``nextafter``'s), and one past the largest float is an infinity."""
+    if a.dtype.name not in ("float16", "bfloat16", "float32", "float64"):  # no ordinals: step by step
+        moved = a.copy()
+        target = np.where(floats > 0, np.inf, -np.inf).astype(a.dtype)
+        with np.errstate(over="ignore"):
+            for _ in range(int(np.max(np.abs(floats), initial=0))):
+                moved = np.nextafter(moved, target)
+        return moved
+    with np.errstate(invalid="ignore"):
+        moved = from_ordinal(to_ordinal(a) + floats, a.dtype)
+    return np.where(moved == 0, np.copysign(moved, a), moved)
 
 
 #: How near the exact value the moved results must be, in ulps of the judged dtype at the value: far

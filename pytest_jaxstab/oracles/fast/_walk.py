@@ -7,6 +7,10 @@ by its formula where this module has one (``softplus``, ``log_sigmoid``, ``silu`
 the whole program to the Arb path. So does any primitive without a rule here, a complex value, a PRNG
 key, a loop or a branch: :func:`run` returns None for them, it never raises for a program's content.
 
+Where ``logistic`` or ``tanh`` saturates, ``1 - sigmoid(z)``, ``1 + tanh(v)`` and ``log(sigmoid(z))``
+are also enclosed by exact identities of the reals from the saturating function's operand, and the
+narrower enclosure kept (``_identities``).
+
 A :class:`Tape` passed to :func:`run` keeps what the walk saw: every variable's enclosure, and the walks
 of the calls it entered. The Arb escalation's mixed pass (``interpreter/_mixed``) takes the tight ones
 as balls and recomputes only the rest.
@@ -27,6 +31,7 @@ from ..library._routines import EXACT_PRIMITIVE, lookup
 from ..primitives._random import is_key
 from ._arrays import RULES as ARRAY_RULES
 from ._elementwise import FLOAT_RULES, ROUTINES, to_interval
+from ._identities import SATURATING, Origin, origin, refine
 from ._interval import Exact, Interval, NotCovered, Value
 from ._interval import ends as _ends
 
@@ -141,12 +146,34 @@ def _call(closed: Any, args: Sequence[Value], tape: Tape | None = None) -> list[
             return _input(_compat.literal_value(atom), _compat.aval(atom))
         return env[atom]
 
+    # What a logistic/tanh result remembers of its operand, for the identities of ``_identities``.
+    origins: dict[Any, Origin] = {}
     for i, eqn in enumerate(_compat.eqns(closed)):
-        outs = _apply(eqn, [read(a) for a in eqn.invars], tape, i)
+        args = [read(a) for a in eqn.invars]
+        outs = _apply(eqn, args, tape, i)
+        if origins or _compat.primitive_name(eqn) in SATURATING:
+            outs[0] = _remember(eqn, args, outs[0], origins)
         for var, val in zip(eqn.outvars, outs):
             if not _compat.is_dropvar(var):
                 env[var] = _conform(val, _compat.aval(var))
     return [read(a) for a in _compat.outvars(closed)]
+
+
+def _remember(eqn: Any, args: list[Value], out: Value, origins: dict[Any, Origin]) -> Value:
+    """``out`` narrowed by an identity of the saturating functions (``_identities``), and the origin its
+    variable carries recorded in ``origins``."""
+    name = _compat.primitive_name(eqn)
+    if len(eqn.outvars) != 1 or _compat.is_dropvar(eqn.outvars[0]):
+        return out
+    held = [None if _compat.is_literal(a) else origins.get(a) for a in eqn.invars]
+    carried = origin(name, args)
+    if name == "convert_element_type" and isinstance(out, Interval):
+        carried = held[0]  # between floats the identity on the reals
+    elif carried is None and any(h is not None for h in held):
+        out, carried = refine(name, args, held, out)
+    if carried is not None:
+        origins[eqn.outvars[0]] = carried
+    return out
 
 
 def _apply(eqn: Any, args: list[Value], tape: Tape | None = None, index: int = 0) -> list[Value]:

@@ -22,7 +22,8 @@ cone is recomputed (an exact fast value, radius 0, is the same real in Arb). A p
 tight (near a rounding boundary) is demanded accurate too. Otherwise a recomputed element reads its
 operands as needed only, each taken from its fast enclosure where that is tight.
 
-Dependencies are exact for elementwise equations (the same position; a scalar operand wholly),
+Dependencies are exact for elementwise equations (the same position; a scalar operand wholly; an
+operand of one rank along its axes of extent 1, as a bias ``b[None]`` added to ``x @ w``),
 reductions and cumulative operations (the reduced fibre, the lane), ``dot_general`` (a row of one
 operand and a column of the other) and moves (the positions the Arb path's own structural rule moves,
 run on element numbers, as the fast path runs it on midpoints); any other equation needs its operands
@@ -185,12 +186,30 @@ def _kind(eqn: Any) -> str:
 
 
 def _same_shapes(eqn: Any, operands: Sequence[Any]) -> bool:
-    """Whether every result has one shape and each operand has it or is a scalar."""
+    """Whether every result has one shape and each operand has it, is a scalar, or spreads along axes of
+    extent 1 (a bias ``b[None]`` added to ``x @ w``: JAX's elementwise operands of one rank)."""
     shapes = {tuple(_compat.aval(v).shape) for v in eqn.outvars}
     if len(shapes) != 1:
         return False
     (shape,) = shapes
-    return all(tuple(_compat.aval(a).shape) in (shape, ()) for a in operands)
+    return all(_spreads(tuple(_compat.aval(a).shape), shape) for a in operands)
+
+
+def _spreads(operand: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    if operand in (shape, ()):
+        return True
+    return len(operand) == len(shape) and all(a in (1, b) for a, b in zip(operand, shape))
+
+
+def _read_by(mask: np.ndarray, operand: tuple[int, ...]) -> np.ndarray:
+    """The elements of an elementwise operand of shape ``operand`` that the marked result elements read:
+    the same positions, a scalar whole, an axis of extent 1 wherever any element along it is marked."""
+    if operand == mask.shape:
+        return mask
+    if operand == ():
+        return np.asarray(mask.any())
+    axes = tuple(d for d, (a, b) in enumerate(zip(operand, mask.shape)) if a != b)
+    return mask.any(axis=axes, keepdims=True)
 
 
 def plan(analysis: Analysis, closed: Any, tape: Tape, need: Sequence[np.ndarray], ctx: Any) -> Plan:
@@ -349,8 +368,7 @@ def _deps(kind: str, eqn: Any, mask: np.ndarray) -> list[np.ndarray]:
         return [np.zeros(s, dtype=bool) for s in shapes]
     if kind in ("elementwise", "routine"):
         lead = _compat.leading_consts(eqn) if kind == "routine" else 0
-        return [np.ones(s, dtype=bool) if j < lead else (mask if s == mask.shape else np.asarray(mask.any()))
-                for j, s in enumerate(shapes)]
+        return [np.ones(s, dtype=bool) if j < lead else _read_by(mask, s) for j, s in enumerate(shapes)]
     if kind == "reduce":
         (shape,) = shapes
         return [_expand(mask, _reduced_axes(eqn, len(shape)), shape)]
@@ -372,7 +390,7 @@ def _all_tight(kind: str, eqn: Any, tight: list[np.ndarray]) -> np.ndarray:
     out_shape = tuple(_compat.aval(eqn.outvars[0]).shape)
     if kind in ("elementwise", "routine"):
         lead = _compat.leading_consts(eqn) if kind == "routine" else 0
-        parts = [t if t.shape == out_shape else np.asarray(t.all()) for t in tight[lead:]]
+        parts = [t if t.ndim == len(out_shape) else np.asarray(t.all()) for t in tight[lead:]]
         return np.logical_and.reduce([np.broadcast_to(p, out_shape) for p in parts]) if parts \
             else np.ones(out_shape, dtype=bool)
     if kind == "reduce":

@@ -12,7 +12,8 @@ rules that are exact about where each primitive moves an element: elementwise pr
 (an operand broadcast along it refuses), shapes move it (``broadcast_in_dim``, ``reshape`` with the same
 row-major prefix, ``transpose``, ``squeeze``, ``expand_dims``), reductions and cumulative operations
 keep it when they run along other axes, ``dot_general`` when it is a batch or a free axis of one
-operand, ``gather`` in ``take_along_axis``'s pattern, slices and pads that leave it whole; calls are
+operand, ``gather`` in ``take_along_axis``'s pattern, slices and pads that leave it whole, a
+``bitcast_convert_type`` (a stable form's power of two read off the exponent bits); calls are
 followed inside. Anything else, or an axis reduced, contracted, indexed or broadcast, is a refusal:
 the program runs whole, as before.
 """
@@ -219,6 +220,16 @@ def _pad(eqn: Any, labels: list[int | None]) -> list[int | None]:
     return [k]
 
 
+def _bitcast(eqn: Any, labels: list[int | None]) -> list[int | None]:
+    """``bitcast_convert_type``: each element's bits reread, so elementwise between dtypes of one width;
+    between widths a trailing axis of the ratio is added or removed, never the batch axis."""
+    k = _only_first(eqn, labels)
+    shape, out = _shape(eqn.invars[0]), _shape(eqn.outvars[0])
+    if k >= min(len(shape), len(out)) or shape[k] != out[k]:
+        raise _Refused
+    return [k]
+
+
 def _concatenate(eqn: Any, labels: list[int | None]) -> list[int | None]:
     found = {lab for lab in labels if lab is not None}
     if len(found) != 1 or int(eqn.params["dimension"]) in found:
@@ -282,7 +293,7 @@ def _gather(eqn: Any, labels: list[int | None]) -> list[int | None]:
 _RULES = {
     "broadcast_in_dim": _broadcast, "reshape": _reshape, "transpose": _transpose, "squeeze": _squeeze,
     "expand_dims": _expand_dims, "slice": _slice, "rev": _rev, "pad": _pad, "concatenate": _concatenate,
-    "dot_general": _dot_general, "gather": _gather,
+    "dot_general": _dot_general, "gather": _gather, "bitcast_convert_type": _bitcast,
     **dict.fromkeys(("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or",
                      "reduce_xor", "argmax", "argmin"), _reduce),
     **dict.fromkeys(("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"), _along),

@@ -324,14 +324,14 @@ class Walker:
         parts: list[np.ndarray | None] = []
         keys: list[np.ndarray] = []
         for j, h in enumerate(ins):
-            if j < lead or np.shape(h.values) != shape:  # a scalar (or a routine's constant): whole
+            if j < lead or np.ndim(h.values) != len(shape):  # a scalar (or a routine's constant): whole
                 lost |= bool(np.any(h.missing))
                 taint |= bool(np.any(h.taint))
                 parts.append(None)
                 continue
             lost |= np.broadcast_to(h.missing, shape).reshape(-1)[at]
             taint |= np.broadcast_to(h.taint, shape).reshape(-1)[at]
-            part = h.values.reshape(-1)[at]
+            part = np.broadcast_to(h.values, shape).reshape(-1)[at]  # an axis of extent 1 spreads
             parts.append(part)
             keys.append(np.broadcast_to(h.classes, shape).reshape(-1)[at] if h.classes is not None else part)
 
