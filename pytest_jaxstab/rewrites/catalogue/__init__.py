@@ -5,8 +5,10 @@ families: ``_stability_logs`` (logs of exponentials and sigmoids), ``_stability_
 ``_stability_reduce`` (reductions, means, variances), ``_stability_select`` (selected entries of a
 softmax), ``_stability_compose`` (moving an operation to where another rule fixes it),
 ``_stability_divergence`` (Bregman divergences; ``_divergence_read`` reads their terms),
-``_stability_gamma``, ``_stability_special``, ``_stability_stats`` (covariances, merged batches,
-means of means), ``_stability_written`` (the library's own spellings);
+``_stability_gamma``, ``_stability_special``, ``_stability_mass`` (the log of a mass between two
+bounds, through a sign), ``_stability_inverse`` (a function followed by its inverse),
+``_stability_stats`` (covariances, merged batches, means of means), ``_stability_xlogy`` (zero times
+log zero), ``_stability_written`` (the library's own spellings);
 ``_derivatives`` (``primal_derivative``), ``_performance`` with ``_scan_fusion`` (``PERFORMANCE``).
 
 Loading the catalogue registers its rules by name (``jst.rewrites.get``), so that every stage that

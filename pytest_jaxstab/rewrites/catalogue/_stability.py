@@ -37,6 +37,7 @@ from ._stability_gradients import (
     TANH_DERIVATIVE,
     rewrite_rules_with,
 )
+from ._stability_inverse import INVERSE_RULES
 from ._stability_logs import (
     INV_SOFTPLUS,
     LOG1MEXP,
@@ -45,6 +46,7 @@ from ._stability_logs import (
     LOG_SIGMOID_RATIO,
     ONE_MINUS_SIGMOID,
 )
+from ._stability_mass import MASS_RULES
 from ._stability_ml import (
     DIV_EXP,
     EXP_POWER,
@@ -106,20 +108,43 @@ SOFTMAX = Rule("softmax", op("div", _EX, op("reduce_sum", _EX, axes=AXES)), _sof
 
 
 # 3 ---------------------------------------------------------------------------------- log_softmax
-def _log_softmax(x: Any, axes: tuple[int, ...], quotient: bool = False) -> Any:
-    """x - log(sum(exp(x))) = log(softmax(x)) = (x - m) - log1p(sum_{j≠argmax} exp(x_j - m))."""
+def _log_softmax(x: Any, axes: tuple[int, ...], quotient: bool = False, m: Any = None,
+                 max_axes: Any = None, whole: bool = False) -> Any:
+    """x - log(sum(exp(x))) = log(softmax(x)) = (x - m) - log1p(sum_{j≠argmax} exp(x_j - m));
+    x - logsumexp(x) over the same axes, the library's call or its inlined body
+    ``log(abs(sum(exp(x - s)))) + s`` for any shift s (the max, under ``stop_gradient``)."""
     return _forms.log_softmax(x, axes)
 
 
+# x - logsumexp(x): the shift s is read twice (through a broadcast in one of them: jax 0.10 with
+# axis=None). It must be one number per reduced slice: the library's stop_gradient of the slice's max
+# (zero where it is not finite), a max a user wrote (keepdims; stopped or not), or a scalar.
+_MAX = op("reduce_max", x, axes=param("max_axes"))
+_CLAMPED = any_of(op("max", const(-math.inf), _MAX), _MAX)
+_FINITE_MAX = op("select_n", op("is_finite", op("max", const(-math.inf), _MAX, name="mx")), const(0.0),
+                 op("max", const(-math.inf), _MAX, name="mx"))
+_SHIFT = any_of(op("stop_gradient", _FINITE_MAX, name="shift", recompute=True),
+                op("stop_gradient", _CLAMPED, name="shift", recompute=True),
+                op("reduce_max", x, axes=param("max_axes"), name="shift", recompute=True),
+                var("m", where=lambda a: a.ndim == 0))
+_SHIFTED_SUM = op("reduce_sum", op("exp", op("sub", x, _SHIFT)), axes=AXES, recompute=True)
+_LSE_INLINED = op("add", op("log", any_of(op("abs", _SHIFTED_SUM), _SHIFTED_SUM)), _SHIFT)
 LOG_SOFTMAX = Rule(
     "log_softmax",
     any_of(op("sub", x, op("log", op("reduce_sum", op("exp", x), axes=AXES))),
+           # dynestyx's normalised log-weights, `w - logsumexp(w, axis=-1, keepdims=True)` (issue
+           # 47): as it is, the max's log-sum is added before the subtraction and absorbed by a
+           # large max (-1e10 + log 7 is -1e10 in float32), where x - max is exact
+           # (``whole``: the fast variant keeps these accurate too, the library's own formula being
+           # no worse than its fast form, (x - m) - log(sum): 3 bits at a dominant entry)
+           fixed(op("sub", x, logsumexp_call(x)), whole=True),
+           fixed(op("sub", x, _LSE_INLINED), whole=True),
            # the log of a softmax, written or jax.nn's call (jax 0.12.1); ``quotient`` tells the
            # fast variant below, which keeps these accurate
            fixed(op("log", op("div", _EX, op("reduce_sum", _EX, axes=AXES, recompute=True),
                               recompute=True)), quotient=True),
            fixed(op("log", softmax_call(x, recompute=True)), quotient=True)),
-    _log_softmax,
+    _log_softmax, where=lambda m: m.captures.get("max_axes", m.captures["axes"]) == m.captures["axes"],
     **_example(lambda x: x - jnp.log(jnp.sum(jnp.exp(x)))),
 )
 
@@ -379,6 +404,7 @@ INV_JITTER = Rule("inv_jitter", op("jit", A, params={"name": "inv"}), _inv_jitte
 STABILITY: tuple[Rule, ...] = (
     *SELECT_RULES,
     *WRITTEN_RULES,
+    *MASS_RULES,  # log(Φ(b) - Φ(a)), log(sig(b) - sig(a)): before Φ's own logs and log1p
     *SPECIAL_RULES,  # before log1p: log(1 + erf(z)) is a log_erfc, not log1p(erf(z))
     *DIVERGENCE_RULES,  # before log_sigmoid_ratio: the Bernoulli KL's whole sum, not its two logs
     SUM_P_LOG_P,
@@ -407,6 +433,7 @@ STABILITY: tuple[Rule, ...] = (
     EXPM1,
     *BACKWARD_RULES,  # expm1(x) + 1 (a derivative rule's spelling of exp), pow(x, 0)
     LOG_EXP,
+    *INVERSE_RULES,  # the other round trips (atanh(tanh x), exp(log x), sqrt(x²), ...)
     LOG_SCALED_EXP,
     LOG_PROD,
     PROD_POWER,
@@ -448,13 +475,16 @@ def _logsumexp_fast(x: Any, axes: tuple[int, ...]) -> Any:
     return _forms.logsumexp_fast(x, axes)
 
 
-def _log_softmax_fast(x: Any, axes: tuple[int, ...], quotient: bool = False) -> Any:
+def _log_softmax_fast(x: Any, axes: tuple[int, ...], quotient: bool = False, m: Any = None,
+                      max_axes: Any = None, whole: bool = False) -> Any:
     """x - log(sum(exp(x))) = (x - m) - log(sum(exp(x - m))): the library's formula and speed.
     log(softmax(x)) takes the accurate form: the log of a quotient rounded below 1 already beats
     the library's log of a sum rounded just above 1 at the dominant entry (by up to 3 bits at
     x = [12.26, 3.27, 2.78, ...], issue 45), and it pays a log per element as the accurate form
-    does."""
-    return _forms.log_softmax(x, axes) if quotient else _forms.log_softmax_fast(x, axes)
+    does. x - logsumexp(x) (the library's call or its inlined body) takes it too: the library's
+    ``m + log(sum)`` subtracted from x is no worse than the fast form's ``(x - m) - log(sum)``, and
+    up to 3 bits better at a dominant entry."""
+    return _forms.log_softmax(x, axes) if quotient or whole else _forms.log_softmax_fast(x, axes)
 
 
 LOGSUMEXP_FAST = dataclasses.replace(LOGSUMEXP, name="logsumexp_fast", replacement=_logsumexp_fast,

@@ -43,7 +43,6 @@ from ..._primitives import CALLS
 from ..engine._match import Graph, Match
 from ..engine._pattern import any_of, const, fixed, op, square_of, var
 from ..engine._rule import Rule
-from ..forms import _mass as _forms_mass
 from ..forms import _special as _forms_special
 from ._stability_written import _named
 
@@ -64,8 +63,6 @@ _R2 = lambda s: s * jnp.sqrt(2.0)
 _ERF, _ERFC = jax.scipy.special.erf, jax.scipy.special.erfc
 _MIXED_PHI = ((lambda x, s: 0.5 * (1 + _ERF(-x / _R2(s))), (_F64, _F32), (-1e4, 1e4)),)
 _MIXED_LOG_PHI = ((lambda x, s: jnp.log(0.5 * (1 + _ERF(-x / _R2(s)))), (_F64, _F32), (-1e4, 1e4)),)
-_MIXED_MASS = ((lambda a, b, s: jnp.log(0.5 * (1 + _ERF(-b / _R2(s))) - 0.5 * (1 + _ERF(-a / _R2(s)))),
-                (_F64, _F64, _F32), (-40.0, 40.0)),)
 _MIXED_SCALED_PHI = tuple((f, (_F64, _F64, _F32), (-1e4, 1e4)) for f in (
     lambda y, x, s: 0.5 * y * (1 + _ERF(x / _R2(s))),
     lambda y, x, s: 0.5 * y * (1 + _ERF(-(x / _R2(s)))),
@@ -201,11 +198,6 @@ def _special_gate(g: Graph, i: int, depth: int = 5) -> bool:
     if not (name in _SPECIAL or _normal_call(eqn) or _reads_special(g, eqn, depth)):
         return False
     return not _jax_own(eqn)
-
-
-def _mass_gate(g: Graph, i: int) -> bool:
-    """The gate one step deeper: ``log((1 - ndtr(a)) - (1 - ndtr(b)))`` reads erfc six steps down."""
-    return _special_gate(g, i, 6)
 
 
 # --------------------------------------------------------------------- the argument x / √2
@@ -370,47 +362,6 @@ LOG_NORMAL_CDF = Rule(
     examples=_MIXED_LOG_PHI,
     **_example(lambda x: jnp.log(0.5 * jax.scipy.special.erfc(-x / jnp.sqrt(2.0))),
                domain=(-1e4, 1e4)),
-)
-
-
-# ---------------------------------------------------------------------------------- log_normal_mass
-def _log_normal_mass(**caps: Any) -> Any:
-    """log(Φ(b) - Φ(a)) = log-diff-exp of log_ndtr(b), log_ndtr(a) for b <= 0, mirrored to
-    log(Φ(-a) - Φ(-b)) for a >= 0, log1p(-(Φ(a) + Φ(-b))) across 0 (the truncated normal's log
-    normaliser, numpyro's ``TruncatedNormal``: the written difference cancels to 0 from 5.4 / 8.3
-    sigma in float32 / float64 and both terms underflow below -13 / -38 in the lower tail).
-    Either Φ in any spelling above, its complement ``1 - Φ`` included."""
-    a, ra = _signed(caps, "ap", "aq")
-    b, rb = _signed(caps, "bp", "bq")
-    return _forms_mass.log_ndtr_diff(a, b, ra, rb)
-
-
-def _phi_tagged(tag: str) -> Any:
-    """Φ(u) in every spelling, or its complement, with captures tagged ``{tag}p`` / ``{tag}q``."""
-    return any_of(_phi_forms(f"{tag}p", f"{tag}q"), op("sub", ONE, _phi_forms(f"{tag}q", f"{tag}p")))
-
-
-LOG_NORMAL_MASS = Rule(
-    "log_normal_mass", op("log", op("sub", _phi_tagged("b"), _phi_tagged("a"))), _log_normal_mass,
-    gate=_mass_gate, where=_mark_library, examples=_MIXED_MASS,
-    **_example(lambda a, b: jnp.log(jax.scipy.special.ndtr(b) - jax.scipy.special.ndtr(a)),
-               shapes=((8,), (8,)), domain=(-40.0, 40.0)),
-)
-
-
-# ------------------------------------------------------------------------------- log_logistic_mass
-def _log_logistic_mass(a: Any, b: Any) -> Any:
-    """log(sig(b) - sig(a)) = log sig(b) + log sig(-a) + log(1 - e^-(b - a)) (the logistic distribution's
-    mass between two bounds: ``jax.scipy.stats.logistic.cdf``, ``jax.nn.sigmoid``, the difference
-    is 0 as written past 17 / 37 in float32 / float64). NaN where b < a, as written."""
-    return _forms_mass.log_sigmoid_diff(a, b)
-
-
-_SIG_B, _SIG_A = op("logistic", var("b"), recompute=True), op("logistic", var("a"), recompute=True)
-LOG_LOGISTIC_MASS = Rule(
-    "log_logistic_mass", op("log", op("sub", _SIG_B, _SIG_A)), _log_logistic_mass,
-    **_example(lambda a, b: jnp.log(jax.nn.sigmoid(b) - jax.nn.sigmoid(a)),
-               shapes=((8,), (8,)), domain=(-100.0, 100.0)),
 )
 
 
@@ -591,8 +542,8 @@ ATANH = Rule(
     **_example(lambda x: 0.5 * jnp.log((1 + x) / (1 - x)), domain=(-1.0, 1.0)),
 )
 
-#: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``):
-#: the logs before ``erfc_identities`` (a log of ``1 + erf`` is a log_erfc, not a log of erfc(-z)).
-SPECIAL_RULES: tuple[Rule, ...] = (LOG_NORMAL_MASS, LOG_LOGISTIC_MASS, LOG_NORMAL_CDF, LOG_ERFC, NORMAL_CDF,
-                                   SCALED_NORMAL_CDF, NORMAL_QUANTILE, NDTRI_COMPLEMENT, ERFC_IDENTITIES,
-                                   ASINH, ACOSH, ATANH)
+#: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``; the
+#: masses between two bounds, ``_stability_mass``, come before them): the logs before
+#: ``erfc_identities`` (a log of ``1 + erf`` is a log_erfc, not a log of erfc(-z)).
+SPECIAL_RULES: tuple[Rule, ...] = (LOG_NORMAL_CDF, LOG_ERFC, NORMAL_CDF, SCALED_NORMAL_CDF, NORMAL_QUANTILE,
+                                   NDTRI_COMPLEMENT, ERFC_IDENTITIES, ASINH, ACOSH, ATANH)

@@ -12,7 +12,12 @@ another rule fixes (``log(softmax)``, ``log(sigmoid)``, ``log(1 + exp)``, Φ's l
 final, finite equations by then, which the pattern does not read; ``log1p``'s ``log1p(-p)`` is read
 and rewritten here too. ``bregman`` (structural, earlier in the catalogue's order, and rooted at the
 sum, which the pass visits first) takes the products of sums it rewrites (the Poisson deviance reads
-``x·log(x/y)``) before this rule sees them.
+``x·log(x/y)``) before this rule sees them. A product inside a ``where`` is read after
+``guarded_where``/``masked_where`` re-bound the branch (both composable). A constant factor is a
+product's factor where it is 0 somewhere: log-densities with a closed-over shape compute
+``(k - 1)·log(x)`` from constants (chi² with two degrees of freedom, a gamma of shape 1, a
+``Beta(1, b)``), and ``0·log 0`` at the support's edge is NaN where the density's limit is finite
+(``engine/_fold`` gives the value the program computes).
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 
 from ... import _compat
+from ..engine import _fold
 from ..engine._guards import scalar_constant
 from ..engine._match import Graph, Match, match_root
 from ..engine._pattern import any_of, const, fixed, op, var
@@ -67,14 +74,23 @@ _PATTERN = any_of(
 
 
 # ------------------------------------------------------------------------------------- the matcher
+_FACTORS = frozenset({"log", "log1p", "neg", "sub"})
+
+
 def _match(g: Graph, i: int) -> Match | None:
     """The pattern at the product ``i``, in the structural phase (after the pattern rules): a log
     another rule fixed is that rule's final equations by now, which the pattern does not read (its
     stable log is finite: the product needs nothing); ``log1p(-m)`` is read where the ``log1p``
-    rule wrote it (``recompute``). A constant factor is never 0 (and ``0.5·(r - 1 - log r)`` is a
-    sum ``bregman`` reads): refused."""
+    rule wrote it (``recompute``). A constant factor with no zero element is refused (it is never
+    0·log 0, and ``0.5·(r - 1 - log r)`` is a sum ``bregman`` reads); a constant that is 0 somewhere,
+    as the program computes it from constants (``jnp.full_like(y, df) / 2 - 1`` at ``df = 2``:
+    chi²'s kernel with two degrees of freedom, ``_fold``), is the factor of an ``xlogy``."""
     eqn = g.eqns[i]
-    if len(eqn.invars) != 2 or any(_compat.is_literal(a) or g.head(a)[1] for a in eqn.invars):
+    # the cheap look first: every spelling's second factor is a log, log1p, its negation or a
+    # difference (``_PATTERN``), which most products (``x * 1.01``) do not have
+    if len(eqn.invars) != 2 or not any(g.head(a)[0] in _FACTORS for a in eqn.invars):
+        return None
+    if any(_never_zero_constant(g, a) for a in eqn.invars):
         return None
     if not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.floating):
         return None
@@ -82,6 +98,21 @@ def _match(g: Graph, i: int) -> Match | None:
     if m is None or _log_never_zero(g, m):
         return None
     return m
+
+
+def _never_zero_constant(g: Graph, atom: Any) -> bool:
+    """A constant operand (a literal, a constant of the program, or computed from constants alone)
+    that is not 0 anywhere, or whose value the pass cannot fold."""
+    if _compat.is_literal(atom):  # most constant factors (``0.5 * x``): no fold needed
+        value = _compat.literal_value(atom)
+        try:
+            return float(value) != 0  # a scalar, read without building an array
+        except TypeError:
+            return not bool(np.any(np.asarray(value) == 0))
+    if not g.head(atom)[1]:
+        return False
+    value = _fold.constant(g, atom)
+    return value is None or not bool(np.any(value == 0))
 
 
 def _log_never_zero(g: Graph, m: Match) -> bool:

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from ... import _compat
-from ..._primitives import ELEMENTWISE
+from ..._primitives import CALLS, CUSTOM_DERIVATIVES, ELEMENTWISE, GLUE
 from ._graph import Graph
 
 # ----------------------------------------------------------------------------- glue and shapes
@@ -56,6 +56,9 @@ def _glue_view(chain: list[Any], src_shape: tuple[int, ...]) -> tuple[int | None
     return tuple(view)
 
 
+_CALLING = CALLS | CUSTOM_DERIVATIVES
+
+
 def _origin(g: Graph, atom: Any, depth: int = 8) -> tuple[Any, ...]:
     """How ``atom``'s axes relate to its inputs through element-wise equations.
 
@@ -70,6 +73,16 @@ def _origin(g: Graph, atom: Any, depth: int = 8) -> tuple[Any, ...]:
     axes = _reduction_axes(eqn)
     if axes is not None:
         return ("reduced", len(_compat.aval(eqn.invars[0]).shape), axes)
+    if (_compat.primitive_name(eqn) in GLUE and eqn.invars
+            and math.prod(_compat.aval(eqn.invars[0]).shape) == 1):
+        return ("plain",)  # one value spread (``jnp.zeros_like``): every axis lines up with it
+    if _compat.primitive_name(eqn) in _CALLING and len(eqn.outvars) == 1 and depth > 0:
+        # a library function in a call of its own (jax 0.12.1's logsumexp): its body's reduction
+        subs = _compat.subjaxprs(eqn)
+        if len(subs) == 1:
+            body = subs[0][1]
+            inner = _origin(Graph(body, set()), _compat.outvars(body)[0], depth - 1)
+            return inner if inner[0] == "reduced" else ("unknown",)
     if depth == 0 or _compat.primitive_name(eqn) not in ELEMENTWISE or len(eqn.outvars) != 1:
         return ("unknown",)
     shape = tuple(_compat.aval(eqn.outvars[0]).shape)

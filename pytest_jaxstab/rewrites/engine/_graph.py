@@ -11,6 +11,7 @@ from typing import Any
 
 from ... import _compat
 from ..._primitives import GLUE
+from . import _fold
 
 #: Equations created by a rule's replacement carry this scope and are never matched again, so a
 #: replacement containing its own pattern (the corrected variance contains a variance) is final.
@@ -33,6 +34,11 @@ def _final(eqn: Any) -> bool:
 
 
 
+#: ``Graph.head`` and ``Graph.head2`` of a literal: produced by no equation, a constant.
+_LITERAL_HEAD: tuple[str | None, bool] = (None, True)
+_LITERAL_HEAD2: tuple[tuple[str | None, bool], tuple[Any, ...] | None] = (_LITERAL_HEAD, None)
+
+
 class Graph:
     """Producer and use-count index of one (closed) jaxpr, built once per rewrite pass."""
 
@@ -43,16 +49,24 @@ class Graph:
         self.eqns = _compat.eqns(closed)
         self.producer: dict[Any, int] = {}
         self.uses: Counter[Any] = Counter()
+        self.const_values = dict(zip(_compat.constvars(closed), closed.consts))
+        #: The outputs of equations ``_fold`` may fold: a foldable primitive whose operands are all
+        #: literals, constants or such outputs (found in the same walk; ``_fold.constant`` evaluates)
+        self.from_constants: set[Any] = {v for v, c in self.const_values.items() if not _compat.is_tracer(c)}
+        literal, foldable, known = _compat.Literal, _fold.FOLDABLE, self.from_constants
         for i, eqn in enumerate(self.eqns):
             for v in eqn.outvars:
                 self.producer[v] = i
+            computed = True
             for a in eqn.invars:
-                if not _compat.is_literal(a):
+                if not isinstance(a, literal):
                     self.uses[a] += 1
+                    computed = computed and a in known
+            if computed and len(eqn.outvars) == 1 and _compat.primitive_name(eqn) in foldable:
+                known.add(eqn.outvars[0])
         for a in _compat.outvars(closed):
             if not _compat.is_literal(a):
                 self.uses[a] += 1
-        self.const_values = dict(zip(_compat.constvars(closed), closed.consts))
         self.claimed: set[int] = set(claimed) if claimed is not None else {
             i for i, eqn in enumerate(self.eqns) if _final(eqn)}
         self._heads: dict[int, tuple[str | None, bool]] = {}
@@ -64,6 +78,11 @@ class Graph:
         #: the same pass replaces.
         self.final: frozenset[int] = frozenset(self.claimed)
         self.taken: set[int] = set()
+        #: Values of atoms the program computes from constants alone (``_fold.constant``), by atom.
+        self.folded: dict[Any, Any] = {}
+        #: The equations a pass tries (None: all); after a splice, those its changes reach
+        #: (``_engine._downstream``): every other one matched nothing in the pass before.
+        self.dirty: set[int] | None = None
 
     def consumers(self, atom: Any) -> list[int]:
         """The indices of the equations reading ``atom``, in program order (built on first use)."""
@@ -98,6 +117,8 @@ class Graph:
     def head(self, atom: Any) -> tuple[str | None, bool]:
         """``(primitive, constant)``: the primitive producing ``atom`` once glue is seen through (None
         for an input or a literal), and whether it is a constant a ``const`` pattern may match."""
+        if _compat.is_literal(atom):  # every literal's (a program holds one per use)
+            return _LITERAL_HEAD
         key = id(atom)
         got = self._heads.get(key)
         if got is None:
@@ -107,10 +128,12 @@ class Graph:
     def head2(self, atom: Any) -> tuple[tuple[str | None, bool], tuple[Any, ...] | None]:
         """``(head(atom), heads of the operands of the equation producing it through glue)``; the
         second part None where no equation produces it (an input, a literal, past the glue limit)."""
+        if _compat.is_literal(atom):
+            return _LITERAL_HEAD2
         key = id(atom)
         got = self._heads2.get(key)
         if got is None:
-            prod = None if _compat.is_literal(atom) else self.producer_past_glue(atom)
+            prod = self.producer_past_glue(atom)
             below = None if prod is None else tuple(self.head(b) for b in prod.invars)
             got = self._heads2[key] = (self.head(atom), below)
         return got
@@ -141,6 +164,8 @@ class Graph:
                 name = _compat.primitive_name(eqn)
                 if name == "convert_element_type" and not decided:  # ends the op walk, not the constant's
                     constant = self._constant_past(eqn.invars[0], 5 - const_steps)
+                if not constant and not decided:  # computed from constants alone (``_fold``)
+                    constant = _fold.constant(self, a) is not None
                 break
             a = eqn.invars[0]
         return name, constant

@@ -171,6 +171,8 @@ def _replayer(g: Graph, cone: list[int], x: Any, out: Any) -> tuple[Callable[...
 
 
 def _match_guard(g: Graph, i: int) -> Match | None:
+    if _compat.in_scope_named(g.eqns[i], f"{SCOPE_PREFIX}guarded_where"):  # its own where: left alone
+        return None
     ops = _where_operands(g, i)
     if ops is None:
         return None
@@ -236,7 +238,10 @@ def _guarded_where(pred: Any, x: Any, plans: tuple[Any, ...], **rest: Any) -> An
     return jnp.where(pred, branches["t"], branches["f"])
 
 
+# Composable, as ``masked_where`` below: the branch it re-binds on a safe input stays open to the
+# structural rules after it (``xlogy``); its own ``where`` is never matched again.
 GUARDED_WHERE = Rule("guarded_where", None, _guarded_where, matcher=_match_guard, roots=_WHERE_ROOTS,
+                     composable=True,
                      example=lambda x: jnp.where(x > 0, x * jnp.log(x), 0.0), example_shapes=((8,),))
 
 
@@ -320,6 +325,10 @@ def _masked_where(pred: Any, plans: tuple[Any, ...], **rest: Any) -> Any:
     return jnp.where(pred, branches["t"], branches["f"])
 
 
+# Composable: the branches it re-binds (masked operands, the program's own equations) stay open to
+# the structural rules after it, which would otherwise never see them (an ``xlogy`` product inside a
+# ``where``: chi²'s log-density at 0, issue 47). No rule's ``where`` is matched again (the scope test
+# in ``_match_masked``).
 MASKED_WHERE = Rule(
-    "masked_where", None, _masked_where, matcher=_match_masked, roots=_WHERE_ROOTS,
+    "masked_where", None, _masked_where, matcher=_match_masked, roots=_WHERE_ROOTS, composable=True,
     example=lambda x, m: jnp.where(m > 0, jnp.exp(x), 0.0), example_shapes=((8,), (8,)))

@@ -21,6 +21,7 @@ from ... import _compat
 from ..._dtypes import is_real_kind
 from ..._errors import ArgumentTypeError
 from ..._primitives import GLUE
+from . import _fold
 from ._glue import _glue_ok, _reduction_axes
 from ._graph import OPEN_SCOPES as OPEN_SCOPES
 from ._graph import SCOPE_PREFIX as SCOPE_PREFIX
@@ -63,6 +64,7 @@ def _same_atom(a: Any, b: Any) -> bool:
 def _scalar_value(g: Graph, atom: Any, state: _State) -> float | None:
     """The constant all elements of ``atom`` equal, seeing through broadcasts; None if not constant."""
     seen = 0
+    val: Any
     while True:
         if _compat.is_literal(atom):
             val = np.asarray(_compat.literal_value(atom))
@@ -72,19 +74,26 @@ def _scalar_value(g: Graph, atom: Any, state: _State) -> float | None:
             val = np.asarray(g.const_values[atom])
         else:
             prod = g.producer_eqn(atom)
-            if prod is None or seen > 4:
+            if prod is None:
                 return None
             i, eqn = prod
-            if not (g.is_glue(eqn) or _compat.primitive_name(eqn) == "convert_element_type"):
-                return None
-            if i in g.claimed:
-                return None
-            state.swallowed.add(i)
-            atom = eqn.invars[0]
-            if not _compat.is_literal(atom):
-                state.edges[atom] += 1
-            seen += 1
-            continue
+            if seen > 4 or not (g.is_glue(eqn) or _compat.primitive_name(eqn) == "convert_element_type") \
+                    or i in g.claimed:
+                # computed from constants alone (``_fold``): matched by its value, its equations
+                # left in the program (they may have other uses; unused, they are dead code)
+                folded = _fold.constant(g, atom)
+                if folded is None:
+                    return None
+                val = folded
+            else:
+                state.swallowed.add(i)
+                if seen == 0:  # the operand the pattern's parent reads: a use inside the match
+                    state.edges[atom] += 1
+                atom = eqn.invars[0]
+                if not _compat.is_literal(atom):
+                    state.edges[atom] += 1
+                seen += 1
+                continue
         if val.size and val.dtype.kind == "c":
             # A complex constant on the real axis is that real number (rules that may rewrite complex
             # expressions are few: `_complex_guard`); any other is no real constant.
@@ -197,6 +206,12 @@ def _match_op(g: Graph, pat: Op, atom: Any, state: _State, into_reduction: bool)
         if prod is None:
             return
         i, eqn = prod
+        if i in st.swallowed and key in st.shared and pat.glue and g.seen_through(eqn):
+            # the second use of a shared sub-term through the glue its first use swallowed (a
+            # keepdims max read by both ``x - m`` and ``m + log(...)``): the same path, read again
+            chain.append(eqn)
+            cur = eqn.invars[0]
+            continue
         if i in st.swallowed or (i in g.claimed and not _readable_final(g, pat, i)):
             return
         if key not in st.shared and _compat.primitive_name(eqn) in pat.prim:
