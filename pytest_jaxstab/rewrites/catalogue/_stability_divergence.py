@@ -212,7 +212,7 @@ def _private(g: Graph, cand: set[int], root: int, operands: Any) -> set[int]:
         cand -= drop
 
 
-_REACH: weakref.WeakKeyDictionary[Graph, dict[Any, bool]] = weakref.WeakKeyDictionary()
+_REACH: weakref.WeakKeyDictionary[Graph, dict[Any, float]] = weakref.WeakKeyDictionary()
 
 
 def _is_xlogy(e: Any) -> bool:
@@ -259,37 +259,31 @@ def _square_operand(g: Graph, v: Any) -> Any:
 
 
 def _reaches(g: Graph, atom: Any) -> bool:
-    """Whether a sum read from ``atom`` can hold an exp, expm1, log, log1p or quotient leaf (the
-    gate: a deep chain of sums of other leaves is refused once, memoised per graph, not re-read at
-    every equation of the chain)."""
-    memo = _REACH.get(g)
-    if memo is None:
-        memo = _REACH[g] = {}
-    got = memo.get(atom)
-    if got is not None:
-        return got
-    stack: list[tuple[Any, int, bool]] = [(atom, 0, False)]
-    while stack:
-        a, depth, expanded = stack.pop()
-        if a in memo:
+    """Whether a sum read from ``atom`` can hold an exp, expm1, log, log1p or quotient leaf within the
+    reader's depth (the gate: most sums of a program hold none, and are refused here cheaply)."""
+    return _leaf_depths(g).get(atom, math.inf) <= _MAX_DEPTH + 1
+
+
+def _leaf_depths(g: Graph) -> dict[Any, float]:
+    """For every value of ``g``: how many sums, differences, scalings and glue lie between it and the
+    nearest leaf the gate looks for (0 at the leaf; absent where none is reachable). One sweep over
+    the program in order, once per graph, where reading each root's operands down again cost the pass
+    a walk per equation (issue 48)."""
+    depths = _REACH.get(g)
+    if depths is not None:
+        return depths
+    depths = _REACH[g] = {}
+    for e in g.eqns:
+        if len(e.outvars) != 1:
             continue
-        j = g.producer.get(a)
-        if j is None:
-            memo[a] = False
-            continue
-        e = g.eqns[j]
         name = _compat.primitive_name(e)
-        ops = e.invars if name in _LINEAR or name in GLUE or name == "convert_element_type" else ()
-        if name in _SPECIAL or name == "div" or not ops or depth > _MAX_DEPTH:
-            memo[a] = name in _SPECIAL or name == "div" or _is_xlogy(e) or _exp_square(g, e)
-        elif _exp_square(g, e):
-            memo[a] = True
-        elif not expanded:
-            stack.append((a, depth, True))
-            stack.extend((v, depth + 1, False) for v in ops if not _compat.is_literal(v))
-        else:
-            memo[a] = any(memo.get(v, False) for v in ops if not _compat.is_literal(v))
-    return memo.get(atom, False)
+        if name in _SPECIAL or name == "div" or _is_xlogy(e) or _exp_square(g, e):
+            depths[e.outvars[0]] = 0
+        elif name in _LINEAR or name in GLUE or name == "convert_element_type":
+            below = [depths[v] for v in e.invars if not _compat.is_literal(v) and v in depths]
+            if below:
+                depths[e.outvars[0]] = min(below) + 1
+    return depths
 
 
 _SUM_ROOTS = ("add", "sub", "mul", "neg", "div")

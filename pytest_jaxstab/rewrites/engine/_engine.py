@@ -138,6 +138,8 @@ def _fixed_point(closed: Any, rules: Sequence[Rule], graph: Graph | None, *, des
     of the returned program when the last pass built one (None otherwise). ``graph``: the index of
     ``closed`` if the caller has it (a pass with no match leaves its graph unchanged)."""
     applied: list[Applied] = []
+    if graph is not None:
+        graph.dirty = None  # other rules than the pass that left it: each equation is new to them
     for _ in range(max_passes):
         g = graph if graph is not None else Graph(closed, set() if lowering else None)
         graph = None
@@ -145,7 +147,7 @@ def _fixed_point(closed: Any, rules: Sequence[Rule], graph: Graph | None, *, des
         sub_new: dict[int, dict[_compat.Site, Any]] = {}
         sub_applied: dict[int, list[Applied]] = {}
         for i, eqn in enumerate(g.eqns):
-            if i in g.claimed:
+            if i in g.claimed or (g.dirty is not None and i not in g.dirty):
                 continue
             subs = _compat.subjaxprs(eqn)
             if not subs:
@@ -167,14 +169,45 @@ def _fixed_point(closed: Any, rules: Sequence[Rule], graph: Graph | None, *, des
         spliced = None
         if not sub_new and not any(m.extra_outputs or m.at is not None for _, m in plan.values()):
             claimed: set[int] = set()
-            spliced = _splice(g, plan, describe, path, enclosing, claimed)
+            touched: set[Any] = set()
+            spliced = _splice(g, plan, describe, path, enclosing, claimed, touched)
+            if spliced is not None and _only_derivatives(plan):
+                applied.extend(spliced[1])
+                return spliced[0], applied, None
             if spliced is not None:  # the next pass's index, its replacements already known
                 graph = Graph(spliced[0], claimed)
+                graph.dirty = _downstream(graph, touched)
         closed, fired = spliced or _retrace(g, plan, sub_new, sub_applied, describe, path, enclosing)
         applied.extend(fired)
         if not plan:
             break  # only sub-jaxprs changed; they are already at their own fixed point
     return closed, applied, None
+
+
+def _downstream(g: Graph, touched: set[Any]) -> set[int]:
+    """The equations of a spliced program a new pass must try again: those reading, at any distance,
+    a value whose producer or readers the splice changed (``touched``: the replaced equations'
+    operands and results), and those values' producers. A match reads its root's operands down to the
+    program's inputs and the use counts of what it swallows, so every other equation would match as
+    it did not in the pass before: a program's one rewrite no longer costs a second walk of all of it
+    (issue 48)."""
+    atoms = set(touched)
+    dirty: set[int] = set()
+    for i, eqn in enumerate(g.eqns):
+        if any(not _compat.is_literal(a) and a in atoms for a in eqn.invars):
+            dirty.add(i)
+            atoms.update(eqn.outvars)
+    dirty.update(j for a in touched if (j := g.producer.get(a)) is not None)
+    return dirty
+
+
+def _only_derivatives(plan: dict[int, tuple[Rule, Match]]) -> bool:
+    """Whether the pass is already at its fixed point after this plan: every match a derivative-only
+    rule's on its root equation alone (``tanh``, ``logistic``: the same primitive computes the
+    value). Such a match claims no equation another root could swallow, and every other equation was
+    tried on this same program, so a new pass would try them again for nothing (a network's every
+    ``tanh`` cost the pass a second walk of the program; issue 48)."""
+    return all(rule.derivative_only and m.swallowed <= {i} for i, (rule, m) in plan.items())
 
 
 def _rebindable(eqn: Any, new_sub: Any) -> bool:
@@ -202,21 +235,31 @@ def _plan(g: Graph, rules: Sequence[Rule]) -> dict[int, tuple[Rule, Match]]:
     # The first look (``Rule.may_match``) depends on the primitive and its operands' heads two
     # levels deep only: a program repeats few of those, so each is asked once per pass.
     first_look: dict[Any, list[Rule]] = {}
+    # a primitive only matcher rules root at (the structural phase's) needs no first look: they take
+    # every equation of it, so the operands' heads are not read for them
+    blind: dict[str, list[Rule]] = {}
+    if all(r.matcher is not None for r in anywhere):
+        for p, rs in by_prim.items():
+            if all(r.matcher is not None for r in rs):
+                blind[p] = sorted([*rs, *anywhere], key=lambda r: order[id(r)]) if anywhere else rs
     plan: dict[int, tuple[Rule, Match]] = {}
+    dirty = g.dirty
     for i in range(len(g.eqns) - 1, -1, -1):
-        if i in g.claimed:
+        if i in g.claimed or (dirty is not None and i not in dirty):
             continue
         eqn = g.eqns[i]
         name = _compat.primitive_name(eqn)
         if name not in by_prim and not anywhere:
             continue
-        key = (name, tuple(g.head2(a) for a in eqn.invars))
-        candidates = first_look.get(key)
+        candidates = blind.get(name)
         if candidates is None:
-            candidates = [r for r in by_prim.get(name, []) if r.may_match(*key)]
-            if anywhere:
-                candidates = sorted([*candidates, *anywhere], key=lambda r: order[id(r)])
-            first_look[key] = candidates
+            key = (name, tuple(g.head2(a) for a in eqn.invars))
+            candidates = first_look.get(key)
+            if candidates is None:
+                candidates = [r for r in by_prim.get(name, []) if r.may_match(*key)]
+                if anywhere:
+                    candidates = sorted([*candidates, *anywhere], key=lambda r: order[id(r)])
+                first_look[key] = candidates
         for rule in candidates:
             m = rule.find(g, i)
             if m is not None:
@@ -301,7 +344,7 @@ def _retrace(g: Graph, plan: dict[int, tuple[Rule, Match]], sub_new: dict[int, d
 
 def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path: tuple[str, ...],
             enclosing: _compat.SourceLine | None, claimed: set[int] | None = None,
-            ) -> tuple[Any, list[Applied]] | None:
+            touched: set[Any] | None = None) -> tuple[Any, list[Applied]] | None:
     """The rewritten jaxpr built by splicing each replacement's equations in place of its match.
 
     Unchanged equations are reused as they are (only operands that now come from a replacement are
@@ -309,7 +352,8 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
     the fast path for pattern rules at this level. Returns None when a replacement refuses to apply
     or creates array constants, and the caller re-traces instead. ``claimed``, if given, receives
     the positions of the new program's equations in a rule's scope (what ``Graph`` would find by
-    reading every equation's name stack, known here without reading them).
+    reading every equation's name stack, known here without reading them); ``touched``, the values
+    whose producer or readers changed: the replaced equations' operands and results (``_downstream``).
     """
     reps: dict[int, tuple[_Replacement, list[str]]] = {}
     for i, (rule, m) in plan.items():
@@ -366,6 +410,8 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
                 eqns.append(with_operands(e, invars, outvars, traceback_of=eqn))
             k, out = rep.out
             subst[eqn.outvars[0]] = out if k < 0 else slots[k]
+            if touched is not None:
+                touched.update(a for a in (*slots, subst[eqn.outvars[0]]) if not isinstance(a, literal))
             src = _compat.refine_source(enclosing, eqn)
             after = shorten(render_jaxpr(rep.closed, names)) if describe else ""
             before = render(g, j, m) if describe else ""
@@ -381,6 +427,9 @@ def _splice(g: Graph, plan: dict[int, tuple[Rule, Match]], describe: bool, path:
             else:
                 eqns.append(eqn)
     outvars = [sub(a) for a in _compat.outvars(g.closed)]
+    if touched is not None:  # the operands of every equation the plan removed
+        touched.update(b for j in (*reps, *swallowed) for a in g.eqns[j].invars
+                       if not isinstance(b := sub(a), literal))
     return _compat.build_closed(g.closed, eqns, outvars, new_constvars, new_consts), fired
 
 
