@@ -10,19 +10,22 @@ these 120 programs on jax 0.12.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from soundness_programs import check_program, describe, draw_inputs, programs
 
 import pytest_jaxstab as jst
 
 SEED = 0
-BLOCKS = 4
+BLOCKS = 8
 # 120 programs: 25-34 s wall with -n 2 on jax 0.12, 27-28 s on jax 0.10.2 (2-core machine, load 2-3)
-TREES_PER_BLOCK = 30
+TREES_PER_BLOCK = 15
 
 
-# `make test` runs block 2 (tree 70, exp_power's, is in it); CI's slow tier the other three.
-FAST_BLOCKS = (2,)
+# `make test` runs block 4 (trees 60-74: tree 70, exp_power's, is in it; 5-6 s); CI's slow tier the
+# other seven (issue 48: the fast tier ran 30 trees, 11 s, its costliest test).
+FAST_BLOCKS = (4,)
 
 
 @pytest.mark.parametrize("block", [b if b in FAST_BLOCKS else pytest.param(b, marks=pytest.mark.slow)
@@ -36,7 +39,7 @@ def test_random_programs_are_never_made_worse(block):
                     + "\n\n".join(describe(o) for o in failing), pytrace=False)
     # Never silently: a program the oracle cannot evaluate is skipped, listed here, and few.
     skipped = [f"{o.program.name}: {o.skipped}" for o in outcomes if o.skipped]
-    assert len(skipped) <= TREES_PER_BLOCK // 10, "\n".join(skipped)
+    assert len(skipped) <= math.ceil(TREES_PER_BLOCK / 10), "\n".join(skipped)
     # And the comparison judged something: most programs have values whose exact result is finite.
     judged = sum(o.judged > 0 for o in outcomes)
     assert judged >= 0.75 * len(outcomes), f"only {judged} of {len(outcomes)} programs had a judged value"
