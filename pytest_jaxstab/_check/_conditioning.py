@@ -35,13 +35,14 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import jax
 import numpy as np
 
 from .. import _compat
 from .._dtypes import component_dtype, dtype_info, from_ordinal, to_ordinal
-from ..oracles import evaluate
 from ._derivatives import Derivatives, far_off, trusted
+from ._equal_rows import representatives
+from ._exact_many import exact64 as _exact64
+from ._exact_many import exact64_many
 
 __all__ = ["EXACT_ROWS", "FD_LIMIT", "JOINT", "SMALL", "conditioning_lower", "conditioning_ulps",
            "derivatives_for",
@@ -55,6 +56,8 @@ JOINT = 24
 NONLINEAR = 4.0
 #: The most floats one joint move takes per element (a reduction of more terms still moves by this).
 MAX_JOINT_STEP = 16
+#: Joint moves evaluated by one oracle call where the oracle computes them (``_exact_many``).
+_JOINT_BATCH = 8
 
 _REDUCTIONS = {"reduce_sum", "reduce_prod", "cumsum", "cumprod", "cumlogsumexp", "dot_general"}
 
@@ -152,10 +155,37 @@ def conditioning_ulps(closed: Any, args: Sequence[np.ndarray], exact: Sequence[n
     ``alternate``'s float64 pass where that one's value agrees with the exact one (the same test,
     ``trusted``): ``exp(q @ k.T)`` overflows float64 at logits of 1e6 where the max-shifted softmax
     computes the same function, and so the same derivative, in float64.
+
+    Where rows of the batched inputs are equal and the program is proven batch-equivariant
+    (``_equal_rows``), one element per class is computed and its figure given to the others.
     """
     derivs = derivatives_for(closed, judged_outputs)
     if not derivs.usable or _float_elements(args) <= SMALL:
         return _finite_differences(closed, args, exact, judged_outputs, out_dtypes)
+    leaders = representatives(closed, args, judged_outputs)
+    if any(r is not None for r in leaders):  # equal rows: one figure per class (``_equal_rows``)
+        asked = [np.arange(np.size(e)) if wanted is None else np.asarray(w, np.int64)
+                 for e, w in zip(exact, wanted if wanted is not None else exact)]
+        chosen = [a if r is None else _first_seen(r[a]) for a, r in zip(asked, leaders)]
+        out = _rows_of(derivs, closed, args, exact, judged_outputs, out_dtypes, chosen, alternate)
+        for cond, r in zip(out, leaders):
+            if r is not None:
+                flat = cond.reshape(-1)
+                flat[:] = np.where(np.isnan(flat[r]), flat, flat[r])
+        return out
+    return _rows_of(derivs, closed, args, exact, judged_outputs, out_dtypes, wanted, alternate)
+
+
+def _first_seen(flat: np.ndarray) -> np.ndarray:
+    """``flat`` without its repeats, in the order of their first occurrence (the lens's priority)."""
+    _, first = np.unique(flat, return_index=True)
+    return flat[np.sort(first)]
+
+
+def _rows_of(derivs: Derivatives, closed: Any, args: Sequence[np.ndarray], exact: Sequence[np.ndarray],
+             judged_outputs: Sequence[int], out_dtypes: Sequence[np.dtype[Any]],
+             wanted: Sequence[np.ndarray] | None, alternate: Any) -> list[np.ndarray]:
+    """:func:`conditioning_ulps` at the flat indices ``wanted`` (None: every element), each computed."""
     u = _unit(args)
     out, pending = [], []
     for t, i in enumerate(judged_outputs):
@@ -245,8 +275,7 @@ def _finite_differences(closed: Any, args: Sequence[np.ndarray], exact: Sequence
     floats = [i for i, a in enumerate(args) if np.issubdtype(np.asarray(a).dtype, np.floating)]
     u = _unit(args)
     base_args = [np.asarray(a) for a in args]
-    base = _exact64(closed, base_args, judged_outputs, out_dtypes)
-    total = [np.zeros(np.shape(b), dtype=np.float64) for b in base]
+    trials, steps = [base_args], [0.0]
     for i in floats:
         flat = base_args[i].reshape(-1)
         for k in np.flatnonzero(np.isfinite(flat) & (flat != 0)):
@@ -255,12 +284,16 @@ def _finite_differences(closed: Any, args: Sequence[np.ndarray], exact: Sequence
                 moved[k] = np.nextafter(flat[k], np.copysign(np.inf, flat[k]).astype(flat.dtype))
             if not np.isfinite(moved[k]):
                 continue
-            step = (float(moved[k]) - float(flat[k])) / float(flat[k])  # exact in float64
+            steps.append((float(moved[k]) - float(flat[k])) / float(flat[k]))  # exact in float64
             trial = list(base_args)
             trial[i] = moved.reshape(base_args[i].shape)
-            for t, (b, m) in enumerate(zip(base, _exact64(closed, trial, judged_outputs, out_dtypes))):
-                with np.errstate(all="ignore"):
-                    total[t] = total[t] + np.abs(m - b) * (u / step)
+            trials.append(trial)
+    base, *moved_values = exact64_many(closed, trials, judged_outputs, out_dtypes)
+    total = [np.zeros(np.shape(b), dtype=np.float64) for b in base]
+    for step, values in zip(steps[1:], moved_values):
+        for t, (b, m) in enumerate(zip(base, values)):
+            with np.errstate(all="ignore"):
+                total[t] = total[t] + np.abs(m - b) * (u / step)
     out = []
     for t, i in enumerate(judged_outputs):
         with np.errstate(all="ignore"):
@@ -306,7 +339,7 @@ def _moved_values(closed: Any, args: list[np.ndarray], trials: list[list[np.ndar
     """The judged outputs at ``args`` and at each trial input (``moved(n)``): from one float64 pass over
     them all (``Derivatives.forward``) where every pending element's float64 value at ``args`` is within
     one ulp of the exact one (the float64 program is not lost there: its changes are the exact ones to
-    far below an ulp), else from the oracle (``_exact64``, one evaluation per trial)."""
+    far below an ulp), else from the oracle (``_exact_many``: :data:`_JOINT_BATCH` trials a call)."""
     derivs = derivatives_for(closed, judged_outputs)
     if derivs.usable and trials:
         values = derivs.forward([args, *trials])
@@ -321,8 +354,20 @@ def _moved_values(closed: Any, args: list[np.ndarray], trials: list[list[np.ndar
                 p &= ok
         if all(bool(ok[p].all()) for ok, p in zip(sure, pending)):
             return [v[0] for v in values], lambda n: [v[n + 1] for v in values]
-    base = _exact64(closed, args, judged_outputs, out_dtypes)
-    return base, lambda n: _exact64(closed, trials[n], judged_outputs, out_dtypes)
+    done: dict[int, list[np.ndarray]] = {}
+    # A few trials a call for a small program: one oracle call for several instead of one each. A large
+    # one (here only where the float64 passes cannot serve it) keeps one a call: ``joint_conditioning``
+    # stops once every element has moved, and the trials it would not reach cost real time there.
+    batch = _JOINT_BATCH if _float_elements(args) <= FD_LIMIT else 1
+
+    def moved(n: int) -> list[np.ndarray]:
+        if n not in done:
+            part = list(range(n, min(n + batch, len(trials))))
+            values = exact64_many(closed, [trials[m] for m in part], judged_outputs, out_dtypes)
+            done.update(zip(part, values))
+        return done[n]
+
+    return _exact64(closed, args, judged_outputs, out_dtypes), moved
 
 
 def _joint_moves(args: Sequence[np.ndarray], floats: Sequence[int], steps: int) -> Iterator[list[np.ndarray]]:
@@ -359,26 +404,3 @@ def _step(a: np.ndarray, floats: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         moved = from_ordinal(to_ordinal(a) + floats, a.dtype)
     return np.where(moved == 0, np.copysign(moved, a), moved)
-
-
-#: How near the exact value the moved results must be, in ulps of the judged dtype at the value: far
-#: below the figures' resolution (they count those ulps). Float64 interval enclosures meet it for
-#: float32 and narrower outputs at the cost of one vectorised pass (``oracles.evaluate(within=...)``);
-#: float64 outputs need the correctly rounded value (Arb balls).
-_WITHIN_ULPS = 2.0**-20
-
-
-def _exact64(closed: Any, args: Sequence[np.ndarray], judged_outputs: Sequence[int],
-             out_dtypes: Sequence[np.dtype[Any]]) -> list[np.ndarray]:
-    finest = min((component_dtype(out_dtypes[i]) for i in judged_outputs),
-                 key=lambda d: float(dtype_info(d).eps))
-    narrow = float(dtype_info(finest).eps) > 2.0**-30
-    result = evaluate(closed, *args, dtype="float64", within=(_WITHIN_ULPS, finest) if narrow else None)
-    values = jax.tree_util.tree_leaves(result.values)
-    certain = jax.tree_util.tree_leaves(result.certain)
-    out = []
-    for i in judged_outputs:
-        raw = np.asarray(values[i])
-        v = raw.astype(np.complex128 if np.iscomplexobj(raw) else np.float64)
-        out.append(np.where(np.broadcast_to(np.asarray(certain[i], dtype=bool), v.shape), v, np.nan))
-    return out

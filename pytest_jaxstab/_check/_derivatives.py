@@ -92,7 +92,10 @@ class Derivatives:
         self._passes: dict[int, Callable[..., Any]] = {}
         self._lower: Callable[..., Any] | None = None
         self._forward: Callable[..., Any] | None = None
-        self._wide: tuple[tuple[int, ...], list[Any]] | None = None
+        self._wide: tuple[list[Any], list[Any]] | None = None
+        # ``exact_rows``'s derivative programs by (output, rows, kind): they depend on shapes alone, and
+        # the oracle's own caches are keyed on the program.
+        self._traced: dict[tuple[int, int, str], Any] = {}
         # The inputs of the last ``lower_bounds`` and its float64 values there (``seen``).
         self._seen: tuple[list[Any], list[np.ndarray]] | None = None
 
@@ -128,11 +131,12 @@ class Derivatives:
         return fn
 
     def _widened(self, args: Sequence[np.ndarray]) -> list[Any]:
-        key = tuple(id(a) for a in args)
-        if self._wide is None or self._wide[0] != key:
-            self._wide = (key, [np.asarray(a, np.float64) if k in self.floats else np.asarray(a)
-                                for k, a in enumerate(args)])
-        return self._wide[1]
+        # Keyed on the arrays themselves, held: an id alone could be a freed array's, reused.
+        held = self._wide
+        if held is None or len(held[0]) != len(args) or not all(a is b for a, b in zip(held[0], args)):
+            held = self._wide = (list(args), [np.asarray(a, np.float64) if k in self.floats else np.asarray(a)
+                                              for k, a in enumerate(args)])
+        return held[1]
 
     def lower_bounds(self, args: Sequence[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per judged output, ``(lower, f)``: a lower bound of every element's ``sum_i |x_i df_j/dx_i|``
@@ -250,8 +254,17 @@ class Derivatives:
             picks[np.arange(len(chosen)), chosen] = 1
             inputs = [*(np.asarray(a) for a in args), picks, *weights]
             with _compat.enable_x64():
-                made = jax.make_jaxpr(sums)([np.asarray(a) for a in args], picks, weights)
+                made = traced("sums", len(chosen),
+                              lambda: jax.make_jaxpr(sums)([np.asarray(a) for a in args], picks, weights))
             return made, inputs
+
+        def traced(kind: str, n: int, make: Callable[[], Any]) -> Any:
+            key = (t, n, kind)
+            if key not in self._traced:
+                if len(self._traced) >= 64:
+                    self._traced.clear()
+                self._traced[key] = make()
+            return self._traced[key]
 
         try:
             derivative, inputs = program(flat)
@@ -277,7 +290,8 @@ class Derivatives:
             # and the mixed pass recomputed every term in Arb: a relu layer's check took 2.5x longer.)
             picks = np.zeros((len(todo), size), dtype)
             picks[np.arange(len(todo)), flat[todo]] = 1
-            entries = jax.make_jaxpr(rows)([np.asarray(a) for a in args], picks)
+            plain = [np.asarray(a) for a in args]
+            entries = traced("rows", len(todo), lambda: jax.make_jaxpr(rows)(plain, picks))
             exact = evaluate(entries, *[np.asarray(a) for a in args], picks)
             total = np.zeros(len(todo))
             with np.errstate(all="ignore"):
