@@ -59,6 +59,10 @@ LIBRARY_CALLS: dict[tuple[str, str], str] = {
     ("_log_ndtr", "_src/lax/erf.py"): "log_ndtr",
     # jax 0.10 to 0.12.0: a custom_jvp of `log_ndtr` (its value and derivative are not exact: ACCURATE)
     ("log_ndtr", "_src/scipy/special.py"): "log_ndtr",
+    # jax.scipy.special.i0 / i1 (jax 0.12.1): custom_jvps of exp(|x|)·i0e(x) / i1e(x), derivatives i1
+    # and the recurrence's series (the catalogue's log_bessel reads them under a log)
+    ("i0_impl", "_src/numpy/lax_numpy.py"): "i0",
+    ("_i1", "_src/numpy/lax_numpy.py"): "i1",
 }
 
 #: Library functions JAX inlines (no call: their equations sit in the caller's jaxpr), recognised by

@@ -8,7 +8,10 @@ softmax), ``_stability_compose`` (moving an operation to where another rule fixe
 ``_stability_gamma``, ``_stability_special``, ``_stability_mass`` (the log of a mass between two
 bounds, through a sign), ``_stability_inverse`` (a function followed by its inverse),
 ``_stability_stats`` (covariances, merged batches, means of means), ``_stability_xlogy`` (zero times
-log zero), ``_stability_written`` (the library's own spellings);
+log zero), ``_stability_written`` (the library's own spellings), ``_stability_factors`` (the log of
+a product past its range), ``_stability_complements`` (complements of the incomplete gamma and beta
+functions, logs of Bessel functions and of the gamma tail), ``_stability_labels`` (a masked class
+under a zero label weight);
 ``_derivatives`` (``primal_derivative``), ``_performance`` with ``_scan_fusion`` (``PERFORMANCE``).
 
 Loading the catalogue registers its rules by name (``jst.rewrites.get``), so that every stage that

@@ -24,8 +24,10 @@ from ..forms import _stats as _forms_stats
 from ._derivatives import PRIMAL_DERIVATIVE
 from ._library_calls import logsumexp_call, softmax_call
 from ._stability_backward import BACKWARD_RULES, I0_SCALED, MUL_SQRT_ZERO, SIN_QUOTIENT
+from ._stability_complements import COMPLEMENT_RULES
 from ._stability_compose import COMPOSE_RULES
 from ._stability_divergence import BREGMAN, DIVERGENCE_RULES
+from ._stability_factors import LOG_FACTORS
 from ._stability_gamma import GAMMA_RULES
 from ._stability_gradients import (
     HYPOT_CONSTANT,
@@ -38,6 +40,7 @@ from ._stability_gradients import (
     rewrite_rules_with,
 )
 from ._stability_inverse import INVERSE_RULES
+from ._stability_labels import MASKED_LOG_PROB
 from ._stability_logs import (
     INV_SOFTPLUS,
     LOG1MEXP,
@@ -406,6 +409,7 @@ STABILITY: tuple[Rule, ...] = (
     *WRITTEN_RULES,
     *MASS_RULES,  # log(Φ(b) - Φ(a)), log(sig(b) - sig(a)): before Φ's own logs and log1p
     *SPECIAL_RULES,  # before log1p: log(1 + erf(z)) is a log_erfc, not log1p(erf(z))
+    *COMPLEMENT_RULES,  # before log1p: log(1 - gammainc) is log(gammaincc), not log1p(-gammainc)
     *DIVERGENCE_RULES,  # before log_sigmoid_ratio: the Bernoulli KL's whole sum, not its two logs
     SUM_P_LOG_P,
     P_LOG_P,
@@ -458,6 +462,8 @@ STABILITY: tuple[Rule, ...] = (
     BREGMAN,  # structural: reads sums the pattern rules left (and their expm1, exp(-b) results)
     NORM_QUOTIENT,  # structural: x / d for d a root the pattern rules may have rewritten (a norm)
     XLOGY,  # structural: after the pattern rules fixed their logs, after bregman took its sums
+    LOG_FACTORS,  # structural: the logs of products no rule above took (log_prod, log_quotient_exp)
+    MASKED_LOG_PROB,  # structural: t·log_softmax(x) that one_hot_nll's sums did not take
     JVP_RULE,  # structural: a user's custom_jvp rule rewritten by this catalogue (composable)
     SOFT_SIGN_DERIVATIVE,  # derivative only (a pattern; 1 + |x| is nothing else's)
     LOGISTIC_DERIVATIVE,  # structural, derivative only: the logistics and tanhs no rule above took

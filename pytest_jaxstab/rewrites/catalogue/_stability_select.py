@@ -300,7 +300,8 @@ SELECT_LOG_SOFTMAX = Rule(
 def _one_hot_nll(t: Any, x: Any, axes: tuple[int, ...], **_: Any) -> Any:
     """sum(t·log_softmax(x)) = -(logsumexp(x) - x_label) in each row where ``t`` is one-hot (0 and
     a single 1: ``jax.nn.one_hot(labels)``), checked as the program runs; elsewhere (label
-    smoothing, soft targets) the sum over the stable log-softmax, as the log-softmax rules give.
+    smoothing, soft targets) the sum over the stable log-softmax, as the log-softmax rules give,
+    a class with a -inf logit and weight 0 adding 0 (``masked_log_prob``).
 
     The value was right before (the log-softmax rules); the derivative in the label's logit was
     ``softmax - 1``, which cancels where the label dominates. ``d/dt`` stays ``log_softmax(x)``:
@@ -308,7 +309,8 @@ def _one_hot_nll(t: Any, x: Any, axes: tuple[int, ...], **_: Any) -> Any:
     where the written product was NaN)."""
     ax = tuple(int(i) for i in axes)
     ls = _forms.log_softmax(x, ax)
-    fallback = jnp.sum(t * ls, axis=ax)
+    # a masked class (a -inf logit) weighted 0 adds 0, the limit along t = 0 (written: 0·-inf = NaN)
+    fallback = jnp.sum(t * _labels.masked_log_prob(t, ls), axis=ax)
     label = t == 1
     one_hot = jnp.all((t == 0) | label, axis=ax) & (jnp.sum(label, axis=ax, dtype=jnp.int32) == 1)
     picked = jnp.sum(jnp.where(label, x, jnp.zeros_like(x)), axis=ax)

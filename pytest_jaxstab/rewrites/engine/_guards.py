@@ -118,11 +118,13 @@ def _elementwise_cone(g: Graph, branch: Any, shape: tuple[int, ...] | None, stop
     return members
 
 
-def _private(g: Graph, members: set[int], root: int) -> bool:
-    """Whether every use of a member's result is inside the cone or the root (so re-binding the cone
-    leaves every other use as it is)."""
-    consumers: dict[Any, int] = {}
-    for k in members | {root}:
+def _private(g: Graph, members: set[int], out: Any) -> bool:
+    """Whether every use of a member's result is inside the cone or the root's one read of ``out``,
+    the branch the cone computes (so re-binding the cone leaves every other use as it is). The root's
+    other operands are uses outside: ``where(p, f(log t), log t)`` shares ``log t`` with the other
+    branch, which swallowing it would leave unbound (``jax.scipy.special.betaln`` crashed, issue 47)."""
+    consumers: dict[Any, int] = {out: 1}
+    for k in members:
         for a in g.eqns[k].invars:
             if not _compat.is_literal(a):
                 consumers[a] = consumers.get(a, 0) + 1
@@ -135,7 +137,7 @@ def _cone(g: Graph, branch: Any, x: Any, root: int) -> list[int] | None:
     out_shape = tuple(_compat.aval(branch).shape) if not _compat.is_literal(branch) else None
     members = _elementwise_cone(g, branch, out_shape, stop=x)
     # private, and it must use x: some member reads x directly
-    if not members or not _private(g, members, root):
+    if not members or not _private(g, members, branch):
         return None
     if not any(any(a is x for a in g.eqns[j].invars) for j in members):
         return None
@@ -266,7 +268,7 @@ def _masked_cone(g: Graph, branch: Any, root: int) -> list[int] | None:
     members = _elementwise_cone(g, branch, shape)
     if not any(_compat.primitive_name(g.eqns[j]) in _RISKY for j in members):
         return None
-    if not _private(g, members, root):
+    if not _private(g, members, branch):
         return None  # a member's value is used outside: it must stay as it is
     produced = {g.eqns[j].outvars[0] for j in members}
     for j in members:  # every operand from outside broadcasts to the where's shape (a scalar, a

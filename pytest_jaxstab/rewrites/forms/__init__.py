@@ -6,8 +6,10 @@ benchmarks compare against the library's hand-written functions. One module per 
 statistics), ``_moments`` (covariance matrices, merged batches), ``_gamma`` (differences of
 log-gamma and digamma values), ``_special`` (the normal distribution's functions), ``_divergence``
 (Bregman divergences), ``_xlogy`` (zero times log zero), ``_labels`` (the loss at a label's
-logit), ``_gradients`` and ``_backward`` (values with repaired derivatives); the last six are the
-catalogue's replacements, not exported here. The forms import nothing
+logit, a masked class's log-probability), ``_gradients`` and ``_backward`` (values with repaired
+derivatives), ``_factors`` (the log of a product past its range), ``_complements`` (complements of
+the regularised incomplete functions, logs of Bessel functions and of the gamma tail); the last
+eight are the catalogue's replacements, not exported here. The forms import nothing
 of the engine or the catalogue
 (docs/architecture.md, "Stage order").
 """

@@ -11,6 +11,9 @@ few roundings from exact (autodiff of ``log1p(r)`` would give the first as minus
 others' derivatives, which loses the subnormal ones XLA:CPU flushes to zero: 5% of it at
 x = [90, 0, -20, 3] in float32).
 
+``masked_log_prob`` is the log-probability a weight multiplies, read as 0 where the weight is 0 and the
+log-probability -inf (a masked class: ``0·-inf`` is NaN as written, 0 in the limit along the weight).
+
 A catalogue replacement, not exported in ``jst.rewrites.forms`` (its arguments describe the label
 by a mask that the rule builds from the program's selection).
 """
@@ -27,7 +30,7 @@ from jax import lax
 
 from ._core import _log1p_rest, softmax
 
-__all__ = ["label_nll"]
+__all__ = ["label_nll", "masked_log_prob"]
 
 
 def label_nll(x: Any, picked: Any, mask: Any, axes: Sequence[int]) -> Any:
@@ -91,3 +94,14 @@ def _label_nll_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
     (x, picked, mask), (tx, tp, _) = primals, tangents
     out, p, q = _parts(x, picked, mask, ax)
     return out, jnp.sum(p * tx, axis=ax) - q * tp
+
+
+def masked_log_prob(t: Any, log_p: Any) -> Any:
+    """``log_p`` with 0 where ``t`` is 0 and ``log_p`` is -inf, so that ``t · log_p`` is 0 there (the
+    limit along ``t = 0``; ``0·-inf`` is NaN) and its gradient is finite: ``d/dlog_p`` is ``t``, 0
+    at the masked class, and ``d/dt`` reads 0 there.
+
+    Example: ``0.0 * masked_log_prob(0.0, -jnp.inf)`` is 0 (``0.0 * -jnp.inf`` is NaN).
+    """
+    masked = (t == 0) & jnp.isneginf(log_p)
+    return jnp.where(masked, jnp.zeros_like(log_p), log_p)
