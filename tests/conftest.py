@@ -164,3 +164,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
         if item.nodeid.split("::", 1)[0] in JAX_INDEPENDENT:
             item.add_marker(pytest.mark.jax_independent)
+    _check_tier_ids(config, items)
+
+
+def _check_tier_ids(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A SLOW_ONLY id that no test has (a typo, a renamed test or parameter) would leave its test in the
+    fast tier unnoticed: refuse the run. Checked for the files collected whole (before ``-k``/``-m``
+    deselect: this hook runs first), not where the command names tests by id."""
+    if any("::" in str(arg) for arg in config.args):
+        return
+    seen = {item.nodeid for item in items}
+    files = {nodeid.split("::", 1)[0] for nodeid in seen}
+    missing = [n for n in SLOW_ONLY if n.split("::", 1)[0] in files and n not in seen]
+    if missing:
+        raise pytest.UsageError("tests/conftest.py SLOW_ONLY names tests that do not exist (renamed? fix the "
+                                "ids):\n  " + "\n  ".join(missing))

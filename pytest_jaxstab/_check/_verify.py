@@ -3,11 +3,13 @@
 As Herbie tests its rule database, each alternative of the pattern (``rewrites._instances``) gets the
 smallest program that matches it, built from the pattern; an alternative that cannot be built is looked
 for in the rule's own examples (``Rule.example`` and ``Rule.examples``). Each program is then run in a
-few contexts — under ``jit``; ``vmap``-ed; its gradient (``grad`` of the sum, the derivative program of
-the stabilised function against the exact derivative of the original); inside a sum; with the matched
-intermediate also returned (a use outside the match) — as written and through ``jst.stabilize`` with
-the rule alone (and, in the ``jit`` context, with the alternative alone), on inputs drawn in the rule's
-domain. The exact result of the program as written (``jst.oracles.evaluate``) scores both.
+few contexts — under ``jit``; rewritten as a batched program (``stabilize(vmap(f))``); its gradient
+(``grad`` of the sum, the derivative program of the stabilised function against the exact derivative
+of the original); inside a sum; with the matched intermediate also returned (a use outside the
+match) — as written and through ``jst.stabilize`` with the rule alone (and, in the ``jit`` context,
+with the alternative alone), on inputs drawn in the rule's domain. Every context runs batched over
+its inputs (one compilation per alternative), so each is also ``vmap(stabilize(f))``. The exact
+result of the program as written (``jst.oracles.evaluate``) scores both.
 
 An element is **unsound** when the exact result is finite and proven and the rewritten program
 
@@ -57,8 +59,12 @@ __all__ = ["CONTEXTS", "ROUNDING_BITS", "SLACK_BITS", "AlternativeReport", "Veri
 ROUNDING_BITS = 2.0
 #: Bits any element may lose (a few ulps of a stable form's own rounding).
 SLACK_BITS = 3.0
-#: The contexts each alternative's program runs in.
+#: The contexts an alternative's program can run in (``verify_rule(contexts=...)``): all of them by
+#: default. Every context runs under ``jit`` and batched over its inputs (``vmap(stabilize(f))``);
+#: ``vmap`` is the other order, the rewrite applied to the batched program (``stabilize(vmap(f))``).
 CONTEXTS = ("jit", "vmap", "grad", "sum", "shared")
+#: The batch of the ``vmap`` context's program.
+_VMAP_BATCH = 3
 _DEFAULT_DOMAIN = (-1e4, 1e4)
 
 
@@ -283,10 +289,16 @@ def _prepare(context: str, prog: _Program, name: str, sets: list[tuple[str, list
         if context == "grad" and not floats:
             return None
         original = lambda *a: jnp.sum(f(*a))
+    elif context == "vmap":
+        # the rewrite reads the batched program (a leading axis on every array, reductions and
+        # broadcasts one rank up): every context already runs batched over its inputs (``_run``), which
+        # is the other order, ``vmap(stabilize(f))``
+        original = jax.vmap(f)
     else:
         original = f
     primal = original
-    base = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in prog.avals]
+    batch = _VMAP_BATCH if context == "vmap" else None
+    base = [jax.ShapeDtypeStruct(((batch,) if batch else ()) + tuple(a.shape), a.dtype) for a in prog.avals]
     variants = [(label, stabilize(original, rules=chosen)) for label, chosen in sets
                 if _fires(name, primal, chosen, base)]
     if not variants:
@@ -294,11 +306,7 @@ def _prepare(context: str, prog: _Program, name: str, sets: list[tuple[str, list
     if context == "grad":
         original = jax.grad(original, argnums=tuple(floats))
         variants = [(label, jax.grad(g, argnums=tuple(floats))) for label, g in variants]
-    batch = 3 if context == "vmap" else None
     args_list = [_draw(prog.avals, prog.domain, rng, batch) for _ in range(n)]
-    if batch is not None:
-        original = jax.vmap(original)
-        variants = [(label, jax.vmap(g)) for label, g in variants]
     avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args_list[0]]
     # the exact derivative takes library routines by their mathematics
     closed = (_grad_reference(primal, avals, floats) if context == "grad"
