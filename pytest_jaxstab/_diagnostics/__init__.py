@@ -9,6 +9,7 @@ JAX backend present (``_timing``). The check calls these on its worst inputs; us
 from ._local_error import LineError as LineError
 from ._local_error import LocalError as LocalError
 from ._local_error import analyse as analyse
+from ._local_error import analyse_until as analyse_until
 from ._local_error import local_error as local_error
 from ._nan_origin import NanOrigin as NanOrigin
 from ._nan_origin import OperandSummary as OperandSummary

@@ -44,7 +44,7 @@ from .._results import LocalErrorRecord
 from ..oracles import error_bits, evaluate
 from ._local_trace import Instrumented, Site, Slot, instrument
 
-__all__ = ["KINDS", "MAX_WHILE_STEPS", "LineError", "LocalError", "analyse", "local_error"]
+__all__ = ["KINDS", "MAX_WHILE_STEPS", "LineError", "LocalError", "analyse", "analyse_until", "local_error"]
 
 #: The kinds of loss, by the worst element of a line.
 KINDS = {
@@ -146,9 +146,19 @@ def analyse(closed: Any, samples: Sequence[Sequence[Any]], *, tolerance_bits: fl
 
     Lines are ranked by the cause of the loss (:func:`_rank_key`), not by the string of their location.
     """
+    return analyse_until(closed, samples, tolerance_bits=tolerance_bits, max_lines=max_lines)
+
+
+def analyse_until(closed: Any, samples: Sequence[Sequence[Any]], *, tolerance_bits: float = 8.0,
+                  max_lines: int | None = None,
+                  enough: Callable[[LocalError], bool] | None = None) -> LocalError:
+    """:func:`analyse` over ``samples`` in order, stopping after the first sample whose running result
+    is ``enough`` (each sample is one exact evaluation of the whole program with every intermediate an
+    output: seconds at a (32, 1000) batch). The result counts the samples analysed."""
     programs = _Programs()
     per_key: dict[tuple[str | None, str], _Group] = {}
-    for sample in samples:
+    result = LocalError((), 0, float(tolerance_bits))
+    for count, sample in enumerate(samples, start=1):
         scored: list[_Scored] = []
         programs.run(closed, list(sample), scored, None, (), _MAX_NESTING)
         seen: set[tuple[str | None, str]] = set()
@@ -159,11 +169,17 @@ def analyse(closed: Any, samples: Sequence[Sequence[Any]], *, tolerance_bits: fl
             group.order = min(group.order, order)
             group.add(entry, merge=key in seen)
             seen.add(key)
-    ranked = sorted((g for g in per_key.values() if g.line(tolerance_bits).max_bits > 0), key=_rank_key)
-    lines = [g.line(tolerance_bits) for g in ranked]
-    if max_lines is not None:
-        lines = lines[:max_lines]
-    return LocalError(tuple(lines), len(samples), float(tolerance_bits))
+        if enough is None and count < len(samples):
+            continue
+        ranked = sorted((g for g in per_key.values() if g.line(tolerance_bits).max_bits > 0),
+                        key=_rank_key)
+        lines = [g.line(tolerance_bits) for g in ranked]
+        if max_lines is not None:
+            lines = lines[:max_lines]
+        result = LocalError(tuple(lines), count, float(tolerance_bits))
+        if enough is not None and enough(result):
+            break
+    return result
 
 
 def _rank_key(group: _Group) -> tuple[Any, ...]:
