@@ -26,7 +26,6 @@ It runs in the structural phase (after the pattern rules), so it also reads thei
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Any
 
 import jax
@@ -212,7 +211,6 @@ def _private(g: Graph, cand: set[int], root: int, operands: Any) -> set[int]:
         cand -= drop
 
 
-_REACH: weakref.WeakKeyDictionary[Graph, dict[Any, float]] = weakref.WeakKeyDictionary()
 
 
 def _is_xlogy(e: Any) -> bool:
@@ -258,21 +256,15 @@ def _square_operand(g: Graph, v: Any) -> Any:
     return None if j is None else _square_eqn_base(g.eqns[j])
 
 
-def _reaches(g: Graph, atom: Any) -> bool:
-    """Whether a sum read from ``atom`` can hold an exp, expm1, log, log1p or quotient leaf within the
-    reader's depth (the gate: most sums of a program hold none, and are refused here cheaply)."""
-    return _leaf_depths(g).get(atom, math.inf) <= _MAX_DEPTH + 1
-
-
 def _leaf_depths(g: Graph) -> dict[Any, float]:
     """For every value of ``g``: how many sums, differences, scalings and glue lie between it and the
     nearest leaf the gate looks for (0 at the leaf; absent where none is reachable). One sweep over
     the program in order, once per graph, where reading each root's operands down again cost the pass
     a walk per equation (issue 48)."""
-    depths = _REACH.get(g)
+    depths = g.memo.get("bregman_depths")
     if depths is not None:
         return depths
-    depths = _REACH[g] = {}
+    depths = g.memo["bregman_depths"] = {}
     for e in g.eqns:
         if len(e.outvars) != 1:
             continue
@@ -296,7 +288,10 @@ def _match(g: Graph, i: int) -> Match | None:
         return None
     if name == "div" and _constant(g, eqn.invars[1]) is None:
         return None
-    if not any(_reaches(g, a) for a in eqn.invars if not _compat.is_literal(a)):
+    # the gate: whether a sum read from an operand can hold an exp, expm1, log, log1p or quotient leaf
+    # within the reader's depth (most sums of a program hold none, and are refused here cheaply)
+    depths, reach = _leaf_depths(g), _MAX_DEPTH + 1
+    if not any(depths.get(a, math.inf) <= reach for a in eqn.invars if not _compat.is_literal(a)):
         return None
     if not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.floating):
         return None

@@ -83,6 +83,9 @@ class Graph:
         #: The equations a pass tries (None: all); after a splice, those its changes reach
         #: (``_engine._downstream``): every other one matched nothing in the pass before.
         self.dirty: set[int] | None = None
+        #: Rules' per-graph caches (their gates' sweeps), by the rule's key: they live and die with the
+        #: graph, and a dict lookup costs a tenth of a weak-keyed one (a gate is asked per equation).
+        self.memo: dict[str, Any] = {}
 
     def consumers(self, atom: Any) -> list[int]:
         """The indices of the equations reading ``atom``, in program order (built on first use)."""
