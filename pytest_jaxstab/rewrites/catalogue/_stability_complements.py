@@ -9,6 +9,8 @@
   underflow of ``gammaincc`` (-inf as written from x = a + 13·sqrt(a) in float32), as the log of
   Legendre's continued fraction (``forms/_complements.log_gammaincc``); ``log(1 - gammainc)`` takes
   the same form through ``incomplete_gamma_complement``.
+- ``log_gamma_lower``: ``log(gammainc(a, x))`` past the lower tail's underflow, as the log of the
+  series ``sum x^n / ((a + 1)···(a + n))`` times its prefactor (``forms/_complements.log_gammainc``).
 - ``betainc_complement``: ``1 - betainc(a, b, x) = betainc(b, a, 1 - x)`` (a Beta's, a Student-t's or
   a binomial's upper tail; under a log too), reflected where that is the more accurate
   (``forms/_complements.py``: ``x >= 1/2``, where ``1 - x`` is exact).
@@ -33,7 +35,7 @@ from ..engine._rule import Rule
 from ..forms import _complements as _fc
 
 __all__ = ["BETAINC_COMPLEMENT", "COMPLEMENT_RULES", "INCOMPLETE_GAMMA_COMPLEMENT", "LOG_BESSEL",
-           "LOG_GAMMA_TAIL"]
+           "LOG_GAMMA_LOWER", "LOG_GAMMA_TAIL"]
 
 a, b, x = var("a"), var("b"), var("x")
 ONE = const(1.0)
@@ -79,6 +81,20 @@ def _log_gamma_tail(a: Any, x: Any) -> Any:
 LOG_GAMMA_TAIL = Rule(
     "log_gamma_tail", op("log", op("igammac", a, x)), _log_gamma_tail, where=lambda m: _real(m, "a", "x"),
     example=lambda a, x: jnp.log(jss.gammaincc(a, x)), example_shapes=((8,), (8,)),
+    example_domain=(0.0, 1e3),
+)
+
+
+def _log_gamma_lower(a: Any, x: Any) -> Any:
+    """log(gammainc(a, x)), also past gammainc's underflow (a series' log there)."""
+    return _fc.log_gammainc(a, x)
+
+
+#: ``log(gammainc(a, x))`` (a gamma or chi² log-CDF, a Poisson's log survival) far below the mean,
+#: where P underflows (-inf as written: at a = 50, x = 1 in float32).
+LOG_GAMMA_LOWER = Rule(
+    "log_gamma_lower", op("log", op("igamma", a, x)), _log_gamma_lower, where=lambda m: _real(m, "a", "x"),
+    example=lambda a, x: jnp.log(jss.gammainc(a, x)), example_shapes=((8,), (8,)),
     example_domain=(0.0, 1e3),
 )
 
@@ -130,4 +146,5 @@ LOG_BESSEL = Rule(
 )
 
 #: In ``STABILITY`` before ``log1p`` (``log(1 - P)`` is the complement's log, not ``log1p(-P)``).
-COMPLEMENT_RULES = (INCOMPLETE_GAMMA_COMPLEMENT, LOG_GAMMA_TAIL, BETAINC_COMPLEMENT, LOG_BESSEL)
+COMPLEMENT_RULES = (INCOMPLETE_GAMMA_COMPLEMENT, LOG_GAMMA_TAIL, LOG_GAMMA_LOWER, BETAINC_COMPLEMENT,
+                    LOG_BESSEL)

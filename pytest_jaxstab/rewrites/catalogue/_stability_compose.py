@@ -112,13 +112,15 @@ def _fixable_complement(g: Graph, atom: Any, depth: int = 3) -> bool:
 
 def _fixable_log(g: Graph, atom: Any, depth: int = 3) -> bool:
     """Whether ``log(atom)`` is a form some rule fixes: a sigmoid or its complement, an exp, a
-    quotient or product with an exp, a sum of exps, ``1 + exp``, a cosh, a product; a ``where``
-    with such a branch."""
+    quotient or product with an exp, a sum of exps, ``1 + exp``, a cosh, a product, the upper
+    incomplete gamma function; a ``where`` with such a branch."""
     eqn = _producer(g, atom)
     if eqn is None or depth == 0:
         return False
     name = _compat.primitive_name(eqn)
     if name in ("exp", "cosh", "expm1", "reduce_prod") or _is_sigmoid(g, eqn):
+        return True
+    if name in ("igammac", "igamma"):  # log_gamma_tail / _lower (gamma.logsf's where(y < 0, 1, Q))
         return True
     heads = [_producer(g, t) for t in eqn.invars]
     names = [None if h is None else _compat.primitive_name(h) for h in heads]

@@ -23,6 +23,9 @@ Where groups compete for a term (a beta-binomial has many), the choice is made p
 time: greedily, the group whose accurate value is smallest against the magnitudes of its terms
 (the most cancellation removed) first; groups that share no term are all taken, with no run-time
 choice. The remaining terms are summed as written.
+
+``log_beta_multivariate``: the Dirichlet log-normaliser ``sum(lgamma(alpha)) - lgamma(sum(alpha))``,
+one reduction against one lgamma, which no add/sub tree shows: ``forms.log_beta_multivariate``.
 """
 
 from __future__ import annotations
@@ -39,11 +42,11 @@ from jax import lax
 from ... import _compat
 from ..._dtypes import is_real_kind
 from ..engine._match import Graph, Match
-from ..engine._pattern import any_of, const, op, var
+from ..engine._pattern import any_of, const, fixed, op, param, var
 from ..engine._rule import Rule
 from ..forms import _gamma as fg
 
-__all__ = ["GAMMA_RULES", "LGAMMA_SUM"]
+__all__ = ["GAMMA_RULES", "LGAMMA_SUM", "LOG_BETA_MULTIVARIATE"]
 
 _KINDS = ("lgamma", "digamma")
 _TREE = frozenset({"add", "sub", "neg"})
@@ -468,5 +471,32 @@ LGAMMA_NEAR_ONE = Rule(
     "lgamma_near_one", op("lgamma", any_of(op("add", var("k"), _NEAR_ONE))), _lgamma_near_one,
     gate=_alone, example=lambda k: lax.lgamma(k + 1.0), example_domain=(-0.5, 0.5))
 
+def _log_beta_multivariate(a: Any, axes: tuple[int, ...], axes2: Any, sign: int) -> Any:
+    """sum(lgamma(a)) - lgamma(sum(a)) over the same axes, as a telescoping sum of betaln terms."""
+    out = fg.log_beta_multivariate(a, axes)
+    return out if sign > 0 else -out
+
+
+def _same_axes(m: Match) -> bool:
+    return (m.captures["axes"] == m.captures["axes2"]
+            and jnp.issubdtype(m.aval("a").dtype, jnp.floating) and len(m.captures["axes"]) > 0)
+
+
+_SUM_LGAMMA = op("reduce_sum", op("lgamma", var("a")), axes=param("axes"))
+_LGAMMA_SUM = op("lgamma", op("reduce_sum", var("a"), axes=param("axes2")))
+
+#: A Dirichlet's (or a Dirichlet-multinomial's) log-normaliser, ``sum(lgamma(alpha)) -
+#: lgamma(sum(alpha))`` and its negation: a sum of lgamma terms over an axis cancels against the lgamma of
+#: the sum where one concentration is large (float32 loses 15 bits at [1e6, 0.5, 2, 0.1]), which the add/sub
+#: trees lgamma_sum reads cannot see (the terms are one reduction).
+LOG_BETA_MULTIVARIATE = Rule(
+    "log_beta_multivariate",
+    any_of(fixed(op("sub", _SUM_LGAMMA, _LGAMMA_SUM), sign=1),
+           fixed(op("sub", _LGAMMA_SUM, _SUM_LGAMMA), sign=-1)),
+    _log_beta_multivariate, where=_same_axes,
+    example=lambda a: jnp.sum(lax.lgamma(a)) - lax.lgamma(jnp.sum(a)), example_domain=(0.0, 1e6),
+    examples=(lambda a: lax.lgamma(jnp.sum(a, -1)) - jnp.sum(lax.lgamma(a), -1),),
+)
+
 #: The rules of this module, in catalogue order.
-GAMMA_RULES: tuple[Rule, ...] = (LGAMMA_NEAR_ONE, LGAMMA_SUM)
+GAMMA_RULES: tuple[Rule, ...] = (LGAMMA_NEAR_ONE, LOG_BETA_MULTIVARIATE, LGAMMA_SUM)

@@ -45,7 +45,7 @@ from typing import Any
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["betaln", "digamma_difference", "lgamma1p", "lgamma_difference"]
+__all__ = ["betaln", "digamma_difference", "lgamma1p", "lgamma_difference", "log_beta_multivariate"]
 
 # Stirling's correction c(y) = lgamma(y) - ((y - 1/2) log y - y + log(2 pi)/2) = sum B_k y^(1-2k)
 _LGAMMA_B = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360, 1 / 156,
@@ -251,6 +251,40 @@ def betaln(a: Any, b: Any, ab: Any = None) -> Any:
     qa, qb, qab = jnp.where(plain, a, 1.0), jnp.where(plain, b, 1.0), jnp.where(plain, ab_, 2.0)
     out_plain = gammaln(qa) + gammaln(qb) - gammaln(qab)
     return jnp.where(both, out_both, jnp.where(one, out_one, out_plain))
+
+
+def log_beta_multivariate(alpha: Any, axes: tuple[int, ...]) -> Any:
+    """The multivariate log beta function ``sum(lgamma(alpha)) - lgamma(sum(alpha))`` over ``axes``
+    (a Dirichlet's log-normaliser), for rows of positive ``alpha``.
+
+    Args:
+      alpha: the concentrations.
+      axes: the axes summed (the result has them removed, as ``jnp.sum`` without ``keepdims``).
+
+    Returns:
+      The telescoping sum ``sum_{i>=2} betaln(A_{i-1}, alpha_i)``, ``A_i = alpha_1 + ... + alpha_i``
+      (each term by :func:`betaln`, so no two large values cancel; its derivative telescopes to
+      ``digamma(alpha_j) - digamma(A_n)`` through the terms' own cancellation-free derivatives). A row
+      with an element that is not positive and finite gets the written form.
+
+    Example: at ``alpha = [1e6, 0.5, 2, 0.1]`` (float32) the written form subtracts terms of 1.3e7 for
+    a result of -33.1 (15 bits lost); this form is within an ulp.
+    """
+    (alpha,) = _float(alpha)
+    from jax.scipy.special import gammaln
+
+    axes = tuple(sorted(ax % alpha.ndim for ax in axes))
+    ok = jnp.all((alpha > 0) & jnp.isfinite(alpha), axis=axes, keepdims=True)
+    good = jnp.where(ok, alpha, 1.0)  # each branch reads a safe input
+    bad = jnp.where(ok, 1.0, alpha)
+    written = jnp.sum(gammaln(bad), axis=axes) - gammaln(jnp.sum(bad, axis=axes))
+    if not axes:
+        return jnp.where(jnp.squeeze(ok, axes), 0.0, written)
+    rest = [ax for ax in range(alpha.ndim) if ax not in axes]
+    rows = jnp.transpose(good, rest + list(axes)).reshape([alpha.shape[ax] for ax in rest] + [-1])
+    partial = jnp.cumsum(rows, axis=-1)
+    stable = jnp.sum(betaln(partial[..., :-1], rows[..., 1:]), axis=-1)
+    return jnp.where(jnp.squeeze(ok, axes), stable, written)
 
 
 # (-1)^n zeta(n) / n for n = 2..40: lgamma(1 + k) = -gamma·k + sum_n c_n k^n (|k| < 1)
