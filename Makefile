@@ -38,6 +38,11 @@ $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: python3.12 not found; set PYTHON=/path/to/python3.12"; exit 2; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	# Python 3.12's bundled pip installs an editable pyproject package: no upgrade (seconds of `make test`)
+	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+# The linters (ruff, pyright with its Node.js) only where `make lint` asks: not part of `make test`'s set-up
+$(VENV)/.lint-installed: $(VENV)/.installed
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
@@ -77,7 +82,7 @@ check-newest-jax:
 	@echo "check-newest-jax: $$(date -u '+%Y-%m-%d'): $$($(VENV_NEWEST)/bin/python -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__)')"
 	$(call RUN_PYTEST,$(VENV_NEWEST)) -n 2 -m "not slow" $(PYTEST_ARGS)
 
-lint: venv
+lint: $(VENV)/.lint-installed
 	$(VENV)/bin/ruff check pytest_jaxstab tests benchmarks examples
 	$(VENV)/bin/pyright
 

@@ -29,9 +29,9 @@ PLUGIN_RUNS: dict[str, tuple[str, ...]] = {
 }
 
 
-#: The runs the fast tier takes: xdist in-process scenarios cost 3-8 s each; ``n0`` and ``n2`` run in the
-#: slow tier, and ``test_plugin_baseline``'s xdist test keeps one xdist run in the fast tier.
-FAST_PLUGIN_RUNS = ("serial", "no-xdist")
+#: The runs the fast tier takes: in-process scenarios cost 3-8 s each; ``n0``, ``n2`` and ``no-xdist``
+#: run in the slow tier, and ``test_plugin_baseline``'s xdist test keeps one xdist run in the fast tier.
+FAST_PLUGIN_RUNS = ("serial",)
 
 
 @pytest.fixture(params=[r if r in FAST_PLUGIN_RUNS else pytest.param(r, marks=pytest.mark.slow)
@@ -130,6 +130,13 @@ SLOW_ONLY: dict[str, str] = {
     "tests/test_complex_order.py::test_grad_check_on_complex_inputs[complex64]": "the complex128 case",
     "tests/test_check_scale.py::test_a_layer_norm_verdict_at_a_batch_of_sixteen_rows[_layer_norm_one_pass-failed]":
         "test_conditioning's one-pass norm rows and the two-pass case",
+    "tests/test_search_option.py::test_ini_key_turns_the_search_on":
+        "test_bad_ini_value_is_a_usage_error (the key is read), test_settings' ini order, "
+        "test_search_is_on_by_default (the search runs from the setting)",
+    "tests/test_search_plugin.py::test_marker_search_true_searches_under_the_option_off":
+        "test_settings' order (the marker over the option), "
+        "test_search_proposes_the_improved_program_in_the_failure",
+    "tests/test_startup.py::test_a_plain_run_loads_only_the_light_modules[run-jax-suite]": "the jax-free run",
     "tests/test_examples_baseline.py::test_committed_example_baseline_is_current":
         "none in the fast tier: `make demo` compares with the same file, and CI's slow tier runs it",
     # float64 twins of float32 cases that run the same rewrite (the family's rule, as the tier's rule
