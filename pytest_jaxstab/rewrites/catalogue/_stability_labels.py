@@ -61,16 +61,19 @@ def _elementwise_dot(eqn: Any) -> bool:
 
 def _match(g: Graph, i: int) -> Match | None:
     eqn = g.eqns[i]
-    if len(eqn.invars) != 2 or not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.floating):
+    if len(eqn.invars) != 2:
         return None
     dot = _compat.primitive_name(eqn) == "dot_general"
     if dot and not _elementwise_dot(eqn):
         return None
+    # the producer look first: most products of a program read no log-softmax (the pass asks each)
     for first, (t, log_p) in ((True, eqn.invars), (False, eqn.invars[::-1])):
         if _compat.is_literal(t) or t is log_p or not _log_softmax(g, log_p):
             continue
         if tuple(_compat.aval(t).shape) != tuple(_compat.aval(log_p).shape):
             continue
+        if not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.floating):
+            return None
         captures = {"t": t, "log_p": log_p, "dot": eqn if dot else None, "first": first}
         return Match(i, captures, {"t": t, "log_p": log_p}, {i})
     return None
