@@ -75,10 +75,17 @@ def _rules(fn, *args):
 
 
 def optax_ce(logits, labels):
-    """optax 0.2.8, softmax_cross_entropy_with_integer_labels."""
+    """optax's softmax_cross_entropy_with_integer_labels with the label's logit picked by indexing."""
     label_logits = jnp.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
     log_normalizers = jax.nn.logsumexp(logits, axis=-1)
     return log_normalizers - label_logits
+
+
+def optax_ce_take(logits, labels, axis=-1):
+    """optax 0.2.8's own spelling: ``.take(0, axis=axis)`` after take_along_axis, a second library call
+    (a gather of index 0) where indexing gives a squeeze."""
+    label_logits = jnp.take_along_axis(logits, jnp.expand_dims(labels, axis), axis=axis).take(0, axis=axis)
+    return jax.nn.logsumexp(logits, axis=axis) - label_logits
 
 
 def tutorial_nll(logits, labels):
@@ -111,7 +118,7 @@ def one_hot_product(logits, labels):  # the log_softmax rule's (value only; see 
     return -jnp.sum(jax.nn.one_hot(labels, k, dtype=logits.dtype) * jnp.log(jax.nn.softmax(logits)), -1)
 
 
-BATCHED = [optax_ce, tutorial_nll, tutorial_nll_keepdims, fancy_index, fancy_softmax, log_softmax_take,
+BATCHED = [optax_ce, optax_ce_take, tutorial_nll, tutorial_nll_keepdims, fancy_index, fancy_softmax, log_softmax_take,
            written_log_softmax_index]
 
 # each row's label logit dominates it but one (row 1: the label is not the max; row 3: a tie with

@@ -44,8 +44,10 @@ _GATHER_PARAMS = ("dimension_numbers", "slice_sizes", "indices_are_sorted", "uni
                   "fill_value")
 
 
-def _selections(p: Any) -> list[Any]:
-    """The forms a selection of ``p`` takes in a jaxpr, each capturing what re-applies it."""
+def _selections(p: Any, nested: bool = False) -> list[Any]:
+    """The forms a selection of ``p`` takes in a jaxpr, each capturing what re-applies it; with
+    ``nested``, also a selecting call of a selecting call (optax's ``take_along_axis(x, labels[..., None],
+    axis).take(0, axis)``: two library calls, the second picking the only entry of the first's axis)."""
     gather = op("gather", p, var("idx"), params={k: param(f"g_{k}") for k in _GATHER_PARAMS})
     dynamic = [op("dynamic_slice", p, *(var(f"i{k}") for k in range(r)), slice_sizes=param("ds_sizes"))
                for r in range(1, 5)]
@@ -54,7 +56,10 @@ def _selections(p: Any) -> list[Any]:
     call = op(_CALLS, p, var("idx"), params={"jaxpr": param("body")})
     plain = [sliced, gather, *dynamic, call]
     # x[..., i] drops the picked axis after the slice: a squeeze the glue check would refuse
-    return [*(op("squeeze", s, dimensions=param("sq_dims")) for s in plain), *plain]
+    forms = [*(op("squeeze", s, dimensions=param("sq_dims")) for s in plain), *plain]
+    if nested:
+        forms.append(op(_CALLS, call, var("idx2"), params={"jaxpr": param("body2")}))
+    return forms
 
 
 def _fill_commutes(fill: Any) -> bool:
@@ -84,6 +89,8 @@ def _selects_only(body: Any) -> bool:
 
 def _selection_where(m: Match) -> bool:
     c = m.captures
+    if "body2" in c and not _selects_only(c["body2"]):
+        return False
     if "body" in c:
         return _selects_only(c["body"])
     if "g_fill_value" in c:
@@ -93,6 +100,9 @@ def _selection_where(m: Match) -> bool:
 
 def _reselect(v: Any, c: dict[str, Any]) -> Any:
     """The captured selection applied to ``v`` (an array of the selected array's shape)."""
+    if "body2" in c:
+        inner = _reselect(v, {k: a for k, a in c.items() if k not in ("body2", "idx2")})
+        return _compat.eval_jaxpr(_compat.as_closed(c["body2"]), inner, c["idx2"])[0]
     if "sq_dims" in c:
         return lax.squeeze(_reselect(v, {k: a for k, a in c.items() if k != "sq_dims"}),
                            c["sq_dims"])
@@ -231,6 +241,8 @@ def _lse_selections(lse: Any) -> tuple[Any, ...]:
         (lambda x: lse(x, -1) - jnp.take_along_axis(x, jnp.argmax(x, -1)[:, None], -1)[:, 0], ((4, 8),),
          None),
         (lambda x: lse(x) - jnp.take(x, jnp.argmax(x)), ((8,),), None),
+        (lambda x: lse(x, -1) - jnp.take_along_axis(x, jnp.argmax(x, -1)[:, None], -1).take(0, axis=-1),
+         ((4, 8),), None),
     )
 
 
@@ -239,7 +251,7 @@ _LSE_SELECTIONS = (*_lse_selections(jax.nn.logsumexp), *_lse_selections(_lse_inl
 
 LSE_MINUS_SELECTED = Rule(
     "lse_minus_selected",
-    op("sub", _LSE_NN, any_of(*_selections(x))),
+    op("sub", _LSE_NN, any_of(*_selections(x, nested=True))),
     _lse_minus_selected, where=_selection_where, gate=_lse_minus_selection,
     examples=_LSE_SELECTIONS,
     **_example(lambda x: jax.nn.logsumexp(x, -1) - x[:, 3], shapes=((4, 8),)),
