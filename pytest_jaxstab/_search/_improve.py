@@ -17,6 +17,7 @@ from .._dtypes import is_complex_dtype, resolve_dtype
 from .._errors import ArgumentError, require_callable
 from .._settings import layered
 from .._settings import settings as Settings
+from ._derivative import check_derivatives, improve_derivatives
 from ._pipeline import run
 from ._result import Improvement
 
@@ -24,7 +25,7 @@ __all__ = ["improve"]
 
 
 def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = None, settings: Any = None,
-            **options: Any) -> Improvement:
+            derivatives: bool | str = False, **options: Any) -> Improvement:
     """Search for a more accurate program computing ``fn`` (equality saturation judged by the oracle).
 
     ``fn`` must compute one float result elementwise from its array inputs with operations the search
@@ -42,6 +43,15 @@ def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = No
       dtype: "float16", "bfloat16", "float32" or "float64".
       domain: the input domain, as for ``jst.strategies.floats`` (e.g. ``(0, None)``).
       settings: a ``jst.settings`` to start from (default: the loaded profile).
+      derivatives: ``False`` (default): search the value. ``True``: the value, and each partial
+        derivative of an elementwise ``fn`` (autodiff's derivative program, a ``custom_jvp`` rule of the
+        user's included, judged against the oracle's exact value of that program) whose error misses the
+        fix criterion (mean <= 2 bits, max <= 8 bits); ``"only"``: the partial derivatives, the value as
+        written. What is found is installed through ``jax.custom_jvp``: ``.fn``'s values are the
+        primal's bit for bit (the value's improved program, or ``fn``), its tangent the improved
+        partials (autodiff's for the others); ``.source`` is the ``@jax.custom_jvp`` definition with its
+        ``defjvp``; ``.partials`` and ``.report()`` give each partial's bits before and after. The
+        ``time_limit`` is shared by the searches that run.
       **options: the ``jst.settings`` options ``jst.improve`` takes: ``max_examples`` (valid inputs drawn
         for the search, default 100; the re-check draws at least 512), ``seed`` (None: seed 0, the search is
         deterministic by default), ``time_limit`` (seconds for saturation plus candidate search, default
@@ -72,9 +82,15 @@ def improve(fn: Callable[..., Any], *, shapes: Any, dtype: Any, domain: Any = No
         dt = resolve_dtype(dtype)
     except (TypeError, ValueError) as exc:
         raise ArgumentError(f"dtype={dtype!r}: {exc}") from None
+    which = check_derivatives(derivatives)
     names, shape_list, by_keyword = normalize_shapes(shapes)
     param_names = _param_names(fn, names, by_keyword)
     with x64_scope(dt):
+        if which is not False:
+            return improve_derivatives(fn, dt, shape_list, names, by_keyword, param_names, domain,
+                                       int(s.max_examples), 0 if s.seed is None else int(s.seed),
+                                       float(s.time_limit), int(s.node_limit), int(s.iter_limit),
+                                       value=which is True)
         return _improve(fn, dt, shape_list, names, by_keyword, param_names, domain, int(s.max_examples),
                         0 if s.seed is None else int(s.seed), float(s.time_limit), int(s.node_limit),
                         int(s.iter_limit))

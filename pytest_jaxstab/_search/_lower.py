@@ -270,6 +270,8 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
         return [("pow", args[0], const(int(eqn.params["y"])))]
     if name == "square":
         return [("mul", args[0], args[0])]
+    if name == "one_minus_square":  # JAX's tanh JVP (1 - tanh^2): in every derivative of a tanh
+        return [("sub", const(1.0), ("mul", args[0], args[0]))]
     if name == "rsqrt":
         return [("div", const(1.0), ("sqrt", args[0]))]
     if name == "exp2":

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Candidate", "Improvement", "Offer"]
+__all__ = ["Candidate", "Improvement", "Offer", "Partial"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +58,43 @@ class Offer:
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class Partial:
+    """One partial derivative ``jst.improve(..., derivatives=...)`` judged (``Improvement.partials``).
+
+    Attributes:
+        argument: the argument it differentiates by.
+        before: ``(mean, max)`` bits of the derivative program as autodiff builds it (a user's
+            ``custom_jvp`` rule included), against the oracle's exact value of that program, on the
+            search's samples.
+        after: ``(mean, max)`` bits of the installed derivative (the tangent of ``Improvement.fn`` for a
+            unit tangent on this argument) on the same samples; None when nothing was installed for it.
+        improved: whether a better program was found for it (and passed the search's re-check).
+        status: the search's status line, or why it was not searched (within the fix criterion
+            already, or refused).
+        source: the partial's program as a pasteable ``def`` (the improved one when improved).
+        search: the search's own :class:`Improvement` (its frontier, re-check, ...); None when not
+            searched.
+    """
+
+    argument: str
+    before: tuple[float, float]
+    after: tuple[float, float] | None
+    improved: bool
+    status: str
+    source: str
+    search: Improvement | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    def line(self) -> str:
+        """One line of the report: before and after bits, or why it was left as autodiff builds it."""
+        bm, bx = self.before
+        text = f"d/d{self.argument}: mean {bm:.2f} bits, max {bx:.2f} bits as differentiated"
+        if self.improved and self.after is not None:
+            am, ax = self.after
+            text += f" -> mean {am:.2f} bits, max {ax:.2f} bits installed"
+        return f"{text} ({self.status})"
+
+
 @dataclasses.dataclass
 class Improvement:
     """The result of ``jst.improve``: the best program found, the Pareto frontier, and what happened.
@@ -86,6 +123,14 @@ class Improvement:
             cheaper. ``best`` (``fn``, ``source``) is the product's pick: the cheapest that *fixes* the
             program (``jst.improve``'s rule), which may be either or neither of these two.
         original_seconds: the original's jitted seconds per call over the same points, by backend.
+        partials: with ``derivatives=`` (``jst.improve``), one :class:`Partial` per argument; ``fn`` is
+            then ``jax.custom_jvp`` of the primal (the value's improved program when the value search ran
+            and improved it, else the function as written) with the improved partials as its tangent,
+            and ``source`` the pasteable ``@jax.custom_jvp`` definition with its ``defjvp``. ``original``,
+            ``best``, ``frontier``, ``recheck`` and the offers are the value search's (None or empty with
+            ``derivatives="only"``). Empty without ``derivatives=``.
+        value: with ``derivatives=True``, the value search's own result (its status and report); None
+            otherwise.
     """
 
     fn: Callable[..., Any]
@@ -102,9 +147,14 @@ class Improvement:
     most_accurate: Offer | None = None
     cheapest: Offer | None = None
     original_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    partials: tuple[Partial, ...] = ()
+    value: Improvement | None = dataclasses.field(default=None, repr=False)
 
     def report(self) -> str:
-        """A short text: the status, original vs best, the frontier and the best program's source."""
+        """A short text: the status, original vs best, the frontier and the best program's source; with
+        ``derivatives=``, the before/after bits of each partial derivative too."""
+        if self.partials:
+            return self._derivative_report()
         lines = [f"jst.improve: {self.status}"]
         if self.families:
             lines.append("  rule families by kind of loss: " + "; ".join(
@@ -133,6 +183,17 @@ class Improvement:
                              for c in self.frontier)
             lines.append("")
             lines.append(self.source.rstrip())
+        return "\n".join(lines)
+
+    def _derivative_report(self) -> str:
+        lines = [f"jst.improve: {self.status}"]
+        if self.value is not None:  # the value searched too: its figures, without its source
+            shown = dataclasses.replace(self.value, source="").report().splitlines()
+            lines += ["  value: " + shown[0].removeprefix("jst.improve: "),
+                      *("  " + line for line in shown[1:] if line.strip())]
+        lines += [f"  {p.line()}" for p in self.partials]
+        if self.improved:
+            lines += ["", self.source.rstrip()]
         return "\n".join(lines)
 
     def __str__(self) -> str:

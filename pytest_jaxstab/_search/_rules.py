@@ -200,6 +200,9 @@ _SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
         ("tanh-expm1", "(tanh a)", "(div (expm1 (mul 2 a)) (add (exp (mul 2 a)) 1))", False),
         ("cosh-m1", "(sub (cosh a) 1)", "(mul 2 (pow (sinh (div a 2)) 2))", False),
         ("cosh2-sinh2", "(sub (pow (cosh a) 2) (pow (sinh a) 2))", "1", False),
+        # tanh's derivative as autodiff writes it (JAX's one_minus_square, a user's custom_jvp): 1 - t^2
+        # is 0 once tanh rounds to 1 (|a| > 9 in float32), where sech^2 a is still a normal float
+        ("one-minus-tanh-sq", "(sub 1 (mul (tanh a) (tanh a)))", "(div 1 (mul (cosh a) (cosh a)))", False),
         ("cosh-m-sinh", "(sub (cosh a) (sinh a))", "(exp (neg a))", False),
         ("cosh-p-sinh", "(add (cosh a) (sinh a))", "(exp a)", False),
         ("asinh-def", "(log (add a (sqrt (add (mul a a) 1))))", "(asinh a)", False),

@@ -101,10 +101,15 @@ def run_case(item: pytest.Item, fn: Callable[..., Any], *, nodeid: str, shapes: 
     # Searched only for a case that fails the test (a known instability of the baseline does not) and
     # that the catalogue does not fix, nor for a wrong rewrite alone (the rule is to fix, not the
     # formula); jst.improve's time limit bounds the cost per case.
-    unfixed = (result.outcome == "failed" and result.rewritten.verdict != "pass"
+    # A gradient that fails unfixed has its derivative searched (the value too when it fails as well).
+    value_unfixed = result.rewritten.verdict != "pass"
+    derivatives: bool | str = False
+    if _gradient_unfixed(result):
+        derivatives = True if value_unfixed else "only"
+    unfixed = (result.outcome == "failed" and (value_unfixed or derivatives is not False)
                and not _only_wrong_rewrite(result))
     if chosen.search and failure is not None and unfixed:
-        result.message += _proposal(fn, shapes, dtype, domain, chosen.seed)
+        result.message += _proposal(fn, shapes, dtype, domain, chosen.seed, derivatives)
         failure = _judge(session, result)
     item.stash.setdefault(CASES_KEY, []).append(result)
     if failure is not None:
@@ -131,16 +136,28 @@ def _for_check(chosen: Any) -> Any:
     return settings(root(), **chosen.as_dict())
 
 
-def _proposal(fn: Callable[..., Any], shapes: Any, dtype: Any, domain: Any, seed: int | None) -> str:
-    """What ``jst.improve`` finds for a case the catalogue does not fix, as a paragraph of the message."""
+def _gradient_unfixed(result: Any) -> bool:
+    """The case's gradient fails, and so does the catalogue's rewrite of it."""
+    g = result.gradient
+    return g is not None and g.outcome == "failed" and g.rewritten.verdict != "pass"
+
+
+def _proposal(fn: Callable[..., Any], shapes: Any, dtype: Any, domain: Any, seed: int | None,
+              derivatives: bool | str = False) -> str:
+    """What ``jst.improve`` finds for a case the catalogue does not fix, as a paragraph of the message;
+    ``derivatives`` (``jst.improve``'s): a failing gradient's partial derivatives searched too, within
+    the same time limit, the proposal the ``@jax.custom_jvp`` program with each partial's figures."""
     from .._search import improve
 
     try:
-        imp = improve(fn, shapes=shapes, dtype=dtype, domain=domain, seed=seed, time_limit=SEARCH_TIME_LIMIT)
+        imp = improve(fn, shapes=shapes, dtype=dtype, domain=domain, seed=seed, time_limit=SEARCH_TIME_LIMIT,
+                      derivatives=derivatives)
     except JaxstabError as exc:
         return f"\n\njst.improve could not search: {exc}"
     if not imp.improved:
         return f"\n\njst.improve: {imp.status}"
+    if imp.partials:
+        return f"\n\njst.improve proposes, for the derivative:\n{imp.report().removeprefix('jst.improve: ')}"
     return f"\n\njst.improve proposes ({imp.status}):\n{imp.source}"
 
 
