@@ -7,7 +7,8 @@ the mathematical function, written out here), in float32 and float64:
 - softplus through kinks: value within 2 ulps (the written form and ``logaddexp`` are each within an
   ulp), derivative within 2 ulps of ``sigmoid(x)`` (one logistic, correctly rounded to an ulp), and
   exactly 1/2 at x = 0 where autodiff gives 0 or -1/2 as written;
-- ``x / norm(x)`` and optax's cosine similarity on tiny vectors: gradients finite and within 16 ulps
+- ``x / norm(x)`` and optax's cosine similarity on tiny vectors (and optax 0.2.8's spelling, the sum of
+  squares floored by ``clip``, on huge ones too): gradients finite and within 16 ulps
   of the largest component (a difference of two terms that size, each a few roundings);
 - ``sqrt``/``rsqrt(x² + c)``: value within 2 ulps (hypot and one division), derivative within 4;
 - a user's ``custom_jvp`` rule: rewritten by the catalogue (JAX's old asinh rule: 0 past 1.8e19 in
@@ -184,6 +185,48 @@ def test_optax_cosine_similarity_of_tiny_vectors_has_its_value_and_gradient():
     assert _ulps(fixed(p), [cos], np.float32) <= 4
     g = jax.grad(fixed)(p)
     assert _ulps(g, grad, np.float32, scale=max(abs(float(v)) for v in grad)) <= 16
+
+
+def _cosine_similarity_clip(a, b, epsilon=0.0):  # optax 0.2.8's losses.cosine_similarity, as written
+    a_norm = jnp.sqrt(jnp.square(a).sum(axis=-1, keepdims=True).clip(epsilon))
+    b_norm = jnp.sqrt(jnp.square(b).sum(axis=-1, keepdims=True).clip(epsilon))
+    return (a / a_norm * (b / b_norm)).sum(axis=-1)
+
+
+def _cosine_exact(ps, ts):
+    ps, ts = [mp.mpf(float(v)) for v in ps], [mp.mpf(float(v)) for v in ts]
+    npn, ntn = mp.sqrt(mp.fsum(v * v for v in ps)), mp.sqrt(mp.fsum(v * v for v in ts))
+    cos = mp.fsum(a * b for a, b in zip(ps, ts)) / (npn * ntn)
+    return cos, [b / (npn * ntn) - cos * a / npn**2 for a, b in zip(ps, ts)]
+
+
+@pytest.mark.parametrize("scale", [1e25, 1e-25], ids=["huge", "tiny"])
+def test_a_clipped_norm_neither_overflows_nor_underflows(scale):
+    # The floored sum of squares (``clip(eps)``) overflows past 1.8e19 and underflows below 1e-19 in
+    # float32, where the cosine (a ratio of norms) is an ordinary number: norm_floor takes
+    # sqrt(max(c, S)) = max(sqrt(c), |x|) with the scaled norm, norm_quotient its derivative.
+    p = jnp.asarray(np.array([1.0, 2.0, -3.0, 0.4]) * scale, np.float32)
+    t = jnp.asarray(np.array([2.0, 1.0, -1.0, 0.5]) * scale, np.float32)
+    cos, grad = _cosine_exact(np.asarray(p), np.asarray(t))
+
+    def fn(q):
+        return _cosine_similarity_clip(q[None], t[None])[0]
+
+    assert not np.isfinite(fn(p)) or _ulps(fn(p), [cos], np.float32) > 2**10  # as written: lost
+    assert {"norm_floor", "norm_quotient"} <= _rules(fn, p)
+    fixed = jst.stabilize(fn)
+    # a handful of roundings in the norms, the quotients and the sum: 4 ulps
+    assert _ulps(fixed(p), [cos], np.float32) <= 4
+    g = jax.grad(fixed)(p)
+    assert _ulps(g, grad, np.float32, scale=max(abs(float(v)) for v in grad)) <= 16
+
+
+def test_a_clip_with_a_ceiling_or_a_negative_floor_is_not_a_floored_norm():
+    x = jnp.ones((2, 4), np.float32)
+    capped = lambda v: jnp.sqrt(jnp.square(v).sum(-1).clip(1e-8, 1e8))  # noqa: E731
+    negative = lambda v: jnp.sqrt(jnp.maximum(jnp.sum(v * v, -1), -1.0))  # noqa: E731
+    assert "norm_floor" not in _rules(capped, x)
+    assert "norm_floor" not in _rules(negative, x)
 
 
 @pytest.mark.parametrize("fn", [jnp.linalg.norm, lambda x: jnp.sqrt(jnp.sum(x**2))],

@@ -141,7 +141,7 @@ def _producers_of(g: Graph) -> dict[Any, Any]:
 
 def _reaches_root(atom: Any, prods: dict[Any, Any], parent: Any, depth: int) -> bool:
     """Whether ``atom`` is a square root, seen through glue, ``where`` / ``select_n`` branches,
-    products with anything, and single-result calls (``jnp.linalg.norm``'s ``jit``): the
+    products and maxima with anything, and single-result calls (``jnp.linalg.norm``'s ``jit``): the
     denominators whose ``d^-2`` overflows before the derivative does. ``parent``: how this jaxpr's
     inputs map to the enclosing one's atoms (``(invars -> atom, producers, parent)``), or None."""
     while True:
@@ -164,7 +164,7 @@ def _reaches_root(atom: Any, prods: dict[Any, Any], parent: Any, depth: int) -> 
         return False
     if name == "select_n":
         return any(_reaches_root(a, prods, parent, depth - 1) for a in eqn.invars[1:])
-    if name == "mul":
+    if name in ("mul", "max"):  # max: a norm with a floor (optax's clip, x / max(|x|, eps))
         return any(_reaches_root(a, prods, parent, depth - 1) for a in eqn.invars)
     if name in CALLS and len(eqn.outvars) == 1 and "jaxpr" in eqn.params:
         body = _compat.as_closed(eqn.params["jaxpr"])

@@ -270,7 +270,49 @@ WEIGHTED_LSE = Rule(
 )
 
 #: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``).
-REDUCE_RULES: tuple[Rule, ...] = (COSINE, RMS, VAR, EXP_MEAN_LOG, WEIGHTED_LSE)
+# ------------------------------------------------------------------------------- a floored norm
+def _clip_floor_only(body: Any) -> bool:
+    """Whether a ``jnp.clip`` call's body is ``max(min, x)`` alone (a lower bound, no upper one)."""
+    names = [_compat.primitive_name(e) for e in _compat.eqns(_compat.as_closed(body))]
+    return names in (["max"], ["convert_element_type", "max"])
+
+
+def _floor_where(m: Match) -> bool:
+    c = m.captures.get("c")
+    if c is None or not _real(m) or not (math.isfinite(float(c)) and float(c) >= 0):
+        return False
+    return "clip_body" not in m.captures or _clip_floor_only(m.captures["clip_body"])
+
+
+def _norm_floor(x: Any, axes: tuple[int, ...], c: float, **_: Any) -> Any:
+    """sqrt(max(c, sum(x²))) = max(sqrt(c), |x|) for c >= 0 (sqrt is increasing; rounded correctly, the
+    two agree bit for bit where the floor is taken), the norm scaled as ``norm``'s (optax's
+    ``cosine_similarity``: ``sqrt(square(a).sum(keepdims=True).clip(eps))``, whose squares overflow
+    past 1.8e19 in float32 and underflow below 1e-19, where the norm and the cosine are normal floats).
+    Its derivative is the norm's, x/|x| (0 at x = 0, where sqrt's at max(0, 0) was 0·inf = NaN)."""
+    floor = jnp.sqrt(jnp.asarray(c, x.dtype))
+    return jnp.maximum(floor, _forms.norm(x, tuple(int(i) for i in axes)))
+
+
+_SUMSQ = op("reduce_sum", square_of(x), axes=AXES)
+_FLOOR = const(lambda v: math.isfinite(v) and v >= 0, name="c")
+NORM_FLOOR = Rule(
+    "norm_floor",
+    op("sqrt", any_of(op("max", _SUMSQ, _FLOOR), op("max", _FLOOR, _SUMSQ),
+                      op(_CALLS, _SUMSQ, _FLOOR, params={"name": "clip", "jaxpr": param("clip_body")}))),
+    _norm_floor, where=_floor_where,
+    examples=(lambda x: jnp.sqrt(jnp.maximum(jnp.sum(x * x), 1e-12)),
+              lambda x: jnp.sqrt(jnp.maximum(1e-12, jnp.sum(x**2))),
+              lambda x: x / jnp.sqrt(jnp.square(x).sum(-1, keepdims=True).clip(1e-8)),
+              lambda x: jnp.sqrt((x**2).sum(-1, keepdims=True).clip(1e-8)),
+              lambda x: jnp.sqrt((x * x).sum(-1).clip(0.0)),
+              lambda x: jnp.sqrt(lax.pow(x, 2.0).sum().clip(1e-12))),
+    **_example(lambda x: jnp.sqrt(jnp.square(x).sum(-1, keepdims=True).clip(0.0)), shapes=((4, 8),),
+               domain=(-1e30, 1e30)),
+)
+
+
+REDUCE_RULES: tuple[Rule, ...] = (COSINE, RMS, VAR, EXP_MEAN_LOG, WEIGHTED_LSE, NORM_FLOOR)
 #: Opt-in (``rules=[*STABILITY, "mean"]``), not in ``STABILITY``: it would add a second reduction
 #: to every mean of every program, where the sum overflows only for terms near the float max, and
 #: the variance rule's contract is that the program's own mean is computed once and reused.
