@@ -336,3 +336,49 @@ def test_non_finite_logits_keep_the_programs_value():
     np.testing.assert_array_equal(np.isnan(fixed), np.isnan(written))
     np.testing.assert_array_equal(fixed[~np.isnan(written)], written[~np.isnan(written)])
     assert np.isnan(written).any() and np.isinf(written).any()  # the rows test both kinds
+
+
+# ------------------------------------------------------------------- 1 - softmax: the other classes' mass
+def poly1_loss(logits, onehot, epsilon=2.0):  # optax's poly_loss_cross_entropy, as written there
+    one_minus_pt = jnp.sum(onehot * (1 - jax.nn.softmax(logits, axis=-1)), axis=-1)
+    ce = -jnp.sum(onehot * jax.nn.log_softmax(logits, axis=-1), axis=-1)
+    return ce + epsilon * one_minus_pt
+
+
+def focal_term(logits, onehot):  # a softmax focal loss's (1 - p_t)^2, written from probabilities
+    p = jnp.exp(logits) / jnp.sum(jnp.exp(logits), axis=-1, keepdims=True)
+    return jnp.sum(onehot * (1.0 - p) ** 2, axis=-1)
+
+
+def _others(row, label):
+    """1 - softmax(row)[label] = sum of the other classes' probabilities (no cancellation)."""
+    with mp.workprec(200):
+        v = [mp.mpf(float(a)) for a in row]
+        lse = mp.log(mp.fsum(mp.exp(a) for a in v))
+        return mp.fsum(mp.exp(a - lse) for j, a in enumerate(v) if j != label), lse - v[label]
+
+
+@pytest.mark.parametrize("fn", [poly1_loss, focal_term], ids=lambda f: f.__name__)
+def test_one_minus_a_dominant_softmax_keeps_the_other_classes_mass(fn):
+    # the label's logit dominates each row by 12..30: softmax rounds to 1 in float32 and 1 - p to 0,
+    # where the other classes' mass is 1e-13..1e-6; rewritten, -expm1(log_softmax) keeps it to a few
+    # roundings (expm1, the log1p of the rest, the sums): 8 ulps
+    rows = np.array([[30, 0, 1, -3], [12, 0, -1, 2], [0, 0, 25, 3]], np.float32)
+    labels = [0, 0, 2]
+    x, onehot = jnp.asarray(rows), jax.nn.one_hot(jnp.asarray(labels), 4)
+    refs = []
+    for r, k in zip(rows, labels):
+        rest, nll = _others(r, k)
+        refs.append(nll + 2 * rest if fn is poly1_loss else rest**2)
+    assert _ulps(fn(x, onehot), refs, np.float32) > 2**10  # as written: 1 - p rounds to 0
+    assert "one_minus_softmax" in _rules(fn, x, onehot)
+    assert _ulps(jst.stabilize(fn)(x, onehot), refs, np.float32) <= 8
+
+
+def test_the_complement_of_a_balanced_softmax_stays_accurate():
+    # ordinary logits, where 1 - softmax does not cancel: the form is as accurate as the program's own
+    # few roundings (4 ulps: the log-softmax, expm1 and the sum inside)
+    rows = np.random.default_rng(3).normal(size=(4, 8)).astype(np.float32)
+    refs = [_others(r, k)[0] for r in rows for k in range(8)]
+    got = jst.stabilize(lambda v: 1 - jax.nn.softmax(v))(jnp.asarray(rows))
+    assert _ulps(got, refs, np.float32) <= 4

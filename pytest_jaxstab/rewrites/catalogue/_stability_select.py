@@ -20,7 +20,7 @@ from jax import lax
 
 from ... import _compat
 from ..engine._match import Graph, Match
-from ..engine._pattern import any_of, op, param, var
+from ..engine._pattern import any_of, const, fixed, op, param, var
 from ..engine._rule import Rule
 from ..forms import _core as _forms
 from ..forms import _labels
@@ -366,4 +366,24 @@ ONE_HOT_NLL = Rule(
 
 
 #: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``).
-SELECT_RULES: tuple[Rule, ...] = (LOG_SELECT_SOFTMAX, LSE_MINUS_SELECTED, SELECT_LOG_SOFTMAX)
+# ----------------------------------------------------------------- the complement of a softmax
+def _one_minus_softmax(x: Any, axes: tuple[int, ...], written: bool = False, **_: Any) -> Any:
+    """1 - softmax(x) = -expm1(log_softmax(x)): the mass of the other classes. Where one logit
+    dominates its row, softmax rounds to 1 and the difference to 0 (optax's poly-1 loss
+    ``sum(labels * (1 - softmax(x)))``, a focal term ``(1 - p)**gamma``), where it is ``sum_{j != i}
+    exp(x_j - x_i)``, a normal float; the stable log-softmax keeps that small log1p, and expm1 of it
+    keeps every bit. Its derivative is the program's own (``forms._labels.softmax_complement``)."""
+    return _labels.softmax_complement(x, tuple(int(i) for i in axes), bool(written))
+
+
+ONE_MINUS_SOFTMAX = Rule(
+    "one_minus_softmax",
+    op("sub", const(1.0), any_of(fixed(_SOFTMAX.alternatives[0], written=True), _SOFTMAX.alternatives[1])),
+    _one_minus_softmax,
+    examples=(lambda x: 1.0 - jnp.exp(x) / jnp.sum(jnp.exp(x)),),
+    **_example(lambda x: 1.0 - jax.nn.softmax(x, axis=-1), shapes=((4, 8),), domain=(-1e2, 1e2)),
+)
+
+
+SELECT_RULES: tuple[Rule, ...] = (LOG_SELECT_SOFTMAX, LSE_MINUS_SELECTED, SELECT_LOG_SOFTMAX,
+                                  ONE_MINUS_SOFTMAX)

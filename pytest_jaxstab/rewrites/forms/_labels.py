@@ -105,3 +105,32 @@ def masked_log_prob(t: Any, log_p: Any) -> Any:
     """
     masked = (t == 0) & jnp.isneginf(log_p)
     return jnp.where(masked, jnp.zeros_like(log_p), log_p)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def softmax_complement(x: Any, ax: tuple[int, ...], written: bool = False) -> Any:
+    """``1 - softmax(x)`` over the axes ``ax`` as ``-expm1(log_softmax(x))``: the other classes' mass,
+    a normal float where softmax rounds to 1 and the difference as written to 0.
+
+    Its derivative is the program's own: autodiff of ``1 - exp(x) / sum(exp(x))`` where the program
+    wrote the quotient (``written``), of ``1 - jax.nn.softmax(x)`` where it called the library, the same
+    operations as the program as written. The rule repairs the value and leaves the derivative as the
+    program had it: the form's own derivative, ``-exp(l)·dl``, differs from it by a rounding where the
+    exact derivative is identically 0 (``grad(sum(1 - softmax(x)))``, whose written spellings give
+    exactly 0), which a soundness check of the gradient counts against a rule."""
+    from ._core import log_softmax
+
+    return -jnp.expm1(log_softmax(x, ax))
+
+
+@softmax_complement.defjvp
+def _softmax_complement_jvp(ax: tuple[int, ...], written: bool, primals: Any, tangents: Any) -> Any:
+    (x,), (t,) = primals, tangents
+
+    def as_written(v: Any) -> Any:
+        if written:
+            e = jnp.exp(v)
+            return 1 - e / jnp.sum(e, axis=ax, keepdims=True)
+        return 1 - jax.nn.softmax(v, axis=ax)
+
+    return softmax_complement(x, ax, written), jax.jvp(as_written, (x,), (t,))[1]
