@@ -227,6 +227,33 @@ def test_a_derivative_already_accurate_is_reported_not_improved():
     assert "within the fix criterion" in imp.report()
 
 
+def _huber(p, t, delta=1.0):
+    # the Huber loss as optax writes it: its gradient, in reverse mode, meets the cotangents
+    # delta + (q - delta) of q = min(|e|, delta), which cancel for |e| << delta (the exact is e)
+    e = jnp.abs(p - t)
+    q = jnp.minimum(e, delta)
+    return 0.5 * q**2 + delta * (e - q)
+
+
+def test_a_gradient_that_cancels_in_reverse_mode_only_takes_the_forward_derivative():
+    # forward mode spells the same derivative as q·dq + delta·(de - dq), where de - dq is exactly 0:
+    # no search is needed, the forward program is the repair (reverse mode is what jax.grad runs)
+    imp = jst.improve(_huber, shapes=[(), ()], dtype="float32", domain=(-1e4, 1e4), derivatives="only",
+                      max_examples=32, seed=1, time_limit=10.0)
+    assert imp.improved, imp.report()
+    assert all(p.improved and p.before[1] > FIX_MAX_BITS for p in imp.partials), imp.report()
+    assert all("forward-mode" in p.status for p in imp.partials), imp.report()
+    pts = [(1e-20, 0.0), (-3e-12, 2e-12), (0.25, -0.5), (7.0, 1.5), (-40.0, 3.0)]
+    for p_, t_ in pts:
+        p32, t32 = np.float32(p_), np.float32(t_)
+        e = mpmath.mpf(float(p32)) - mpmath.mpf(float(t32))
+        exact = e if abs(e) <= 1 else mpmath.sign(e)  # d/dp of the Huber loss, delta = 1
+        gp, gt = jax.grad(imp.fn, argnums=(0, 1))(p32, t32)
+        assert float(gp) == float(np.float32(float(exact))) and float(gt) == -float(gp), (p_, t_)
+        assert np.asarray(imp.fn(p32, t32)).tobytes() == np.asarray(_huber(p32, t32)).tobytes()
+    assert float(jax.grad(_huber)(np.float32(1e-20), np.float32(0.0))) == 0.0  # as written: all lost
+
+
 def test_the_plugin_proposal_asks_for_the_derivative():
     """The fast twin of the pytester test below: the proposal runs the derivative search when asked
     (here on a derivative already accurate, so that no search runs: the wiring, not the search)."""

@@ -3,8 +3,9 @@
 The derivative of an elementwise function is a program too, and it loses the way programs do: JAX's
 chain rule spells ``d/dg [g / (|g| + e)]`` as ``1/(|g| + e) - |g|/(|g| + e)^2``, which cancels where the
 exact value is ``e/(|g| + e)^2``; a user's ``custom_jvp`` tangent ``s * (1 - s)`` cancels at saturation.
-Here each partial derivative is traced as an elementwise program of its own (``jax.jvp`` with a unit
-tangent on that argument: for an elementwise function, the diagonal of its Jacobian), measured against
+Here each partial derivative is traced as an elementwise program of its own (reverse mode, as
+``jax.grad`` computes it: ``jax.vjp`` with a cotangent of ones, for an elementwise function the
+diagonal of its Jacobian), measured against
 the oracle's exact value OF THAT PROGRAM on the search's samples, and where it misses the fix criterion
 (``_choose.fixes``: mean <= 2 bits, max <= 8 bits) the search (``_pipeline.run``, unchanged) looks for
 a better program computing it. The reference is the derivative program of the function as written: the
@@ -125,15 +126,29 @@ def improve_derivatives(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[
                         _share(deadline, searches), node_limit, iter_limit)
         searches -= 1
     found: dict[int, Improvement] = {}
+    chosen: dict[int, tuple[Callable[..., Any], str]] = {}  # partial -> (program, its source)
     for i in wanted:
-        found[i] = run(programs[i], dt, pshapes, names, False, params, domain, n, seed,
-                       _share(deadline, searches), node_limit, iter_limit)
+        name = f"{base}_d_{params[i]}"
+        share = _share(deadline, searches)
+
+        def search(prog: Callable[..., Any], share: float = share) -> Improvement:
+            return run(prog, dt, pshapes, names, False, params, domain, n, seed, share, node_limit,
+                       iter_limit)
+
+        def source_of(prog: Callable[..., Any], name: str = name) -> str:
+            return function_source(lower_program(trace_case(prog, dt, pshapes).closed)[0], params, name)
+
+        pick = _forward_or_searched(programs[i], _forward(pos, i, name), judged[i], pshapes, before[i],
+                                    search, source_of)
+        found[i] = pick[2]
+        if pick[0] is not None:
+            chosen[i] = (pick[0], pick[1])
         searches -= 1
 
-    better = {i: imp for i, imp in found.items() if imp.improved}
+    better = {i: found[i] for i in chosen}
     value_better = value_imp is not None and value_imp.improved
     primal = value_imp.fn if value_better and value_imp is not None else fn
-    improved_partials = {i: positional(imp.fn, names, False) for i, imp in better.items()}
+    improved_partials = {i: positional(prog, names, False) for i, (prog, _) in chosen.items()}
     installed = _install(fn, positional(primal, names, by_keyword), pos, improved_partials, names, by_keyword)
     inst_pos = positional(installed, names, by_keyword)
 
@@ -152,7 +167,7 @@ def improve_derivatives(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[
         after = (_figures(judged[i], _at_points(_partial(inst_pos, i, "installed"), pshapes)) if i in better
                  else None)
         partials.append(Partial(params[i], b, after, i in better, status,
-                                _pasteable(better[i].source, own) if i in better else own, imp))
+                                _pasteable(chosen[i][1], own) if i in chosen else own, imp))
 
     improved = bool(better) or value_better
     status = _status(partials, value_imp)
@@ -177,9 +192,28 @@ def _base_name(fn: Callable[..., Any]) -> str:
 
 
 def _partial(pos: Callable[..., Any], i: int, name: str) -> Callable[..., Any]:
-    """The partial derivative of ``pos`` by its argument ``i`` as a function of the same arguments: the
-    tangent of ``jax.jvp`` with ones on argument ``i``, the others held constant (elementwise, the
-    diagonal of the Jacobian; no zero tangent arrays, which would widen to whole arrays in the term)."""
+    """The partial derivative of ``pos`` by its argument ``i`` as a function of the same arguments, as
+    ``jax.grad`` computes it: reverse mode (``jax.vjp`` with a cotangent of ones), the arguments first
+    broadcast to one shape so that, ``pos`` being elementwise, the pull-back of ones is the diagonal of
+    the Jacobian. Reverse mode, not ``jax.jvp``: the two are different programs, and the one users run
+    is the gradient's (Huber's ``0.5·q² + d·(|e| - q)``, ``q = min(|e|, d)``, is exact in forward
+    mode, where ``d·(s - s)`` is 0, and cancels in reverse, where the cotangents ``d + (q - d)`` meet)."""
+    def derivative(*args: Any) -> Any:
+        args = tuple(jnp.broadcast_arrays(*(jnp.asarray(a) for a in args)))
+
+        def of_one(a: Any) -> Any:
+            return pos(*args[:i], a, *args[i + 1:])
+
+        out, pull = jax.vjp(of_one, args[i])
+        return pull(jnp.ones_like(out))[0]
+
+    derivative.__name__ = derivative.__qualname__ = name
+    return derivative
+
+
+def _forward(pos: Callable[..., Any], i: int, name: str) -> Callable[..., Any]:
+    """The same partial in forward mode (``jax.jvp`` with ones on argument ``i``): the same mathematics
+    as ``_partial``'s, another program (``_forward_or_searched`` tries it first)."""
     def derivative(*args: Any) -> Any:
         args = tuple(jnp.asarray(a) for a in args)
 
@@ -190,6 +224,34 @@ def _partial(pos: Callable[..., Any], i: int, name: str) -> Callable[..., Any]:
 
     derivative.__name__ = derivative.__qualname__ = name
     return derivative
+
+
+def _forward_or_searched(reverse: Callable[..., Any], forward: Callable[..., Any], judged: Samples,
+                         shapes: list[tuple[int, ...]], before: tuple[float, float],
+                         search: Callable[[Callable[..., Any]], Improvement],
+                         source_of: Callable[[Callable[..., Any]], str],
+                         ) -> tuple[Callable[..., Any] | None, str, Improvement]:
+    """For a partial whose reverse-mode program (``before``) misses the fix criterion: the forward-mode
+    program itself where it meets it on the same samples (no search: Huber's), else the search's
+    program from the forward spelling, else from the reverse one, each measured on the reverse
+    program's samples (the same exact derivative) and taken only where it beats ``before``.
+    ``(program or None, its source, the search's Improvement)``."""
+    fwd_fig = _figures(judged, _at_points(forward, shapes))
+    if fixes(*fwd_fig):
+        note = (f"the forward-mode derivative meets the fix criterion where reverse mode loses: mean "
+                f"{before[0]:.2f} -> {fwd_fig[0]:.2f} bits, max {before[1]:.2f} -> {fwd_fig[1]:.2f} bits")
+        return forward, source_of(forward), Improvement(forward, "", True, note)
+    last: Improvement | None = None
+    for start in (forward, reverse):
+        imp = search(start)
+        last = imp
+        if imp.improved:
+            found = positional(imp.fn, [f"x{k}" for k in range(len(shapes))], False)
+            fig = _figures(judged, _at_points(found, shapes))
+            if fig[1] < before[1] or (fig[1] == before[1] and fig[0] < before[0]):
+                return imp.fn, imp.source, imp
+    assert last is not None
+    return None, "", last
 
 
 def _at_points(program: Callable[..., Any], shapes: list[tuple[int, ...]]) -> Callable[..., Any]:
