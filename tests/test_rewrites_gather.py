@@ -118,8 +118,8 @@ def one_hot_product(logits, labels):  # the log_softmax rule's (value only; see 
     return -jnp.sum(jax.nn.one_hot(labels, k, dtype=logits.dtype) * jnp.log(jax.nn.softmax(logits)), -1)
 
 
-BATCHED = [optax_ce, optax_ce_take, tutorial_nll, tutorial_nll_keepdims, fancy_index, fancy_softmax, log_softmax_take,
-           written_log_softmax_index]
+BATCHED = [optax_ce, optax_ce_take, tutorial_nll, tutorial_nll_keepdims, fancy_index, fancy_softmax,
+           log_softmax_take, written_log_softmax_index]
 
 # each row's label logit dominates it but one (row 1: the label is not the max; row 3: a tie with
 # another entry; row 4: -inf among the others); float64 rows spread further, to cancel its 53 bits

@@ -223,8 +223,8 @@ def test_a_clipped_norm_neither_overflows_nor_underflows(scale):
 
 def test_a_clip_with_a_ceiling_or_a_negative_floor_is_not_a_floored_norm():
     x = jnp.ones((2, 4), np.float32)
-    capped = lambda v: jnp.sqrt(jnp.square(v).sum(-1).clip(1e-8, 1e8))  # noqa: E731
-    negative = lambda v: jnp.sqrt(jnp.maximum(jnp.sum(v * v, -1), -1.0))  # noqa: E731
+    capped = lambda v: jnp.sqrt(jnp.square(v).sum(-1).clip(1e-8, 1e8))
+    negative = lambda v: jnp.sqrt(jnp.maximum(jnp.sum(v * v, -1), -1.0))
     assert "norm_floor" not in _rules(capped, x)
     assert "norm_floor" not in _rules(negative, x)
 

@@ -141,8 +141,8 @@ def _lse_minus_selection(g: Graph, i: int) -> bool:
 _EX = op("exp", x, name="ex", recompute=True)
 # softmax(x): written (and jax.nn.softmax's inlined equations, jax 0.10 to 0.12.0, with x the shifted
 # logits) or jax.nn.softmax's call (jax 0.12.1)
-_SOFTMAX = any_of(op("div", _EX, op("reduce_sum", _EX, axes=AXES, recompute=True), recompute=True),
-                  softmax_call(x, recompute=True))
+_WRITTEN_SOFTMAX = op("div", _EX, op("reduce_sum", _EX, axes=AXES, recompute=True), recompute=True)
+_SOFTMAX = any_of(_WRITTEN_SOFTMAX, softmax_call(x, recompute=True))
 
 
 def _log_select_softmax(x: Any, axes: tuple[int, ...], **sel: Any) -> Any:
@@ -378,7 +378,7 @@ def _one_minus_softmax(x: Any, axes: tuple[int, ...], written: bool = False, **_
 
 ONE_MINUS_SOFTMAX = Rule(
     "one_minus_softmax",
-    op("sub", const(1.0), any_of(fixed(_SOFTMAX.alternatives[0], written=True), _SOFTMAX.alternatives[1])),
+    op("sub", const(1.0), any_of(fixed(_WRITTEN_SOFTMAX, written=True), softmax_call(x, recompute=True))),
     _one_minus_softmax,
     examples=(lambda x: 1.0 - jnp.exp(x) / jnp.sum(jnp.exp(x)),),
     **_example(lambda x: 1.0 - jax.nn.softmax(x, axis=-1), shapes=((4, 8),), domain=(-1e2, 1e2)),
