@@ -152,3 +152,126 @@ def test_log_gammainc_derivative_below_the_underflow():
     dref = [mp.exp(-M(p) + (M(s) - 1) * mp.log(M(p)) - mp.loggamma(M(s))) / _lower(p, s)
             for p, s in zip(_XL, _AL)]
     assert _bits(jax.jit(_grad(fixed))(_XL, _AL), dref, F32).max() <= 3
+
+
+# ------------------------------------------- betaln calls read by lgamma_sum, with a paired derivative
+# A beta-binomial's log-pmf written with jax.scipy.special.betaln: the calls' lgamma terms cancel
+# against the others at large counts. lgamma_sum reads each call as lgamma(P) + lgamma(Q) - lgamma(P + Q)
+# and pairs across the calls (value), and its derivative is paired per variable (forms._gamma_sum):
+# each element takes the pairing of digamma terms with the least magnitude, the calls' own
+# (psi(P) - psi(P + Q), JAX's derivative) among them. References: mpmath from the lgamma terms.
+def _beta_binomial(n, k, a, b):
+    return (jss.gammaln(n + 1) - jss.gammaln(k + 1) - jss.gammaln(n - k + 1)
+            + jss.betaln(k + a, n - k + b) - jss.betaln(a, b))
+
+
+# its terms: (sign, {argument: coefficient}, constant) over (n, k, a, b)
+_BB_TERMS = ((1, {0: 1}, 1), (-1, {1: 1}, 1), (-1, {0: 1, 1: -1}, 1), (1, {1: 1, 2: 1}, 0),
+             (1, {0: 1, 1: -1, 3: 1}, 0), (-1, {0: 1, 2: 1, 3: 1}, 0), (-1, {2: 1}, 0), (-1, {3: 1}, 0),
+             (1, {2: 1, 3: 1}, 0))
+# large counts (the value loses 12-18 bits as written, the derivatives 11-30) and ordinary ones
+_BB_LARGE = [[1e6, 3e5, 2.5, 7.0], [3e4, 1.0, 0.3, 4e3], [2e5, 1e5, 40.0, 0.5], [4e4, 17.0, 1e3, 2.5]]
+_BB_ORDINARY = [[10.0, 3.0, 0.5, 1.5], [25.0, 9.0, 2.0, 3.5]]
+
+
+def _arg(term, row):
+    return mp.fsum(c * M(row[v]) for v, c in term[1].items()) + term[2]
+
+
+def _bb_value(row):
+    return mp.fsum(s * mp.loggamma(_arg((s, f, c), row)) for s, f, c in _BB_TERMS)
+
+
+def _bb_derivative(row, v):
+    return mp.fsum(s * f.get(v, 0) * mp.digamma(_arg((s, f, c), row)) for s, f, c in _BB_TERMS)
+
+
+def _cols(rows, dtype):
+    x = np.array(rows, dtype)
+    return [x[:, j] for j in range(x.shape[1])]
+
+
+@pytest.mark.slow  # two betaln calls (600 equations each) and the forms compiled: 7-10 s per dtype
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["float32", "float64"])
+def test_beta_binomial_with_betaln_calls_at_large_counts(dtype):
+    with jax.enable_x64(dtype == F64):
+        cols = _cols(_BB_LARGE, dtype)
+        ref = [_bb_value(r) for r in np.array(_BB_LARGE, dtype)]
+        assert _bits(jax.jit(_beta_binomial)(*cols), ref, dtype).max() > 11
+        assert "lgamma_sum" in _fired(_beta_binomial, *cols)
+        # three or four groups of one sign each within a few ulps; where they still cancel among
+        # themselves (log2(sum |g| / |sum g|) <= 2 bits here) that is added: 5 bits in all
+        assert _bits(jax.jit(jst.stabilize(_beta_binomial))(*cols), ref, dtype).max() <= 5
+
+
+@pytest.mark.slow  # the stabilised program's derivative compiled in two dtypes: about 6 s
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["float32", "float64"])
+def test_beta_binomial_derivative_is_paired_and_never_worse_than_as_written(dtype):
+    rows = _BB_LARGE + _BB_ORDINARY
+    with jax.enable_x64(dtype == F64):
+        cols = _cols(rows, dtype)
+        grad = lambda f: jax.jit(jax.grad(lambda *c: jnp.sum(f(*c)), argnums=(0, 1, 2, 3)))
+        written, fixed = grad(_beta_binomial)(*cols), grad(jst.stabilize(_beta_binomial))(*cols)
+        exact = np.array(rows, dtype)
+        before = np.stack([_bits(written[v], [_bb_derivative(r, v) for r in exact], dtype) for v in range(4)])
+        after = np.stack([_bits(fixed[v], [_bb_derivative(r, v) for r in exact], dtype) for v in range(4)])
+    large = slice(0, len(_BB_LARGE))
+    assert before[:, large].max() > 20  # as written: psi(n + 1) - psi(n - k + 1) and across the calls
+    # the paired pieces are each within a few ulps; at [1e6, 3e5, 2.5, 7] the best pairing's two pieces
+    # (-8.5e-6 and 8.6e-6) still cancel to 7e-8, 8 bits that only a second difference would remove
+    assert after[:, large].max() <= 8.5
+    # nowhere worse beyond rounding: where the written derivative is already a sum of accurate pieces
+    # that cancel (the ordinary points, psi differences of 0.39 and 0.36 summing to 0.02), one ulp of a
+    # piece is 4 bits of the result, whichever program rounds it
+    assert np.all(after <= np.maximum(before, 2.0) + 2.0), (before, after)
+
+
+@pytest.mark.slow  # the rewritten program with its two betaln calls compiled: about 8 s
+def test_a_betaln_call_outside_its_domain_keeps_the_written_value():
+    # n - k + b <= 0: the second call's argument is not positive, the sum is the written one there
+    cols = _cols([[4.0, 9.0, 1.5, 2.0], [30.0, 40.0, 2.0, 3.0], [1e5, 2e4, 3.0, 5.0]], F32)
+    got = np.asarray(jax.jit(jst.stabilize(_beta_binomial))(*cols))
+    written = np.asarray(jax.jit(_beta_binomial)(*cols))
+    np.testing.assert_array_equal(got[:2], written[:2])
+    assert _bits(got[2:], [_bb_value(np.array(r, F32)) for r in [[1e5, 2e4, 3.0, 5.0]]], F32).max() <= 3
+
+
+def test_a_lone_betaln_call_is_left_to_jax():
+    # a Beta log-density's one call: nothing pairs across calls, JAX's betaln is accurate
+    fn = lambda x, a, b: (a - 1) * jnp.log(x) + (b - 1) * jnp.log1p(-x) - jss.betaln(a, b)
+    cols = _cols([[0.3, 2.0, 5.0], [0.9, 40.0, 1.5]], F32)
+    assert "lgamma_sum" not in _fired(fn, *cols)
+
+
+def test_log_binomial_derivative_in_k_is_paired():
+    # d/dk [lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)] = psi(n - k + 1) - psi(k + 1): near
+    # k = n/2 the written derivative subtracts two digammas of 13; paired, it is
+    # digamma_difference(k + 1, n - 2k) with n - 2k exact (integers below 2^24): within 2 bits
+    fn = lambda n, k: jss.gammaln(n + 1) - jss.gammaln(k + 1) - jss.gammaln(n - k + 1)
+    n, k = np.array([1e6, 4e6, 2e5], F32), np.array([5e5 - 3, 2e6 - 50, 1e5 - 1], F32)
+    dref = [mp.digamma(M(a) - M(b) + 1) - mp.digamma(M(b) + 1) for a, b in zip(n, k)]
+    written = jax.grad(lambda k: jnp.sum(fn(n, k)))(k)
+    fixed = jax.jit(jax.grad(lambda k: jnp.sum(jst.stabilize(fn)(n, k))))(k)
+    assert _bits(written, dref, F32).max() > 10
+    assert _bits(fixed, dref, F32).max() <= 2
+
+
+_RATIO = lambda a, b, c: jss.betaln(a + c, b) - jss.betaln(a, b)  # log B(a + c, b) / B(a, b)
+
+
+@pytest.mark.slow  # the soundness machinery over 12 inputs in three contexts: about 30 s each
+@pytest.mark.parametrize(("fn", "shapes", "domain"), [
+    (_beta_binomial, ((8,),) * 4, (0.5, 1e5)),
+    (_RATIO, ((8,),) * 3, (-20.0, 20.0)),  # poles, negative arguments: the written value and derivative
+], ids=["beta_binomial", "betaln_ratio"])
+def test_reading_betaln_calls_is_sound_in_value_and_gradient(fn, shapes, domain):
+    import dataclasses
+
+    from pytest_jaxstab.rewrites import STABILITY, get
+
+    # lgamma_sum's own example has no betaln call (the verifier builds one program per structural
+    # rule): the same rule, judged on programs with calls
+    rule = dataclasses.replace(get("lgamma_sum"), example=fn, example_shapes=shapes, example_domain=domain)
+    report = jst.verify_rule(rule, companions=STABILITY, contexts=("jit", "grad", "sum"))
+    assert report.unsound == [], str(report)
+    assert [a.status for a in report.alternatives] == ["sound"], str(report)

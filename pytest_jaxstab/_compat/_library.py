@@ -63,6 +63,8 @@ LIBRARY_CALLS: dict[tuple[str, str], str] = {
     # and the recurrence's series (the catalogue's log_bessel reads them under a log)
     ("i0_impl", "_src/numpy/lax_numpy.py"): "i0",
     ("_i1", "_src/numpy/lax_numpy.py"): "i1",
+    # jax.scipy.special.betaln (jax 0.12.1): a jit of `_betaln`, log|B(a, b)| (lgamma_sum reads it)
+    ("_betaln", "_src/scipy/betaln.py"): "betaln",
 }
 
 #: Library functions JAX inlines (no call: their equations sit in the caller's jaxpr), recognised by

@@ -24,6 +24,13 @@ time: greedily, the group whose accurate value is smallest against the magnitude
 (the most cancellation removed) first; groups that share no term are all taken, with no run-time
 choice. The remaining terms are summed as written.
 
+A ``jax.scipy.special.betaln(P, Q)`` call in the tree is read as ``lgamma(P) + lgamma(Q) - lgamma(P +
+Q)`` (a beta-binomial's two calls cancel against each other and the log binomial), its own three terms
+a group whose value is the call's result; the reading is taken per element where it removes 2 bits
+more cancellation than the calls as they are. A sum of lgamma terms alone carries a derivative paired
+as its value is (``forms._gamma_sum``: per variable, the digamma terms paired, the calls' own pairing
+among the candidates); where a call's arguments are not positive, value and derivative are written.
+
 ``log_beta_multivariate``: the Dirichlet log-normaliser ``sum(lgamma(alpha)) - lgamma(sum(alpha))``,
 one reduction against one lgamma, which no add/sub tree shows: ``forms.log_beta_multivariate``.
 """
@@ -45,6 +52,7 @@ from ..engine._match import Graph, Match
 from ..engine._pattern import any_of, const, fixed, op, param, var
 from ..engine._rule import Rule
 from ..forms import _gamma as fg
+from ..forms import _gamma_sum as gs
 
 __all__ = ["GAMMA_RULES", "LGAMMA_SUM", "LOG_BETA_MULTIVARIATE"]
 
@@ -63,7 +71,8 @@ Linear = dict[Any, Fraction]  # atom -> coefficient; None -> the constant
 def _has_gamma(g: Graph) -> bool:
     got = _HAS_GAMMA.get(g)
     if got is None:
-        got = _HAS_GAMMA[g] = any(_compat.primitive_name(e) in _KINDS for e in g.eqns)
+        got = _HAS_GAMMA[g] = any(_compat.primitive_name(e) in _KINDS or (_compat.primitive_name(e) in (
+            "jit", "pjit") and _compat.library_function(e) == "betaln") for e in g.eqns)
     return got
 
 
@@ -162,11 +171,24 @@ def _variables(form: Linear) -> set[Any]:
     return {k for k in form if k is not None}
 
 
-def _walk(g: Graph, root: int) -> tuple[list[Any], list[Any], set[int]] | None:
-    """The signed terms of the add/sub/neg tree at ``root``: ``(gamma, others, swallowed)``, gamma
-    terms as ``(kind, sign, argument, eqn index)``, others as ``(sign, atom)``."""
+def _betaln_call(g: Graph, e: Any, out_shape: tuple[int, ...]) -> bool:
+    """Whether ``e`` is a ``jax.scipy.special.betaln`` call (jax 0.12.1's ``jit`` of ``_betaln``) of
+    real operands that broadcast to the tree's shape."""
+    return (_compat.primitive_name(e) in ("jit", "pjit") and len(e.invars) == 2 and len(e.outvars) == 1
+            and _compat.library_function(e) == "betaln"
+            and all(_fits(_shape(a), out_shape) for a in e.invars)
+            and jnp.issubdtype(_compat.aval(e.outvars[0]).dtype, jnp.floating))
+
+
+def _walk(g: Graph, root: int) -> tuple[list[Any], list[Any], set[int], list[Any]] | None:
+    """The signed terms of the add/sub/neg tree at ``root``: ``(gamma, others, swallowed, calls)``,
+    gamma terms as ``(kind, sign, argument, eqn index)``, others as ``(sign, atom)``. A ``betaln(P, Q)``
+    call is read as ``lgamma(P) + lgamma(Q) - lgamma(P + Q)`` (the last term's argument ``("sum", P,
+    Q)``), recorded in ``calls`` as ``(sign, result, index of its first term)``; the call stays in the
+    program (its result is the written value where its arguments are not positive)."""
     gamma: list[Any] = []
     others: list[Any] = []
+    calls: list[Any] = []
     swallow: set[int] = {root}
     out_shape = _shape(g.eqns[root].outvars[0])
     todo: list[tuple[Any, int]] = []
@@ -201,16 +223,25 @@ def _walk(g: Graph, root: int) -> tuple[list[Any], list[Any], set[int]] | None:
             if private:
                 swallow.add(j)
             gamma.append((kind, sign, e.invars[0], j))
+        elif _betaln_call(g, e, out_shape):
+            calls.append((sign, inner, len(gamma)))
+            p, q = e.invars
+            gamma += [("lgamma", sign, p, None), ("lgamma", sign, q, None),
+                      ("lgamma", -sign, ("sum", p, q), None)]
         else:
             others.append((sign, atom))
-    return gamma, others, swallow
+    return gamma, others, swallow, calls
 
 
-def _candidates(g: Graph, gamma: list[Any], forms: list[Linear]) -> list[tuple[Any, ...]]:
+def _candidates(g: Graph, gamma: list[Any], forms: list[Linear],
+                calls: list[Any]) -> list[tuple[Any, ...]]:
     """Pairs ``("pair", p, q, d)`` (sign_p = -sign_q, value sign_p * diff(arg_q, d)) and triples
-    ``("beta", p, q, r, c)``; d and c as linear forms."""
+    ``("beta", p, q, r, c)``; d and c as linear forms. A betaln call's own three terms are the triple
+    ``("call", p, p + 1, p + 2, ci)`` (its own result); terms of calls pair also where d is 0 (the
+    ``lgamma(b)`` of ``betaln(a + c, b) - betaln(a, b)``)."""
     out: list[tuple[Any, ...]] = []
     n = len(gamma)
+    read = {c[2] + m for c in calls for m in range(3)}
     for p in range(n):
         for q in range(n):
             kp, sp, _, _ = gamma[p]
@@ -218,6 +249,9 @@ def _candidates(g: Graph, gamma: list[Any], forms: list[Linear]) -> list[tuple[A
             if p == q or kp != kq or sp != 1 or sq != -1:
                 continue
             d = _combine(forms[p], forms[q], -1)
+            if not d and {p, q} & read:
+                out.append(("pair", p, q, d))
+                continue
             if not d or _variables(d) >= _variables(forms[p]) | _variables(forms[q]):
                 continue  # nothing cancels (or equal arguments: the compiler's business)
             out.append(("pair", p, q, d))
@@ -232,7 +266,9 @@ def _candidates(g: Graph, gamma: list[Any], forms: list[Linear]) -> list[tuple[A
                 c = _combine(_combine(forms[p], forms[q], 1), forms[r], -1)
                 if _variables(c) or abs(c.get(None, Fraction(0))) > 8:
                     continue
-                out.append(("beta", p, q, r, c))
+                own = [ci for ci, call in enumerate(calls) if (p, q, r) == (call[2], call[2] + 1,
+                                                                              call[2] + 2)]
+                out.append(("call", p, q, r, own[0]) if own else ("beta", p, q, r, c))
     return out[:_MAX_CANDIDATES]
 
 
@@ -246,13 +282,17 @@ def _match_gamma_sum(g: Graph, i: int) -> Match | None:
     walked = _walk(g, i)
     if walked is None:
         return None
-    gamma, others, swallow = walked
+    gamma, others, swallow, calls = walked
     if len(gamma) < 2 or len(gamma) > _MAX_TERMS:
         return None
-    forms = [_linear(g, arg) for _, _, arg, _ in gamma]
-    cands = _candidates(g, gamma, forms)
-    if not cands:
-        return None
+    forms = [_combine(_linear(g, arg[1]), _linear(g, arg[2]), 1) if isinstance(arg, tuple)
+             else _linear(g, arg) for _, _, arg, _ in gamma]
+    cands = _candidates(g, gamma, forms, calls)
+    if calls and any(kind != "lgamma" for kind, _, _, _ in gamma):
+        return None  # a call among digamma terms: their derivative (trigamma) is not paired here
+    source = {c[2] + m: ("call", ci) for ci, c in enumerate(calls) for m in range(3)}
+    if not any(c[0] != "call" and len({source.get(t, t) for t in c[1:-1]}) > 1 for c in cands):
+        return None  # nothing pairs across the calls and terms: each call is JAX's own betaln
     operands: list[Any] = []
     index: dict[Any, int] = {}
 
@@ -267,56 +307,79 @@ def _match_gamma_sum(g: Graph, i: int) -> Match | None:
         return (tuple((ref(k), float(v)) for k, v in form.items() if k is not None),
                 float(form.get(None, Fraction(0))))
 
-    plan_terms = tuple((kind, sign, ref(arg)) for kind, sign, arg, _ in gamma)
+    plan_terms = tuple((kind, sign, None if isinstance(arg, tuple) else ref(arg), lin(form))
+                       for (kind, sign, arg, _), form in zip(gamma, forms))
     plan_others = tuple((sign, ref(atom)) for sign, atom in others)
-    plan_cands = tuple((c[0], *c[1:-1], lin(c[-1])) for c in cands)
+    plan_cands = tuple(c if c[0] == "call" else (c[0], *c[1:-1], lin(c[-1])) for c in cands)
+    plan_calls = tuple((sign, ref(out), first) for sign, out, first in calls)
     captures: dict[str, Any] = {f"o{k}": a for k, a in enumerate(operands)}
     atoms = dict(captures)
     for k in [k for k, a in atoms.items() if _compat.is_literal(a)]:
         captures[k] = _compat.literal_value(atoms.pop(k))
-    captures["plan"] = (plan_terms, plan_others, plan_cands, len(operands))
+    captures["plan"] = (plan_terms, plan_others, plan_cands, plan_calls, len(operands))
     return Match(i, captures, atoms, swallow)
-
-
-def _value_of(form: tuple[tuple[tuple[int, float], ...], float], ops: list[Any]) -> Any:
-    terms, const = form
-    if not terms:
-        return int(const) if float(const).is_integer() else const
-    total: Any = None
-    for k, coef in terms:
-        t = ops[k] if coef == 1 else -ops[k] if coef == -1 else coef * ops[k]
-        total = t if total is None else total + t
-    return total + const if const else total
 
 
 def _gamma_sum(plan: Any, **ops: Any) -> Any:
     """sum of ±lgamma(A_i) (± digamma) = sum over groups of lgamma_difference(B, A - B) (d exact,
-    symbolic) and betaln(P, Q) + lgamma_difference(R, P + Q - R) (c constant), plus the rest."""
-    terms, others, cands, n_ops = plan
+    symbolic) and betaln(P, Q) + lgamma_difference(R, P + Q - R) (c constant), plus the rest. A sum
+    of lgamma terms alone carries its paired derivative (``forms._gamma_sum``)."""
+    terms, others, cands, calls, n_ops = plan
     o = [jnp.asarray(ops[f"o{k}"]) for k in range(n_ops)]
     shape = jnp.broadcast_shapes(*(jnp.shape(v) for v in o))
-    dtype = jnp.result_type(*[o[k] for _, _, k in terms])
+    dtype = jnp.result_type(*[o[k] for _, _, k, _ in terms if k is not None])
+    x = [jnp.asarray(v, dtype) for v in o]  # the derivative's operands: one floating dtype
 
     def full(v: Any) -> Any:
         return jnp.broadcast_to(jnp.asarray(v, dtype), shape)
 
-    singles = []
-    for kind, sign, k in terms:
-        v = lax.lgamma(o[k]) if kind == "lgamma" else lax.digamma(o[k])
-        singles.append(full(v if sign > 0 else -v))
-    groups = []
-    for cand in cands:
-        if cand[0] == "pair":
-            _, p, q, d = cand
-            groups.append(_Group(terms[p][0], (p, q), full(o[terms[q][2]]), _value_of(d, o),
-                                 full(o[terms[p][2]])))
-        else:
-            _, p, q, r, c = cand
-            cval = _value_of(c, o)
-            rr = full(o[terms[r][2]])
-            groups.append(_Group("beta", (p, q, r), rr, cval, None, full(o[terms[p][2]]),
-                                 full(o[terms[q][2]]), terms[p][1]))
-    total = _groups(groups, singles, dtype)
+    def args(xs: list[Any]) -> list[Any]:  # the program's own argument, or P + Q of a betaln call
+        return [full(xs[k] if k is not None else gs.linear_value(form, xs)) for _, _, k, form in terms]
+
+    def value(xs: list[Any]) -> Any:
+        a = args(xs)
+        singles = []
+        for (kind, sign, _, _), v in zip(terms, a):
+            v = lax.lgamma(v) if kind == "lgamma" else lax.digamma(v)
+            singles.append(v if sign > 0 else -v)
+        groups = []
+        for cand in cands:
+            if cand[0] == "pair":
+                _, p, q, d = cand
+                groups.append(_Group(terms[p][0], (p, q), a[q], gs.linear_value(d, xs), a[p]))
+            elif cand[0] == "call":
+                _, p, q, r, ci = cand
+                groups.append(_Group("call", (p, q, r), full(xs[calls[ci][1]]), 0, sign=calls[ci][0]))
+            else:
+                _, p, q, r, c = cand
+                groups.append(_Group("beta", (p, q, r), a[r], gs.linear_value(c, xs), None, a[p], a[q],
+                                     terms[p][1]))
+        total, mag = _groups(groups, singles, dtype)
+        if not calls:
+            return total
+        # the calls read across only where that removes 2 bits more cancellation than the calls as
+        # JAX's own (accurate) betaln values, the other terms grouped among themselves: elsewhere the
+        # two differ by the forms' few ulps, and a betaln minus a betaln (a ratio of beta functions,
+        # a second difference) cancels either way
+        inside = {first + m for _, _, first in calls for m in range(3)}
+        alone, mag0 = _groups([g for g in groups if g.kind == "call" or not set(g.members) & inside],
+                              singles, dtype)
+        total = jnp.where(4 * mag <= mag0, total, alone)
+        # where a call's arguments are not all positive and finite: the written value (its result)
+        written = sum((singles[i] for i in range(len(terms)) if i not in inside), jnp.zeros(shape, dtype))
+        ok = jnp.ones(shape, bool)
+        for sign, out, first in calls:
+            written = written + sign * full(xs[out])
+            for t in (a[first], a[first + 1]):
+                ok = ok & (t > 0) & jnp.isfinite(t)
+        return jnp.where(ok, total, written)
+
+    if all(kind == "lgamma" for kind, _, _, _ in terms):
+        total = gs.with_paired_derivative(
+            value, args, x, [gs.Term(sign, form) for _, sign, _, form in terms],
+            [gs.Call(sign, out, first, first + 1, first + 2) for sign, out, first in calls])
+    else:
+        total = value(x)
     for sign, k in others:
         total = total + full(o[k] if sign > 0 else -o[k])
     return total
@@ -337,8 +400,13 @@ class _Group:
     sign: int = 1
 
     def value(self) -> Any:
+        if self.kind == "call":  # a betaln call's own result
+            return self.v if self.sign > 0 else -self.v
         if self.kind == "digamma":
-            return fg.digamma_difference(self.v, self.d, xa=self.xa)
+            return _anchored(fg.digamma_difference, self.v, self.d, self.xa)
+        if self.kind == "lgamma":
+            out = _anchored(fg.lgamma_difference, self.v, self.d, self.xa) if not _is_zero(self.d) else 0.0
+            return out if self.sign > 0 else -out
         out = fg.lgamma_difference(self.v, self.d, xa=self.xa) if not _is_zero(self.d) else 0.0
         if self.kind == "beta":
             ab = self.v if _is_zero(self.d) else None
@@ -346,33 +414,49 @@ class _Group:
         return out if self.sign > 0 else -out
 
     def estimate(self) -> Any:
-        """A cheap estimate of ``|value|`` for ranking (the accurate value is computed once chosen)."""
+        """A cheap estimate of ``|value|`` for ranking (the accurate value is computed once chosen);
+        inf where the form falls back to the plain sum of its terms (a non-positive argument: a betaln
+        of one subtracts lgamma values of 6e5 for a result of 2e3), which removes no cancellation."""
+        if self.kind == "call":
+            return jnp.abs(self.v)
         d = jnp.abs(jnp.asarray(self.d, self.v.dtype))
         span = d * (jnp.abs(jnp.log(jnp.maximum(jnp.abs(self.v), jnp.abs(self.v + self.d)) + 1)) + 1)
+        plain = jnp.minimum(self.v, self.v + self.d) <= 0
         if self.kind != "beta":
-            return span
+            return jnp.where(plain, jnp.inf, span)
         lo, hi = jnp.minimum(self.p, self.q), jnp.maximum(self.p, self.q)
+        plain = plain | (lo <= 0)
         lo = jnp.maximum(jnp.abs(lo), jnp.finfo(self.v.dtype).tiny)
-        return lo * (jnp.log1p(jnp.abs(hi) / lo) + 1) + span
+        return jnp.where(plain, jnp.inf, lo * (jnp.log1p(jnp.abs(hi) / lo) + 1) + span)
+
+
+def _anchored(diff: Any, v: Any, d: Any, xa: Any, mask: Any = True) -> Any:
+    """``diff(v, d, xa=xa)`` (f(v + d) - f(v)), anchored per element at whichever argument is smaller in
+    magnitude (``-diff(xa, -d, xa=v)``): the other is anchor + d, and the anchor's rounding (a
+    computed ``P + Q``) costs least where the derivative is smallest. A static d keeps its form."""
+    if isinstance(d, (int, float)) or xa is None:
+        return diff(v, d, xa=xa)
+    flip = (jnp.abs(xa) < jnp.abs(v)) & mask
+    return jnp.where(flip, -1.0, 1.0) * diff(jnp.where(flip, xa, v), jnp.where(flip, -d, d),
+                                             xa=jnp.where(flip, v, xa))
 
 
 def _is_zero(d: Any) -> bool:
     return isinstance(d, (int, float)) and d == 0
 
 
-def _groups(groups: list[_Group], singles: list[Any], dtype: Any) -> Any:
-    """The sum of the chosen groups and of the terms no group took."""
+def _groups(groups: list[_Group], singles: list[Any], dtype: Any) -> tuple[Any, Any]:
+    """The sum of the chosen groups and of the terms no group took, and the sum of their magnitudes
+    (the rounding error bound, over the result's magnitude the bits the sum still cancels)."""
     n = len(singles)
     counts = [sum(t in g.members for g in groups) for t in range(n)]
     total = jnp.zeros_like(singles[0])
+    mag = jnp.zeros_like(singles[0])
     if all(c <= 1 for c in counts):  # disjoint groups: all taken, no run-time choice
         taken = {t for g in groups for t in g.members}
-        for g in groups:
-            total = total + g.value()
-        for t in range(n):
-            if t not in taken:
-                total = total + singles[t]
-        return total
+        for v in [g.value() for g in groups] + [singles[t] for t in range(n) if t not in taken]:
+            total, mag = total + v, mag + jnp.abs(v)
+        return total, mag
     # groups compete: per element, greedily the group whose value is smallest against its terms
     # (the most cancellation removed); each round evaluates one group, chosen per element
     tiny = jnp.finfo(dtype).tiny
@@ -384,8 +468,13 @@ def _groups(groups: list[_Group], singles: list[Any], dtype: Any) -> Any:
         avail = [~_any([used[t] for t in g.members]) for g in groups]
         best = jnp.argmin(jnp.stack([jnp.where(a, s, jnp.inf) for a, s in zip(avail, scores)]), axis=0)
         picks = [(best == c) & avail[c] for c in range(len(groups))]
+        for c, g in enumerate(groups):
+            if g.kind == "call":
+                v = jnp.where(picks[c], g.value(), 0.0)
+                total, mag = total + v, mag + jnp.abs(v)
         for family in ("lgamma", "digamma"):
-            mine = [(c, g) for c, g in enumerate(groups) if (g.kind == "digamma") == (family == "digamma")]
+            mine = [(c, g) for c, g in enumerate(groups)
+                    if g.kind != "call" and (g.kind == "digamma") == (family == "digamma")]
             if not mine:
                 continue
             safe_v = 1.0 if family == "digamma" else 2.0
@@ -413,17 +502,19 @@ def _groups(groups: list[_Group], singles: list[Any], dtype: Any) -> Any:
             continue
         st = {k: jnp.stack([r[k] for r in got]) for k in got[0]}
         if family == "digamma":
-            val = fg.digamma_difference(st["v"], st["d"], xa=st["xa"])
+            val = _anchored(fg.digamma_difference, st["v"], st["d"], st["xa"])
         else:
-            val = fg.lgamma_difference(st["v"], st["d"], xa=st["xa"])
+            val = _anchored(fg.lgamma_difference, st["v"], st["d"], st["xa"], ~st["beta"])
             if any(g.kind == "beta" for g in groups):
                 p = jnp.where(st["beta"], st["p"], 1.0)
                 q = jnp.where(st["beta"], st["q"], 1.0)
                 val = val + jnp.where(st["beta"], fg.betaln(p, q), 0.0)
-        total = total + jnp.sum(jnp.where(st["on"], st["sign"] * val, 0.0), axis=0)
+        v = jnp.where(st["on"], st["sign"] * val, 0.0)
+        total, mag = total + jnp.sum(v, axis=0), mag + jnp.sum(jnp.abs(v), axis=0)
     for t in range(n):
-        total = total + jnp.where(used[t], 0.0, singles[t])
-    return total
+        v = jnp.where(used[t], 0.0, singles[t])
+        total, mag = total + v, mag + jnp.abs(v)
+    return total, mag
 
 
 def _any(masks: list[Any]) -> Any:

@@ -202,7 +202,9 @@ def digamma_difference(x: Any, a: Any, xa: Any = None) -> Any:
     x, a = _float(x, a)
 
     def shift(xj: Any, aj: Any) -> Any:
-        return aj / (xj * (xj + aj))
+        # not aj / (xj (xj + aj)): that product underflows for tiny arguments (x = 2e-36, x + a = 7e-29
+        # in float32: inf where the difference is 5e35)
+        return (1 / xj) * (aj / (xj + aj))
 
     return _difference(x, a, xa, _digamma_series, shift, lax.digamma, False)
 
