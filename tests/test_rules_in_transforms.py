@@ -35,7 +35,8 @@ OLD_JAX_CANNOT_FIRE = {"ndtri_complement"} if OLD_JAX else set()
 # which a cond branch or scan body cannot take (rewrites/engine/_engine._rebindable), so there the rule is
 # not applied on 0.10 (the program keeps its written form; jit and vmap are rewritten)
 OLD_JAX_CONSTS = {(name, ctx) for name in ("normal_cdf", "scaled_normal_cdf", "log_normal_cdf",
-                                           "log_erfc", "normal_quantile", "log_normal_mass")
+                                           "log_erfc", "normal_quantile", "log_normal_mass",
+                                           "normal_interval_quantile")
                   for ctx in ("cond", "scan")} if OLD_JAX else set()
 RULES = [r for r in STABILITY if r.example is not None and r.name not in OLD_JAX_CANNOT_FIRE]
 

@@ -6,7 +6,8 @@ families: ``_stability_logs`` (logs of exponentials and sigmoids), ``_stability_
 softmax), ``_stability_compose`` (moving an operation to where another rule fixes it),
 ``_stability_divergence`` (Bregman divergences; ``_divergence_read`` reads their terms),
 ``_stability_gamma``, ``_stability_special``, ``_stability_mass`` (the log of a mass between two
-bounds, through a sign), ``_stability_inverse`` (a function followed by its inverse),
+bounds, through a sign), ``_stability_sampling`` (a normal's inverse-CDF draw between two bounds),
+``_stability_inverse`` (a function followed by its inverse),
 ``_stability_stats`` (covariances, merged batches, means of means), ``_stability_xlogy`` (zero times
 log zero), ``_stability_written`` (the library's own spellings), ``_stability_factors`` (the log of
 a product past its range), ``_stability_complements`` (complements of the incomplete gamma and beta

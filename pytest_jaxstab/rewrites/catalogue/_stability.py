@@ -65,6 +65,7 @@ from ._stability_ml import (
     SUM_P_LOG_P,
 )
 from ._stability_reduce import REDUCE_RULES
+from ._stability_sampling import SAMPLING_RULES
 from ._stability_select import ONE_HOT_NLL, SELECT_RULES
 from ._stability_special import SPECIAL_RULES
 from ._stability_stats import STATS_RULES
@@ -407,6 +408,7 @@ INV_JITTER = Rule("inv_jitter", op("jit", A, params={"name": "inv"}), _inv_jitte
 STABILITY: tuple[Rule, ...] = (
     *SELECT_RULES,
     *WRITTEN_RULES,
+    *SAMPLING_RULES,  # Φ^-1 of an interpolated Φ: before normal_quantile and normal_cdf split it
     *MASS_RULES,  # log(Φ(b) - Φ(a)), log(sig(b) - sig(a)): before Φ's own logs and log1p
     *SPECIAL_RULES,  # before log1p: log(1 + erf(z)) is a log_erfc, not log1p(erf(z))
     *COMPLEMENT_RULES,  # before log1p: log(1 - gammainc) is log(gammaincc), not log1p(-gammainc)
