@@ -330,6 +330,8 @@ def test_the_table_covers_every_rule_of_the_catalogue():
     covered |= {"log_normal_mass", "log_logistic_mass"}  # tails (issue 39): test_rewrites_normal_tails.py
     # derivatives that lose (issue 39): tests/test_rewrites_gradients.py
     covered |= {"softplus_kink", "hypot_constant", "norm_quotient", "jvp_rule", "norm_floor"}
+    covered |= {"rms_epsilon"}  # RMSNorm's squares past their range: tests/test_rewrites_rms_norm.py
+    covered |= {"normal_interval_quantile"}  # inverse-CDF draws in the tails: test_rewrites_tail_sampling.py
     # derivative only (issue 39): tests/test_rewrites_library_derivatives.py
     covered |= {"logistic_derivative", "tanh_derivative", "soft_sign_derivative"}
     # a label picked from a log-softmax, or one-hot targets (issue 39): tests/test_rewrites_gather.py

@@ -18,7 +18,7 @@ from jax import lax
 
 from ... import _compat
 from ..engine._match import Match
-from ..engine._pattern import any_of, const, op, param, square_of, var
+from ..engine._pattern import any_of, const, fixed, op, param, square_of, var
 from ..engine._rule import Rule
 from ..forms import _core as _forms
 from ..forms import _stats as _fs
@@ -75,6 +75,50 @@ def _rms(x: Any, axes: tuple[int, ...], n: float) -> Any:
 
 RMS = Rule("rms", op("sqrt", op("div", op("reduce_sum", square_of(x), axes=AXES), _N)), _rms,
            where=_real, **_example(lambda x: jnp.sqrt(jnp.mean(x**2))))
+
+
+# ----------------------------------------------------------------------- RMS with an epsilon
+def _rms_epsilon(x: Any, axes: tuple[int, ...], n: float, c: float, power: int, **_: Any) -> Any:
+    """(mean(x²) + c)^(power/2), power = -1 (RMSNorm's ``rsqrt``, ``1/sqrt``) or 1, as
+    s^power·(mean((x/s)²) + (c/s)/s)^(power/2), s a power of two near max(max|x|, √c) (exact scalings):
+    ``x²`` overflows past 1.8e19 in float32 and 256 in float16 (an RMSNorm's activations), where
+    the result is an ordinary number (``1/|x|``-sized); with s at least √c, c/s² stays below 4 and the
+    scaled squares at most 1. Its derivative is the written one's mathematics (s is a constant)."""
+    ax = tuple(int(i) for i in axes)
+    floor = jnp.sqrt(jnp.asarray(c, x.dtype))
+    m = lax.stop_gradient(jnp.maximum(jnp.max(jnp.abs(x), axis=ax, keepdims=True), floor))
+    scale, inv = _forms._pow2_scale(m)
+    # summed in float32 at least, as jnp.mean sums float16 and bfloat16 (the scaled squares are exact
+    # there); the result in x's dtype, as the program's
+    acc = x.dtype if jnp.dtype(x.dtype).itemsize >= 4 else jnp.dtype(jnp.float32)
+    y = (x * inv).astype(acc)
+    inv_a = inv.astype(acc)
+    tail = (jnp.asarray(c, acc) * inv_a) * inv_a  # in this order: inv² alone may overflow for a tiny c
+    ms = jnp.sum(y * y, axis=ax, keepdims=True) / jnp.asarray(n, acc) + tail
+    out = lax.rsqrt(ms) * inv_a if power == -1 else jnp.sqrt(ms) * scale.astype(acc)
+    return jnp.squeeze(out, axis=ax).astype(x.dtype)
+
+
+# jnp.mean of float16/bfloat16 squares sums them in float32: converts around the sum
+_UPCAST_SUM = op("reduce_sum", op("convert_element_type", square_of(x)), axes=AXES)
+_MEAN_SQ = any_of(op("div", op("reduce_sum", square_of(x), axes=AXES), _N),
+                  op("convert_element_type", op("div", _UPCAST_SUM, _N)))
+_EPS = const(lambda v: math.isfinite(v) and v > 0, name="c")
+_MS_EPS = op("add", _MEAN_SQ, _EPS)  # either order: add's operands are tried swapped
+RMS_EPSILON = Rule(
+    "rms_epsilon",
+    any_of(fixed(op("rsqrt", _MS_EPS), power=-1), fixed(op("div", const(1.0), op("sqrt", _MS_EPS)), power=-1),
+           fixed(op("sqrt", _MS_EPS), power=1)),
+    _rms_epsilon, where=_real,
+    examples=(lambda x: x * lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6),
+              lambda x: x / jnp.sqrt(jnp.mean(jnp.square(x)) + 1e-5),
+              lambda x: jnp.sqrt(1e-8 + jnp.mean(x**2)),
+              # float16 squares, summed in float32 by jnp.mean (the converts around the sum)
+              lambda x: lax.rsqrt(jnp.mean(lax.pow(x.astype(jnp.float16), jnp.float16(2.0))) + 1e-3),
+              lambda x: 1.0 / jnp.sqrt(jnp.mean(lax.pow(x.astype(jnp.float16), jnp.float16(2.0))) + 1e-3),
+              lambda x: jnp.sqrt(jnp.mean(lax.pow(x.astype(jnp.float16), jnp.float16(2.0))) + 1e-3)),
+    **_example(lambda x: lax.rsqrt(jnp.mean(x * x, axis=-1) + 1e-6), shapes=((4, 8),), domain=(-1e30, 1e30)),
+)
 
 
 # ---------------------------------------------------------------------------------------- cosine
@@ -312,7 +356,7 @@ NORM_FLOOR = Rule(
 )
 
 
-REDUCE_RULES: tuple[Rule, ...] = (COSINE, RMS, VAR, EXP_MEAN_LOG, WEIGHTED_LSE, NORM_FLOOR)
+REDUCE_RULES: tuple[Rule, ...] = (COSINE, RMS, RMS_EPSILON, VAR, EXP_MEAN_LOG, WEIGHTED_LSE, NORM_FLOOR)
 #: Opt-in (``rules=[*STABILITY, "mean"]``), not in ``STABILITY``: it would add a second reduction
 #: to every mean of every program, where the sum overflows only for terms near the float max, and
 #: the variance rule's contract is that the program's own mean is computed once and reused.
