@@ -121,7 +121,7 @@ WIDE = [(30.0, 36.0), (39.0, 40.0), (-45.0, -38.0)]  # float64 only
 
 # ------------------------------------------------------------------------------ the reference
 def _constant(rounded: bool, dtype: Any) -> mp.mpf:
-    return mp.mpf(float(np.array(np.sqrt(2), dtype))) if rounded else mp.sqrt(2)
+    return mp.mpf(float(np.array(np.sqrt(2), dtype))) if rounded else mp.mpf(mp.sqrt(2))
 
 
 @functools.cache  # the samplers share their references

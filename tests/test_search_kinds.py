@@ -8,6 +8,8 @@ and its report say which kind chose which families; the choice must follow the k
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax.numpy as jnp
 import mpmath
 import numpy as np
@@ -23,7 +25,7 @@ from pytest_jaxstab._search._rules import parse
 # "Tests and their tiers".
 pytestmark = pytest.mark.slow
 
-LIMITS = dict(dtype="float64", max_examples=48, time_limit=12.0, seed=0)
+LIMITS: dict[str, Any] = dict(dtype="float64", max_examples=48, time_limit=12.0, seed=0)
 
 
 def test_one_program_gets_different_families_for_different_kinds():

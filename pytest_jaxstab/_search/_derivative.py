@@ -138,8 +138,10 @@ def improve_derivatives(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[
         def source_of(prog: Callable[..., Any], name: str = name) -> str:
             return function_source(lower_program(trace_case(prog, dt, pshapes).closed)[0], params, name)
 
-        pick = _forward_or_searched(programs[i], _forward(pos, i, name), judged[i], pshapes, before[i],
-                                    search, source_of)
+        b = before[i]
+        assert b is not None  # ``wanted`` holds judged partials only
+        pick = _forward_or_searched(programs[i], _forward(pos, i, name), judged[i], pshapes, b, search,
+                                    source_of)
         found[i] = pick[2]
         if pick[0] is not None:
             chosen[i] = (pick[0], pick[1])
