@@ -238,6 +238,8 @@ def test_a_betaln_call_outside_its_domain_keeps_the_written_value():
 
 def test_a_lone_betaln_call_is_left_to_jax():
     # a Beta log-density's one call: nothing pairs across calls, JAX's betaln is accurate
+    if tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11):
+        pytest.skip("jax 0.10 inlines betaln: its lgamma terms are the program's own, read as any others")
     fn = lambda x, a, b: (a - 1) * jnp.log(x) + (b - 1) * jnp.log1p(-x) - jss.betaln(a, b)
     cols = _cols([[0.3, 2.0, 5.0], [0.9, 40.0, 1.5]], F32)
     assert "lgamma_sum" not in _fired(fn, *cols)
