@@ -140,8 +140,8 @@ def improve_derivatives(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[
 
         b = before[i]
         assert b is not None  # ``wanted`` holds judged partials only
-        pick = _forward_or_searched(programs[i], _forward(pos, i, name), judged[i], pshapes, b, search,
-                                    source_of)
+        pick = _forward_or_searched(programs[i], _partial(pos, i, name, forward=True), judged[i], pshapes, b,
+                                    search, source_of)
         found[i] = pick[2]
         if pick[0] is not None:
             chosen[i] = (pick[0], pick[1])
@@ -193,36 +193,27 @@ def _base_name(fn: Callable[..., Any]) -> str:
     return name if name.isidentifier() and not keyword.iskeyword(name) else "f"
 
 
-def _partial(pos: Callable[..., Any], i: int, name: str) -> Callable[..., Any]:
+def _partial(pos: Callable[..., Any], i: int, name: str, forward: bool = False) -> Callable[..., Any]:
     """The partial derivative of ``pos`` by its argument ``i`` as a function of the same arguments, as
     ``jax.grad`` computes it: reverse mode (``jax.vjp`` with a cotangent of ones), the arguments first
     broadcast to one shape so that, ``pos`` being elementwise, the pull-back of ones is the diagonal of
     the Jacobian. Reverse mode, not ``jax.jvp``: the two are different programs, and the one users run
     is the gradient's (Huber's ``0.5·q² + d·(|e| - q)``, ``q = min(|e|, d)``, is exact in forward
-    mode, where ``d·(s - s)`` is 0, and cancels in reverse, where the cotangents ``d + (q - d)`` meet)."""
-    def derivative(*args: Any) -> Any:
-        args = tuple(jnp.broadcast_arrays(*(jnp.asarray(a) for a in args)))
-
-        def of_one(a: Any) -> Any:
-            return pos(*args[:i], a, *args[i + 1:])
-
-        out, pull = jax.vjp(of_one, args[i])
-        return pull(jnp.ones_like(out))[0]
-
-    derivative.__name__ = derivative.__qualname__ = name
-    return derivative
-
-
-def _forward(pos: Callable[..., Any], i: int, name: str) -> Callable[..., Any]:
-    """The same partial in forward mode (``jax.jvp`` with ones on argument ``i``): the same mathematics
-    as ``_partial``'s, another program (``_forward_or_searched`` tries it first)."""
+    mode, where ``d·(s - s)`` is 0, and cancels in reverse, where the cotangents ``d + (q - d)`` meet).
+    ``forward``: the same partial in forward mode (``jax.jvp`` with ones on argument ``i``), the same
+    mathematics in another program (``_forward_or_searched`` tries it first)."""
     def derivative(*args: Any) -> Any:
         args = tuple(jnp.asarray(a) for a in args)
+        if not forward:
+            args = tuple(jnp.broadcast_arrays(*args))
 
         def of_one(a: Any) -> Any:
             return pos(*args[:i], a, *args[i + 1:])
 
-        return jax.jvp(of_one, (args[i],), (jnp.ones_like(args[i]),))[1]
+        if forward:
+            return jax.jvp(of_one, (args[i],), (jnp.ones_like(args[i]),))[1]
+        out, pull = jax.vjp(of_one, args[i])
+        return pull(jnp.ones_like(out))[0]
 
     derivative.__name__ = derivative.__qualname__ = name
     return derivative
