@@ -45,7 +45,7 @@ identity is tens of bits off at generic inputs (``exp(a / 2)`` for ``exp(a) ** 2
 programs, jax 0.12): of the 1,488 programs that pass, the rewrite is worse than ``max(bits(f), A)``
 somewhere by more than 0 bits on 107, more than 2 on 16, more than 3 on 7, at most by 3.86 bits.
 
-**Two excuses** (the refinements of the comparison), each computed only at inputs where an element
+**Three excuses** (the refinements of the comparison), each computed only at inputs where an element
 is worse, and printed with a failure:
 
 - *Conditioning.* Where the problem is ill-conditioned (a sum that cancels, a ``where`` whose test
@@ -62,6 +62,16 @@ is worse, and printed with a failure:
   neighbours. A worse element is excused when ``bits(g) <= max(n, A) + B``, ``n`` the original's
   worst error at :data:`NEIGHBOURS` inputs each of whose elements moved one float up or down.
   A wrong identity is as wrong at the neighbours, where the original stays accurate.
+- *The gradient's rounding floor* (gradients only). ``jax.grad(sum o f)`` ends in a sum over the
+  outputs, ``sum_i df_i/dx_j``; where the exact gradient is 0 or a tiny remainder of that sum, any
+  program that rounds its terms leaves a residue of the terms' size times the unit roundoff, and the
+  relative metric calls it 30 bits (at ``softmax(t) / sum(softmax(t))``, whose sum is 1 so its
+  gradient 0, the written program happens to round to exactly 0 at every neighbour too, so the
+  second excuse does not see its luck). A worse gradient element is excused when its absolute error
+  is at most ``2^B * u * S_j``, ``S_j = sum_i |df_i/dx_j|`` (the terms' magnitudes, from
+  ``jax.jacrev`` in float32: a scale, not a value) and ``u = 2^-24``: Higham's bound for a sum's
+  rounding without its ``n - 1`` (so tighter), with the same ``B``. A wrong identity's gradient is
+  wrong by the terms' size, not by 2^-20 of it.
 
 A non-finite rewritten value is never excused.
 
@@ -506,6 +516,19 @@ class _Excuses:
         return [lambda: self.conditioning(out), lambda: self.neighbours(out)]
 
 
+def _rounding_floor(f: Callable[..., Any], args: tuple[np.ndarray, ...], out: int, rew: np.ndarray,
+                    exact: np.ndarray) -> np.ndarray:
+    """The third excuse (module docstring): ``bits(g)`` itself where the gradient wrt argument
+    ``out`` is within ``2^B * u * sum_i |df_i/dx_j|`` of the exact one (so the comparison excuses it),
+    0 elsewhere (excuses nothing)."""
+    jacobian = np.asarray(jax.jit(jax.jacrev(f, argnums=out))(*args), np.float64)
+    scale = np.abs(jacobian).reshape(-1, *np.shape(args[out])).sum(axis=0)
+    floor = 2.0 ** MARGIN_BITS * 2.0 ** -24 * scale
+    with np.errstate(all="ignore"):
+        within = np.abs(np.asarray(rew, np.float64) - exact) <= floor
+    return np.where(within, _bits(rew, exact), 0.0)
+
+
 def check_program(program: Program, samples: Sequence[tuple[np.ndarray, ...]] | None = None,
                   grad: bool = True, vmap: bool = True, exclude: Sequence[str] = ()) -> Outcome:
     """Runs ``program`` and ``jst.stabilize`` of it on ``samples`` (default :func:`draw_inputs`) and
@@ -564,7 +587,9 @@ def check_program(program: Program, samples: Sequence[tuple[np.ndarray, ...]] | 
             excuses = _Excuses(closed, args, exact, original_at, [program.seed, program.index, k, slot])
             for out, (o, r, e, c) in enumerate(zip(orig, rew, exact, certain)):
                 label = what if what == "value" else f"gradient wrt x{out}"
-                judge.compare(label, args, o, r, e, c, excuses.of(out))
+                floor = [] if what == "value" else [
+                    lambda out=out, r=r, e=e: _rounding_floor(f, args, out, r, e)]
+                judge.compare(label, args, o, r, e, c, [*excuses.of(out), *floor])
             if what == "value":
                 exact_values.append(np.where(certain[0], exact[0], np.nan))
                 value_excuses.append(excuses)
