@@ -31,6 +31,7 @@ from .. import _compat
 from ..oracles import evaluate
 from ..oracles.fast import enclose
 from ..oracles.interpreter._rows import batched
+from ..oracles.library._exact import differentiable
 from ._upcast import run_upcast
 
 __all__ = ["AGREE", "CHUNK", "LOST", "PASS_BYTES", "ROW_WIDTH", "SIGNS", "SMALL_CHUNK", "Derivatives",
@@ -82,7 +83,8 @@ class Derivatives:
         self.out_shapes = [tuple(out_avals[i].shape) for i in self.judged_outputs]
         complex_ = any(np.issubdtype(np.dtype(a.dtype), np.complexfloating) for a in (*in_avals, *out_avals))
         judged_real = all(_floating(out_avals[i].dtype) for i in self.judged_outputs)
-        self.usable = bool(self.floats) and judged_real and not complex_
+        # a gradient's reference holds routines' partials, which JAX cannot differentiate (issue 47)
+        self.usable = bool(self.floats) and judged_real and not complex_ and differentiable(closed)
         n_float = sum(math.prod(in_avals[k].shape) for k in self.floats)
         self.chunk = max(1, min(CHUNK, PASS_BYTES // max(8 * n_float, 1)))
         rows = batched(closed) if self.usable else None

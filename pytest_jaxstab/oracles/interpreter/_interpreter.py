@@ -40,6 +40,7 @@ from ..primitives import (
     _windows,
 )
 from ..primitives._refusals import REFUSED_PRIMITIVES
+from . import _extremum, _live
 
 __all__ = ["MAX_WHILE_ITERATIONS", "SUPPORTED_PRIMITIVES", "Interpreter", "check_supported", "to_value"]
 
@@ -172,8 +173,18 @@ class Interpreter:
                                                                      _compat.parts(closed)[1])]
         env: dict[Any, np.ndarray] = dict(zip(_compat.constvars(closed), consts))
         env.update(zip(_compat.invars(closed), args))
+        ties, skip = _extremum.find(closed), _live.dead(closed)
         for eqn in _compat.eqns(closed):
+            if skip and id(eqn) in skip:  # read by nothing: a decision it cannot make must not stop us
+                continue
             invals = [self._read(env, a) for a in eqn.invars]
+            tie = ties.get(id(eqn)) if ties else None
+            if tie is not None and any(v.dtype == object for v in invals):  # ``eq(x, max(x))``
+                (var,) = eqn.outvars
+                if not _compat.is_dropvar(var):
+                    env[var] = _conform(_extremum.compare(tie, _compat.primitive_name(eqn), *invals),
+                                        _compat.aval(var), self.flat)
+                continue
             if self.flat and _compat.primitive_name(eqn) == "broadcast_in_dim":
                 # Flat mode admits only broadcasts of scalars, which numpy broadcasting does for us.
                 env[eqn.outvars[0]] = invals[0]

@@ -19,7 +19,7 @@ from ..core._common import OracleError
 from ._derivatives import DERIVATIVES
 from ._routines import EXACT_PRIMITIVE, Routine
 
-__all__ = ["EXACT", "partials_of"]
+__all__ = ["EXACT", "differentiable", "partials_of"]
 
 
 def partials_of(routine: Routine) -> tuple[Any, ...] | None:
@@ -27,6 +27,25 @@ def partials_of(routine: Routine) -> tuple[Any, ...] | None:
     if routine.origin == "user" or routine.partials is not None:  # a user's, or one per static order
         return routine.partials
     return DERIVATIVES.get(routine.name)
+
+
+def differentiable(closed: Any) -> bool:
+    """Whether JAX can differentiate ``closed``'s ``jaxstab_exact`` equations (sub-jaxprs included):
+    each has an exact partial derivative for every operand that is not a literal. A gradient's
+    reference holds the routines' partials (``d<name>/d(argument i)``), which have none: its own
+    derivative (the check's conditioning of a gradient) cannot be built, and the caller must take
+    another way (finite differences through the oracle) rather than meet the ``OracleError`` of
+    ``_jvp`` while tracing."""
+    for eqn in _compat.eqns(closed):
+        if _compat.primitive_name(eqn) == EXACT_PRIMITIVE:
+            parts = partials_of(eqn.params["routine"])
+            if any((parts is None or i >= len(parts) or parts[i] is None) and not _compat.is_literal(a)
+                   for i, a in enumerate(eqn.invars)):
+                return False
+            continue
+        if not all(differentiable(sub) for _, sub in _compat.subjaxprs(eqn)):
+            return False
+    return True
 
 
 @functools.cache
