@@ -510,3 +510,25 @@ def test_ndtri_is_judged_by_its_mathematics_on_every_jax():
     q = mpmath.mpf(ps[1])
     both = mpmath.sqrt(2) * (mpmath.erfinv(2 * q - 1) + mpmath.erfinv(q - 1))
     assert float(two[0]) == _round(both, np.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_derivative_program_of_ndtr_is_the_density_not_the_cdf(dtype):
+    # JAX traces ndtr's tangent equations under ndtr's frame (jax 0.10 inlines ndtr; 0.12.1 calls it
+    # and its JVP rule multiplies the density): in jax.grad(ndtr) the primal is dead and the derivative
+    # formed a region that reads x and leaves one value, and the oracle evaluated it as ndtr(x) (0.69
+    # for 0.35 at x = 0.5). The region must have ndtr's own primitives (oracles/library/_inline.py).
+    xs = [0.5, 2.0, -5.0, -12.0]  # the density at -12 (2.1e-32) is a normal float32
+    density = np.array([float(mpmath.npdf(mpmath.mpf(x))) for x in xs])
+    for fn, factor in ((jax.vmap(jax.grad(sp.ndtr)), 1.0),
+                       (jax.vmap(jax.grad(lambda x: 3.0 * sp.ndtr(x))), 3.0)):
+        got, certain = _oracle(fn, xs, dtype)
+        assert certain.all()
+        # JAX's JVP formula evaluated exactly: within 4 ulps of the density, plus, on jax 0.10 (the
+        # derivative of erfc(-x c) / 2 with c = 1/sqrt(2) rounded to the dtype, relative error u), the
+        # x^2 u that the rounded c moves exp(-(x c)^2) by; nowhere near the CDF (0.69, 0.98, 2.9e-7,
+        # 1.8e-33)
+        u = np.finfo(dtype).eps / 2
+        ratio = got.astype(np.float64) / (factor * density)
+        bound = 4 * np.finfo(dtype).eps + np.square(xs) * u
+        assert np.all(np.abs(ratio - 1) <= bound), (got, factor * density)

@@ -5,8 +5,15 @@ primitives sit in the caller's jaxpr, so ``_library.lookup`` has no call to reco
 JAX traced inside it still carries the Python frames it was traced under, the routine's among them.
 A *region* is the equations of one jaxpr traced under the same call of the routine (same calling
 frame: file, function and line); it is replaced by one ``jaxstab_exact`` equation of the routine when it
-reads exactly one value from outside (the argument) and only its last equation's result is used
-outside. Otherwise it is left alone (the body is evaluated, exactly, as before).
+reads exactly one value from outside (the argument), only its last equation's result is used
+outside, and its primitives are the routine's own (those JAX traces for it at the argument's shape and
+dtype, shape-only equations aside). Otherwise it is left alone (the body is evaluated, exactly, as
+before).
+
+The last condition keeps derivatives out: JAX traces a JVP's tangent equations under the routine's
+frame too, so in ``jax.grad(jax.scipy.special.ndtr)`` (whose primal result nothing reads) the
+derivative's equations form a region that reads ``x`` and leaves one value; without it that region
+was evaluated as ``ndtr(x)``, the value in place of the derivative (jax 0.10 and 0.12.1 alike).
 
 Only where JAX inlines a routine (``INLINED`` says which, per version): on newer JAX ``ndtri`` is a
 call, recognised by ``_library.lookup``; ``ndtr`` is inlined up to 0.12.0 (a call from 0.12.1).
@@ -14,8 +21,10 @@ call, recognised by ``_library.lookup``; ``ndtr`` is inlined up to 0.12.0 (a cal
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
+import jax
 import numpy as np
 
 from ... import _compat
@@ -37,7 +46,33 @@ INLINED: dict[tuple[str, str], Routine] = {
 if _compat.JAX_VERSION < (0, 11):
     INLINED[("ndtri", _SPECIAL)] = BUILTIN[(_SPECIAL, "_ndtri")]
 
+#: The public function each inlined routine is traced from (for :func:`_own_primitives`).
+_FUNCTIONS = {"ndtr": jax.scipy.special.ndtr, "ndtri": jax.scipy.special.ndtri}
+#: Equations that only reshape or retype (present or not depending on how the call was batched).
+_SHAPE_ONLY = frozenset({"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "convert_element_type",
+                         "copy", "copy_p"})
+
 _cache: dict[int, tuple[Any, Any]] = {}
+_own: dict[tuple[str, tuple[int, ...], str], collections.Counter[str] | None] = {}
+
+
+def _primitives(eqns: Any) -> collections.Counter[str]:
+    return collections.Counter(n for n in (_compat.primitive_name(e) for e in eqns) if n not in _SHAPE_ONLY)
+
+
+def _own_primitives(routine: Routine, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    """The primitives JAX traces for ``routine`` on an argument of ``shape`` and ``dtype`` (None: it
+    has no public function here, or it could not be traced)."""
+    key = (routine.name, shape, np.dtype(dtype).name)
+    if key not in _own:
+        fn = _FUNCTIONS.get(routine.name)
+        try:
+            with _compat.enable_x64():
+                closed = None if fn is None else jax.make_jaxpr(fn)(jax.ShapeDtypeStruct(shape, dtype))
+            _own[key] = None if closed is None else _primitives(_compat.eqns(closed))
+        except Exception:  # an argument the function refuses: no region is taken for it
+            _own[key] = None
+    return _own[key]
 
 
 def inline_routines(closed: Any) -> Any:
@@ -133,6 +168,9 @@ def _match(g: Any, i: int) -> Any:
     out = _compat.aval(root.outvars[0])
     if tuple(_compat.aval(arg).shape) != tuple(out.shape):
         return None
+    own = _own_primitives(routine, tuple(out.shape), np.dtype(out.dtype))
+    if own is None or _primitives(g.eqns[j] for j in region) != own:
+        return None  # not the routine's value (a derivative traced under its frame; module docstring)
     captures = {"routine": routine, "shape": tuple(out.shape), "dtype": np.dtype(out.dtype), "x0": arg}
     return Match(i, captures, {"x0": arg}, inside - {i})
 
