@@ -47,6 +47,7 @@ _DOMAINS = {
     "round_even": (1, lambda r: (r.choice([r.uniform(-5, 5), r.integers(-5, 5) + 0.5]),)),
     "round_away": (1, lambda r: (r.choice([r.uniform(-5, 5), r.integers(-5, 5) + 0.5]),)),
     "sign": (1, lambda r: (r.choice([r.uniform(-5, 5), 0.0]),)),
+    "ndtr": (1, lambda r: (r.choice([r.uniform(-5, 5), r.uniform(-38, -5)]),)),
 }
 
 
@@ -178,6 +179,8 @@ _LIBRARY = {
                  {"gammainc", "gammaincc"}),
     "betainc": (lambda x: jss.betainc(2.0, 3.0, jax.nn.sigmoid(x)), {"betainc"}),
     "polynomial": (lambda x: jax.lax.polynomial(x, [1.0, 5.0, 2.0, -0.5]), {"add", "mul"}),
+    # JAX 0.12.1 calls ndtr (the operator); 0.10.2 inlines its erfc form
+    "ndtr": (lambda x: jss.ndtr(x), {"ndtr"} if hasattr(jax.lax, "polynomial") else {"erfc"}),
 }
 
 
@@ -305,6 +308,28 @@ def test_improve_rescales_the_log_of_a_bessel_function():
     assert np.all(_bits(np.asarray(imp.fn(jnp.asarray(x)), np.float64), want) <= 3.0)  # a sum of two
 
 
+def _truncated_normal_log_mass(scale):
+    # numpyro's TwoSidedTruncatedDistribution(Normal(1.35, scale), low=-20, high=-1) before its fix
+    # (pyro-ppl/numpyro#1492): log(cdf(high) - cdf(low)), both CDFs underflow for a small scale
+    return jnp.log(jss.ndtr((-1.0 - 1.35) / scale) - jss.ndtr((-20.0 - 1.35) / scale))
+
+
+@pytest.mark.slow
+def test_improve_takes_the_log_of_a_difference_of_normal_cdfs_into_log_space():
+    imp = jst.improve(_truncated_normal_log_mass, shapes=[()], dtype="float32", domain=(0.01, 10.0),
+                      time_limit=20)
+    assert imp.improved, imp.status
+    scale = np.array([0.01, 0.05, 0.1, 0.5, 2.0, 9.0], np.float32)
+    with mpmath.workdps(60):
+        want = np.array([float(mpmath.log(mpmath.ncdf((-1 - mpmath.mpf(1.35)) / float(s))
+                                          - mpmath.ncdf((-20 - mpmath.mpf(1.35)) / float(s))))
+                         for s in scale])
+    got = np.asarray(imp.fn(jnp.asarray(scale)), np.float64)
+    assert not np.isfinite(np.asarray(_truncated_normal_log_mass(jnp.asarray(scale)))).all()  # as written
+    # a sum of three rounded terms and log_ndtr's own few ulps: 4 bits (16 ulps) at every scale
+    assert np.all(_bits(got, want) <= 4.0), (got, want)
+
+
 def test_the_operator_table_has_each_new_operator_once():
     assert {"i0", "i1", "i0e", "i1e", "gammainc", "gammaincc", "betainc", "floor", "ceil", "round_even",
-            "round_away", "sign", "isfinite", "and", "or", "not"} <= set(OPS)
+            "round_away", "sign", "isfinite", "and", "or", "not", "ndtr"} <= set(OPS)

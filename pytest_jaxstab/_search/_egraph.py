@@ -76,7 +76,7 @@ _TRIGGERS: dict[str, frozenset[str]] = {
     "exp-scaling": frozenset({"exp", "div"}),
     "logistic-softplus": frozenset({"logistic", "softplus", "logaddexp"}),
     "special": frozenset({"xlogy", "xlog1py", "erf", "erfc", "lgamma", "log_ndtr", "erf_inv", "digamma",
-                          "ndtri", "i0", "i1", "i0e", "i1e", "gammainc", "gammaincc", "betainc"}),
+                          "ndtr", "ndtri", "i0", "i1", "i0e", "i1e", "gammainc", "gammaincc", "betainc"}),
     "piecewise": frozenset({"max", "min", "sign", "abs", "where"}),
 }
 

@@ -139,6 +139,7 @@ OPS: dict[str, Op] = {o.name: o for o in (
     _op("erfc", 1, jax.scipy.special.erfc, mpmath.erfc, 20, "jax.scipy.special.erfc({0})"),
     _op("erf_inv", 1, jax.scipy.special.erfinv, mpmath.erfinv, 30, "jax.scipy.special.erfinv({0})"),
     _op("ndtri", 1, jax.scipy.special.ndtri, _special.mp_ndtri, 30, "jax.scipy.special.ndtri({0})"),
+    _op("ndtr", 1, jax.scipy.special.ndtr, mpmath.ncdf, 30, "jax.scipy.special.ndtr({0})"),
     _op("log_ndtr", 1, jax.scipy.special.log_ndtr, _special.mp_log_ndtr, 40,
         "jax.scipy.special.log_ndtr({0})"),
     _op("logistic", 1, jax.nn.sigmoid, _special.mp_logistic, 10, "jax.nn.sigmoid({0})"),

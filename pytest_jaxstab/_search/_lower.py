@@ -68,7 +68,7 @@ _LOGIC = {"and": "and", "or": "or", "not": "not"}
 #: Library functions recognised by the name of their call (``jit`` / ``custom_jvp_call``), so that the
 #: search sees ``softplus(z)`` rather than the library's body: the identities are written over these.
 _NAMED = {"softplus": "softplus", "xlogy": "xlogy", "xlog1py": "xlog1py", "log_ndtr": "log_ndtr",
-          "logaddexp": "logaddexp", "ndtri": "ndtri", "i0_impl": "i0", "_i1": "i1"}
+          "logaddexp": "logaddexp", "ndtri": "ndtri", "ndtr": "ndtr", "i0_impl": "i0", "_i1": "i1"}
 _IDENTITY = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "copy", "copy_p",
              "optimization_barrier", "stop_gradient"}
 _REDUCE = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max", "reduce_min": "min"}

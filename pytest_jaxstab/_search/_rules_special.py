@@ -12,6 +12,9 @@ by ``tests/test_search_rules.py`` (the exact oracle at random points) and, value
 - complements and reflections: ``1 - erfc(x) = erf(x)``, ``erfc(-x) = 2 - erfc(x)``, ``1 - P(a, x) =
   Q(a, x)`` (``gammainc``/``gammaincc``), ``1 - I_x(a, b) = I_{1-x}(b, a)`` (``betainc``), and the log of
   a complement written with ``log1p``;
+- the normal CDF ``ndtr``: ``1 - ndtr(x) = ndtr(-x)``, ``log ndtr = log_ndtr``, and the log of a difference
+  ``log(ndtr(a) - ndtr(b)) = log_ndtr(a) + log1p(-exp(log_ndtr(b) - log_ndtr(a)))`` (a truncated
+  normal's log-mass, finite where both CDFs underflow);
 - ``xlogy(a, 1 + b) = xlog1py(a, b)``;
 - min/max absorption and negation, ``sign(x) |x| = x``, a ``where`` whose branches agree or whose
   condition is negated.
@@ -41,6 +44,16 @@ SPECIAL_SOURCE: dict[str, list[tuple[str, str, str, bool]]] = {
         ("log1p-neg-gammaincc", "(log1p (neg (gammaincc a b)))", "(log (gammainc a b))", False),
         ("betainc-complement", "(sub 1 (betainc a b c))", "(betainc b a (sub 1 c))", False),
         ("betainc-reflect", "(betainc a b (sub 1 c))", "(sub 1 (betainc b a c))", False),
+        # The normal CDF (jax.scipy.special.ndtr, a named call from JAX 0.12.1; older JAX inlines its
+        # erfc form): its complement is its reflection, its log is log_ndtr, and the log of a
+        # difference of two (a truncated normal's mass) is taken in log space, where both tails of a
+        # far interval underflow to 0 and leave log(0) = -inf for a finite log-mass.
+        ("ndtr-erfc", "(ndtr a)", "(mul 0.5 (erfc (neg (div a (sqrt 2)))))", True),
+        ("log-ndtr", "(log (ndtr a))", "(log_ndtr a)", False),
+        ("ndtr-complement", "(sub 1 (ndtr a))", "(ndtr (neg a))", True),
+        ("ndtr-diff-reflect", "(sub (ndtr a) (ndtr b))", "(sub (ndtr (neg b)) (ndtr (neg a)))", False),
+        ("log-ndtr-diff", "(log (sub (ndtr a) (ndtr b)))",
+         "(add (log_ndtr a) (log1p (neg (exp (sub (log_ndtr b) (log_ndtr a))))))", False),
         ("xlogy-one-plus", "(xlogy a (add 1 b))", "(xlog1py a b)", False),
         ("xlogy-one-minus", "(xlogy a (sub 1 b))", "(xlog1py a (neg b))", False),
     ],
