@@ -77,6 +77,8 @@ class Identity:
         return self.id
 
 
+_MIX_W, _MIX_MU, _MIX_SIG = f32(0.2, 0.5, 0.3), f32(-2.0, 0.5, 3.0), f32(0.5, 1.0, 2.0)
+
 IDENTITIES = [
     Identity("xent[softmax(x)[:, 2]]", "log_select_softmax",
              lambda x: -jnp.log(jax.nn.softmax(x)[:, 2]), (LOGITS,),
@@ -158,6 +160,15 @@ IDENTITIES = [
               np.array([[100.0, 3.0, 99.0, -200.0], [-120.0, -130.0, -125.0, -140.0]], F32)),
              lambda w, x: [MP.log(MP.fsum(u * MP.exp(v) for u, v in zip(rw, rx)))
                            for rw, rx in zip(_rows(w), _rows(x))]),
+    # a Gaussian mixture's log-likelihood written with jax.scipy.stats.norm.pdf (exp of its logpdf):
+    # the (1, 3) weights broadcast against the (4, 3) densities by mul itself; 30 sigma out of every
+    # component all three densities underflow, the sum is 0 and the log -inf
+    Identity("weighted_lse[norm.pdf mixture, broadcast weights]", "weighted_lse",
+             lambda x: jnp.log(jnp.sum(_MIX_W * jax.scipy.stats.norm.pdf(x[:, None], _MIX_MU, _MIX_SIG),
+                                       axis=-1)),
+             (f32(-60.0, 0.5, 45.0, 200.0),),
+             lambda x: [MP.log(MP.fsum(w * MP.npdf(v, m, s) for w, m, s in
+                                       zip(_mp(_MIX_W), _mp(_MIX_MU), _mp(_MIX_SIG)))) for v in _mp(x)]),
     # a negative weight (a difference of two densities): the signed form, where the sum is positive
     Identity("weighted_lse[signed]", "weighted_lse", lambda w, x: jnp.log(jnp.sum(w * jnp.exp(x))),
              (f32(2.0, -1.0, 0.5, 3.0), f32(100.0, 99.0, 30.0, -150.0)),

@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ... import _compat
@@ -300,16 +301,27 @@ def _weighted_lse_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
 def _weighted_lse(w: Any, x: Any, axes: tuple[int, ...]) -> Any:
     """log(sum(w·exp(x))) = logsumexp(x + log w) where every w >= 0 (w = 0 adds nothing);
     m + log(sum(sign(w)·exp(x + log|w| - m))), m = max(x + log|w|), elsewhere (exp overflows for
-    x > 88 in float32 and underflows below -103, where the weighted sum is still a normal number)."""
+    x > 88 in float32 and underflows below -103, where the weighted sum is still a normal number).
+    Weights that broadcast against the terms (a mixture's ``(1, k)`` weights times ``(n, k)``
+    densities, as ``mul`` broadcasts them) are broadcast first: the form takes one shape."""
+    shape = np.broadcast_shapes(np.shape(w), np.shape(x))
+    w, x = jnp.broadcast_to(w, shape), jnp.broadcast_to(x, shape)
     return _weighted_lse_form(w, x, tuple(int(i) for i in axes))
 
 
+def _broadcastable(m: Match) -> bool:
+    """Weights and terms of one shape, or of shapes ``mul`` broadcasts together (one rank)."""
+    w, x = tuple(m.aval("w").shape), tuple(m.aval("x").shape)
+    return len(w) == len(x) and all(a == b or 1 in (a, b) for a, b in zip(w, x))
+
+
+# A mixture's log-density as users write it, log(sum(weights * pdf)) with pdf = exp(logpdf)
+# (jax.scipy.stats' pdf functions are exp of their logpdf): the components underflow together.
 WEIGHTED_LSE = Rule(
     "weighted_lse",
     op("log", op("reduce_sum", op("mul", var("w"), op("exp", x, recompute=True)), axes=AXES)),
     _weighted_lse,
-    where=lambda m: (tuple(m.aval("w").shape) == tuple(m.aval("x").shape) and _real(m)
-                     and _real(m, "w")),
+    where=lambda m: _broadcastable(m) and _real(m) and _real(m, "w"),
     **_example(lambda w, x: jnp.log(jnp.sum(w * jnp.exp(x))), ((8,), (8,)), domain=(0.0, 1e4)),
 )
 
