@@ -588,7 +588,7 @@ def check_program(program: Program, samples: Sequence[tuple[np.ndarray, ...]] | 
             for out, (o, r, e, c) in enumerate(zip(orig, rew, exact, certain)):
                 label = what if what == "value" else f"gradient wrt x{out}"
                 floor = [] if what == "value" else [
-                    lambda out=out, r=r, e=e: _rounding_floor(f, args, out, r, e)]
+                    lambda out=out, r=r, e=e, args=args: _rounding_floor(f, args, out, r, e)]
                 judge.compare(label, args, o, r, e, c, [*excuses.of(out), *floor])
             if what == "value":
                 exact_values.append(np.where(certain[0], exact[0], np.nan))
