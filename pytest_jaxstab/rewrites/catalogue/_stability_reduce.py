@@ -293,9 +293,26 @@ def _weighted_lse_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
     (w, x), (tw, tx) = primals, tangents
     out = _weighted_lse_form(w, x, ax)
     # d/dw_i = exp(x_i - r), d/dx_i = w_i exp(x_i - r), r the result (finite where w_i = 0, where
-    # the form's log|w| has an infinite derivative)
-    e = jnp.exp(x - jnp.expand_dims(out, ax))
-    return out, jnp.sum(e * (tw + w * tx), axis=ax)
+    # the form's log|w| has an infinite derivative). Formed as e_i / s and w_i e_i / s, e = exp(x - max x)
+    # and s = sum(w e), where s is a normal float: exp(x_i - r) itself would carry r's rounding, an ulp
+    # of |r|, into every derivative (8 bits at x = -900 in float32). e / s first (at most 1/tiny, no
+    # overflow; w e alone may underflow where w is tiny and its exponent is not the max). Elsewhere
+    # (the weights' sum under- or overflows beside the max) from r.
+    _, shift = _max_shift_of(x, ax)
+    e = jnp.exp(x - shift)
+    total = jnp.sum(w * e, axis=ax, keepdims=True)
+    ok = jnp.isfinite(total) & (jnp.abs(total) >= jnp.finfo(total.dtype).tiny)
+    safe = jnp.where(ok, total, jnp.ones_like(total))
+    far = jnp.exp(x - jnp.expand_dims(out, ax))
+    dw = jnp.where(ok, e / safe, far)
+    dx = w * dw
+    return out, jnp.sum(dw * tw + dx * tx, axis=ax)
+
+
+def _max_shift_of(x: Any, ax: tuple[int, ...]) -> tuple[Any, Any]:
+    """The max of ``x`` over ``ax`` (kept, not differentiated) and the same with non-finite values 0."""
+    m = lax.stop_gradient(jnp.max(x, axis=ax, keepdims=True))
+    return m, jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
 
 
 def _weighted_lse(w: Any, x: Any, axes: tuple[int, ...]) -> Any:
@@ -325,7 +342,67 @@ WEIGHTED_LSE = Rule(
     **_example(lambda w, x: jnp.log(jnp.sum(w * jnp.exp(x))), ((8,), (8,)), domain=(0.0, 1e4)),
 )
 
-#: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``).
+# ------------------------------------------------------------------------------- log_exp_dot
+#: The most terms (batch x free x free x contracted) log_exp_dot forms: its log-space form holds every
+#: product term apart (16 MiB in float32); a larger product is left as written.
+_LOG_EXP_DOT_TERMS = 1 << 22
+
+
+def _log_exp_dot(a: Any, w: Any, dn: Any, exp_first: bool = False) -> Any:
+    """log(exp(a) @ w) (any ``dot_general``, ``exp(a)`` either operand) as ``weighted_lse`` of each
+    output's terms: ``log(sum_k w_k exp(a_k))`` over the contracted axes, shifted by the largest
+    ``a_k + log|w_k|`` of its own terms. The mixture ``log(exp(log_lik) @ weights)`` and the HMM forward
+    step ``log(exp(alpha) @ A)`` in probability space underflow to -inf (or overflow) where the result is
+    an ordinary number. The terms are formed apart (a product's own shift would leave the derivative's
+    ``w / sum`` to overflow where a tiny weight sits on the largest exponent: 1e4 / 2.8e-37 in float32),
+    a zero weight adds nothing, a negative sum's log is NaN as the program's."""
+    (lc, rc), (lb, rb) = dn
+    ac, ab = (lc, lb) if exp_first else (rc, rb)
+    wc, wb = (rc, rb) if exp_first else (lc, lb)
+    ac, ab, wc, wb = (tuple(int(i) for i in t) for t in (ac, ab, wc, wb))
+    af = tuple(d for d in range(a.ndim) if d not in ac and d not in ab)
+    wf = tuple(d for d in range(w.ndim) if d not in wc and d not in wb)
+    batch = tuple(a.shape[d] for d in ab)
+    fa, fw = tuple(a.shape[d] for d in af), tuple(w.shape[d] for d in wf)
+    size = (math.prod(batch), math.prod(fa), math.prod(fw), math.prod(a.shape[d] for d in ac))
+    # (B, Fa, 1, C) exponents against (B, 1, Fw, C) weights: each output's terms on the last axis
+    x = jnp.reshape(jnp.transpose(a, (*ab, *af, *ac)), (size[0], size[1], 1, size[3]))
+    v = jnp.reshape(jnp.transpose(w, (*wb, *wf, *wc)), (size[0], 1, size[2], size[3]))
+    shape = (size[0], size[1], size[2], size[3])
+    out = _weighted_lse_form(jnp.broadcast_to(v, shape), jnp.broadcast_to(x, shape), (3,))
+    out = jnp.reshape(out, (*batch, *fa, *fw))
+    if not exp_first:  # the output's order is (batch, the first operand's free axes, the second's)
+        nb, na = len(batch), len(fa)
+        out = jnp.transpose(out, (*range(nb), *range(nb + na, out.ndim), *range(nb, nb + na)))
+    return out
+
+
+def _log_exp_dot_where(m: Match) -> bool:
+    """Real operands, and at most ``_LOG_EXP_DOT_TERMS`` product terms: ``a``'s elements times the
+    weights' free extent."""
+    if not (_real(m, "a") and _real(m, "w")):
+        return False
+    (lc, rc), (lb, rb) = m.captures["dn"]
+    wc, wb = (rc, rb) if m.captures.get("exp_first") else (lc, lb)
+    w = tuple(int(d) for d in m.aval("w").shape)
+    free = math.prod(n for d, n in enumerate(w) if d not in wc and d not in wb)
+    return math.prod(int(d) for d in m.aval("a").shape) * free <= _LOG_EXP_DOT_TERMS
+
+
+_EXP_A = op("exp", var("a"), recompute=True)
+# exp(a) as either operand: `exp(ll) @ w`, `w @ exp(a)`, `jnp.dot(weights, jnp.exp(ll))`
+LOG_EXP_DOT = Rule(
+    "log_exp_dot",
+    any_of(fixed(op("log", op("dot_general", _EXP_A, var("w"), dimension_numbers=param("dn"))),
+                 exp_first=True),
+           op("log", op("dot_general", var("w"), _EXP_A, dimension_numbers=param("dn")))),
+    _log_exp_dot,
+    where=_log_exp_dot_where,
+    examples=((lambda a, w: jnp.log(jnp.exp(a) @ jnp.square(w)), ((4, 3), (3, 2)), (-1e3, 1e3)),
+              (lambda a, w: jnp.log(jnp.square(w) @ jnp.exp(a)), ((3, 4), (2, 3)), (-1e3, 1e3))),
+)
+
+
 # ------------------------------------------------------------------------------- a floored norm
 def _clip_floor_only(body: Any) -> bool:
     """Whether a ``jnp.clip`` call's body is ``max(min, x)`` alone (a lower bound, no upper one)."""
@@ -368,7 +445,9 @@ NORM_FLOOR = Rule(
 )
 
 
-REDUCE_RULES: tuple[Rule, ...] = (COSINE, RMS, RMS_EPSILON, VAR, EXP_MEAN_LOG, WEIGHTED_LSE, NORM_FLOOR)
+#: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``).
+REDUCE_RULES: tuple[Rule, ...] = (COSINE, RMS, RMS_EPSILON, VAR, EXP_MEAN_LOG, WEIGHTED_LSE, LOG_EXP_DOT,
+                                  NORM_FLOOR)
 #: Opt-in (``rules=[*STABILITY, "mean"]``), not in ``STABILITY``: it would add a second reduction
 #: to every mean of every program, where the sum overflows only for terms near the float max, and
 #: the variance rule's contract is that the program's own mean is computed once and reused.
