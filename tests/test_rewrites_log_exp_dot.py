@@ -92,3 +92,36 @@ def test_a_signed_weight_keeps_the_programs_nan_where_the_sum_is_negative():
     a = np.array([[0.0, 1.0]], F32)
     w = np.array([1.0, -1.0], F32)  # 1 - e < 0
     assert np.isnan(np.asarray(jst.stabilize(lambda a, w: jnp.log(jnp.exp(a) @ w))(a, w))[0])
+
+
+@pytest.mark.slow  # 3.4 s (a scan's gradient); the rule inside scan is also test_rules_in_transforms'
+def test_an_hmm_forward_pass_in_probability_space_inside_a_scan():
+    # the forward recursion alpha_t = log(exp(alpha_{t-1}) @ A) + log_emission_t, in a lax.scan: the
+    # emissions are about -200 per step, so exp(alpha) is 0 from the first step on and the written
+    # log-likelihood is -inf; stabilized, each step is one log-space product
+    k, steps = 4, 50
+    rng = np.random.default_rng(0)
+    trans = rng.dirichlet(np.ones(k), size=k).astype(F32)
+    emissions = rng.normal(-200.0, 30.0, (steps, k)).astype(F32)
+
+    def loglik(log_em):
+        def step(alpha, le):
+            return jnp.log(jnp.exp(alpha) @ trans) + le, None
+        alpha, _ = jax.lax.scan(step, jnp.log(jnp.full(k, 1.0 / k, F32)) + log_em[0], log_em[1:])
+        return jnp.log(jnp.sum(jnp.exp(alpha)))
+
+    assert "log_exp_dot" in jst.explain(loglik, emissions).rules
+    assert np.isneginf(np.asarray(loglik(emissions)))
+    # reference: the same recursion in log space in float64 (numpy's logaddexp), from the same floats
+    log_trans = np.log(trans.astype(np.float64))
+    alpha = np.log(np.full(k, 1.0 / k)) + emissions[0].astype(np.float64)
+    for le in emissions[1:].astype(np.float64):
+        alpha = np.logaddexp.reduce(alpha[:, None] + log_trans, axis=0) + le
+    want = np.logaddexp.reduce(alpha)
+    got = float(jst.stabilize(loglik)(emissions))
+    # one rounding per step at most, each at most an ulp of the final magnitude: steps ulps
+    assert abs(got - want) <= steps * float(np.spacing(np.float32(abs(want)))), (got, want)
+    grad = np.asarray(jax.grad(jst.stabilize(loglik))(emissions))
+    # d loglik / d log_em[t, j] is the posterior of state j at step t: each row sums to 1 (4 terms, each
+    # carrying 50 steps of float32 rounding, about 50 * 2^-24 relative: 1e-4 is 30 times that)
+    assert np.all(np.isfinite(grad)) and np.allclose(grad.sum(axis=1), 1.0, atol=1e-4)
