@@ -88,8 +88,10 @@ def _far(u: Any, sl: Any, sh: Any, upper: Any, take: Any) -> Any:
     target = log_ndtr(-n) + share
     x = lax.stop_gradient(jnp.sqrt(n * n - 2 * jnp.minimum(share, 0.0)))
     fixed = lax.stop_gradient(target)
-    for _ in range(_NEWTON):
-        x = x + (log_ndtr(-x) - fixed) * (_erfcx(x * _INV_SQRT2) * _SQRT_PI_OVER_2)
+    # the steps in a loop (not differentiated: the derivative is the last step's): one copy of
+    # log_ndtr's and erfcx's code for XLA to compile, not three
+    x = lax.fori_loop(0, _NEWTON, lambda _, x: x + (log_ndtr(-x) - fixed)
+                      * (_erfcx(x * _INV_SQRT2) * _SQRT_PI_OVER_2), x)
     x = lax.stop_gradient(x)
     x = x + (log_ndtr(-x) - target) * (_erfcx(x * _INV_SQRT2) * _SQRT_PI_OVER_2)
     return sign * jnp.where(empty, jnp.inf, x)
