@@ -347,6 +347,7 @@ def test_the_table_covers_every_rule_of_the_catalogue():
                 "masked_log_prob", "log_gamma_tail"}
     # a Dirichlet's log-normaliser (issue 47): tests/test_rewrites_lgamma_families.py
     covered |= {"log_beta_multivariate", "log_gamma_lower"}
+    covered |= {"log_exp_dot"}  # a log of a product with exp (issue 47): tests/test_rewrites_log_exp_dot.py
     assert covered == {r.name for r in STABILITY}
 
 
