@@ -298,7 +298,7 @@ def _weighted_lse_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
     # of |r|, into every derivative (8 bits at x = -900 in float32). e / s first (at most 1/tiny, no
     # overflow; w e alone may underflow where w is tiny and its exponent is not the max). Elsewhere
     # (the weights' sum under- or overflows beside the max) from r.
-    _, shift = _max_shift_of(x, ax)
+    _, shift = _forms._max_shift(x, ax)
     e = jnp.exp(x - shift)
     total = jnp.sum(w * e, axis=ax, keepdims=True)
     ok = jnp.isfinite(total) & (jnp.abs(total) >= jnp.finfo(total.dtype).tiny)
@@ -307,12 +307,6 @@ def _weighted_lse_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
     dw = jnp.where(ok, e / safe, far)
     dx = w * dw
     return out, jnp.sum(dw * tw + dx * tx, axis=ax)
-
-
-def _max_shift_of(x: Any, ax: tuple[int, ...]) -> tuple[Any, Any]:
-    """The max of ``x`` over ``ax`` (kept, not differentiated) and the same with non-finite values 0."""
-    m = lax.stop_gradient(jnp.max(x, axis=ax, keepdims=True))
-    return m, jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
 
 
 def _weighted_lse(w: Any, x: Any, axes: tuple[int, ...]) -> Any:
@@ -368,8 +362,7 @@ def _log_exp_dot(a: Any, w: Any, dn: Any, exp_first: bool = False) -> Any:
     # (B, Fa, 1, C) exponents against (B, 1, Fw, C) weights: each output's terms on the last axis
     x = jnp.reshape(jnp.transpose(a, (*ab, *af, *ac)), (size[0], size[1], 1, size[3]))
     v = jnp.reshape(jnp.transpose(w, (*wb, *wf, *wc)), (size[0], 1, size[2], size[3]))
-    shape = (size[0], size[1], size[2], size[3])
-    out = _weighted_lse_form(jnp.broadcast_to(v, shape), jnp.broadcast_to(x, shape), (3,))
+    out = _weighted_lse_form(jnp.broadcast_to(v, size), jnp.broadcast_to(x, size), (3,))
     out = jnp.reshape(out, (*batch, *fa, *fw))
     if not exp_first:  # the output's order is (batch, the first operand's free axes, the second's)
         nb, na = len(batch), len(fa)
