@@ -371,3 +371,20 @@ def test_covariance_of_a_batched_and_an_unbatched_array_is_left_as_written():
     y = jnp.asarray(rng.standard_normal((16, 4)), jnp.float32)
     fn = jax.vmap(cross_cov, in_axes=(0, None))
     assert "covariance_matrix" not in [a.rule for a in jst.explain(fn, x, y)]
+
+
+@pytest.mark.parametrize("ddof", [0, 1])
+def test_var_gradient_is_finite_where_only_the_variance_overflows(ddof):
+    """``jnp.var`` of float32 values near 1e30: the variance (about 1e60) overflows, its derivative
+    2·(x - mean)/(n - ddof) (about 1e30) does not. The rewritten form's derivative, taken through its
+    two power-of-two scalings, was inf·0 = NaN there (soundness fuzz, seed 4, program 80). Exact
+    reference in mpmath; 2 ulps: the deviations are formed on x / s (exact) and rounded once each,
+    summed over 4 terms for the mean."""
+    x = np.array([1e30, -2e30, 3e29, 5e29], np.float32)
+    fn = lambda v: jnp.var(v, ddof=ddof)
+    got = np.asarray(jax.grad(jst.stabilize(fn))(jnp.asarray(x)))
+    xs = [mpmath.mpf(float(v)) for v in x]
+    mean = mpmath.fsum(xs) / len(xs)
+    exact = [2 * (v - mean) / (len(xs) - ddof) for v in xs]
+    assert np.all(np.isfinite(got))
+    assert np.max(_ulps_of(got, np.array([float(e) for e in exact]), got, np.float32)) <= 2

@@ -242,10 +242,11 @@ def _var_axes(body: Any) -> tuple[int, ...] | None:
 def _var(x: Any, body: Any, ddof: Any) -> Any:
     """var(x) = std(x)², the standard deviation computed on x / s and its deviations divided by a
     second power of two (``jnp.var`` squares the deviations: x = [1e20, -1e20] overflows in float32
-    where the variance, 1e40, does too, but [1e19, -1e19] as well, where it is 1e38)."""
+    where the variance, 1e40, does too, but [1e19, -1e19] as well, where it is 1e38). Its derivative
+    is written out (:func:`forms._stats.variance_ddof`): finite where the variance overflows."""
     ax = _var_axes(body)
     assert ax is not None  # the where below refused the match otherwise
-    return jnp.square(_fs.std(x, ax, ddof))
+    return _fs.variance_ddof(x, ax, ddof)
 
 
 VAR = Rule("var", op(_CALLS, x, var("ddof"), params={"name": "_var", "jaxpr": param("body")}), _var,

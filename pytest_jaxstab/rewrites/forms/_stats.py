@@ -8,9 +8,11 @@ expanded squared distance. Each is an ordinary JAX function, exported through
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -241,6 +243,43 @@ def std(x: Any, axes: Any = None, ddof: Any = 0) -> Any:
     positive = ss > 0
     root = jnp.where(positive, jnp.sqrt(jnp.where(positive, ss, jnp.ones_like(ss))), jnp.zeros_like(ss))
     return jnp.where(dof > 0, s0 * (s1 * root), jnp.full_like(root, jnp.nan))
+
+
+def variance_ddof(x: Any, axes: Any = None, ddof: Any = 0) -> Any:
+    """``jnp.var(x, axes, ddof=ddof)`` as ``std(x)²`` (:func:`std`; keepdims), its derivative
+    written out: ``2·(x - mean(x)) / (n - ddof)``, formed on ``x / s`` and scaled by ``s`` once.
+
+    Differentiating ``std(x)²`` through its scalings multiplies the cotangent by ``2·std·s0·s1``
+    before dividing it by ``s0·s1``: inf where the variance overflows (x near 1e30 in float32,
+    variance 1e60) though its derivative (about 1e30) is finite, and ``inf·0`` is NaN there. The
+    mean's derivative drops out mathematically (the deviations sum to 0); ``mean(d)·sum(ẋ)`` is kept
+    to cancel their rounding, as :func:`variance`'s derivative does.
+    """
+    x = jnp.asarray(x)
+    ax = _axes(x, axes)
+    if np.dtype(x.dtype).itemsize < 4:  # float16/bfloat16: in float32, as jnp.var computes them
+        return variance_ddof(x.astype(jnp.float32), ax, ddof).astype(x.dtype)
+    return _variance_ddof(x, ax, jnp.asarray(ddof))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _variance_ddof(x: Any, ax: tuple[int, ...], ddof: Any) -> Any:
+    return jnp.square(std(x, ax, ddof))
+
+
+@_variance_ddof.defjvp
+def _variance_ddof_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
+    x, ddof = primals
+    tx = tangents[0]
+    n = float(math.prod(jnp.shape(x)[a] for a in ax))
+    s0, inv0 = _pow2_scale(lax.stop_gradient(jnp.max(jnp.abs(x), axis=ax, keepdims=True)))
+    xs = x * inv0
+    d = xs - jnp.mean(xs, axis=ax, keepdims=True)
+    dof = n - ddof.astype(x.dtype)
+    dot = (jnp.sum(d * tx, axis=ax, keepdims=True)
+           - jnp.mean(d, axis=ax, keepdims=True) * jnp.sum(tx, axis=ax, keepdims=True))
+    scale = jnp.where(dof > 0, 2 * s0 / jnp.where(dof > 0, dof, jnp.ones_like(dof)), jnp.nan)
+    return _variance_ddof(x, ax, ddof), dot * scale
 
 
 def center(x: Any, axes: Any = None, mean: Any = None) -> Any:
