@@ -33,11 +33,10 @@ LIGHT = {
     "pytest_jaxstab.plugin._marker",
     "pytest_jaxstab.plugin._options",
     "pytest_jaxstab.plugin._session",
-    # Standard-library only: the scan's options (plugin._scan, _scan_config) and the report paths' base
-    # (_files, set at session start so reports name files relative to the rootdir).
+    # Standard-library only: the report paths' base (_files, set at session start so reports name files
+    # relative to the rootdir). The scan (plugin._scan) is imported only by a run that scans: its
+    # options are declared in plugin._options.
     "pytest_jaxstab._files",
-    "pytest_jaxstab._scan_config",
-    "pytest_jaxstab.plugin._scan",
 }
 HEAVY_ROOTS = ("jax", "jaxlib", "numpy", "hypothesis", "flint", "mpmath", "egglog", "matplotlib")
 

@@ -59,9 +59,6 @@ __all__ = [
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
-    from ._scan import add_scan_options
-
-    add_scan_options(parser)
 
 
 @pytest.hookimpl(tryfirst=True)

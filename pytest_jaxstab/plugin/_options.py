@@ -37,6 +37,7 @@ __all__ = [
     "Options",
     "ReportTarget",
     "add_options",
+    "add_scan_options",
     "resolve_options",
 ]
 
@@ -53,6 +54,13 @@ NO_TIMING_OPTION = "--no-jaxstab-timing"
 SEARCH_OPTION = "--jaxstab-search"
 JUDGE_OPTION = "--jaxstab-judge"
 PROFILE_OPTION = "--jaxstab-profile"
+# ``--jaxstab-scan`` (plugin/_scan.py), declared here so that start-up does not import the scan
+SCAN_OPTION = "--jaxstab-scan"
+DIMS_OPTION = "--jaxstab-scan-dims"
+DOMAIN_INI = "jaxstab_scan_domain"
+#: Size of a symbolic dimension no setting names: small (the oracle's cost grows with it), and above 2
+#: so reductions mix more than a pair of values.
+DEFAULT_DIM_SIZE = 4
 # The verdict's lenses (as pytest_jaxstab._check._verdict.JUDGES; spelt here so that the plugin's
 # start-up does not import the check machinery).
 JUDGES = ("stability", "accuracy")
@@ -132,6 +140,27 @@ def add_options(parser: pytest.Parser) -> None:
     add_settings_options(group, parser)
     for name, help_ in _INI.items():
         parser.addini(name, help_, type="string", default="")
+    add_scan_options(parser)
+
+
+def add_scan_options(parser: pytest.Parser) -> None:
+    """The scan's options and ini keys, in the "jaxstab" group."""
+    group = parser.getgroup("jaxstab")
+    group.addoption(SCAN_OPTION, action="append", default=None, metavar="PACKAGE[.module]",
+                    dest="jaxstab_scan",
+                    help="check every public function of PACKAGE (or one module) whose array arguments "
+                         "carry jaxtyping float annotations, each as a test item; repeatable.")
+    group.addoption(DIMS_OPTION, action="store", default=None, metavar="NAME=SIZE,...",
+                    dest="jaxstab_scan_dims",
+                    help=f"sizes of symbolic dimensions for --jaxstab-scan (default {DEFAULT_DIM_SIZE}).")
+    parser.addini("jaxstab_scan", "modules or packages to scan (see --jaxstab-scan)", type="args", default=[])
+    parser.addini("jaxstab_scan_dims", "NAME=SIZE pairs for --jaxstab-scan's symbolic dimensions",
+                  type="args", default=[])
+    parser.addini("jaxstab_scan_config", "per function, one a line: module.function = {'domain': (0, 10), "
+                  "'static': {...}, 'dims': {...}, 'dtype': ..., 'skip': reason}", type="linelist",
+                  default=[])
+    parser.addini(DOMAIN_INI, "LO HI: the domain of every scanned function that declares none "
+                  "(e.g. -1e4 1e4); @jst.domain and jaxstab_scan_config win", type="string", default="")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,36 +29,13 @@ import pytest
 
 from .._scan_config import SCAN_ATTRIBUTE, ScanConfig, domain_from_text, scan_config_from
 
-__all__ = ["DEFAULT_DIM_SIZE", "ScanItem", "add_scan_options", "scan_items"]
+# the options are declared with the others: pytest's start-up then does not import this module
+from ._options import DEFAULT_DIM_SIZE, DIMS_OPTION, DOMAIN_INI, SCAN_OPTION
 
-SCAN_OPTION = "--jaxstab-scan"
-DIMS_OPTION = "--jaxstab-scan-dims"
-DOMAIN_INI = "jaxstab_scan_domain"
-#: Size of a symbolic dimension no setting names: small (the oracle's cost grows with it), and above 2
-#: so reductions mix more than a pair of values.
-DEFAULT_DIM_SIZE = 4
+__all__ = ["DEFAULT_DIM_SIZE", "ScanItem", "scan_items"]
+
 #: The floating dtypes the scan checks in, preferred first when an annotation allows several.
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
-
-
-def add_scan_options(parser: pytest.Parser) -> None:
-    """The scan's options and ini keys, in the "jaxstab" group."""
-    group = parser.getgroup("jaxstab")
-    group.addoption(SCAN_OPTION, action="append", default=None, metavar="PACKAGE[.module]",
-                    dest="jaxstab_scan",
-                    help="check every public function of PACKAGE (or one module) whose array arguments "
-                         "carry jaxtyping float annotations, each as a test item; repeatable.")
-    group.addoption(DIMS_OPTION, action="store", default=None, metavar="NAME=SIZE,...",
-                    dest="jaxstab_scan_dims",
-                    help=f"sizes of symbolic dimensions for --jaxstab-scan (default {DEFAULT_DIM_SIZE}).")
-    parser.addini("jaxstab_scan", "modules or packages to scan (see --jaxstab-scan)", type="args", default=[])
-    parser.addini("jaxstab_scan_dims", "NAME=SIZE pairs for --jaxstab-scan's symbolic dimensions",
-                  type="args", default=[])
-    parser.addini("jaxstab_scan_config", "per function, one a line: module.function = {'domain': (0, 10), "
-                  "'static': {...}, 'dims': {...}, 'dtype': ..., 'skip': reason}", type="linelist",
-                  default=[])
-    parser.addini(DOMAIN_INI, "LO HI: the domain of every scanned function that declares none "
-                  "(e.g. -1e4 1e4); @jst.domain and jaxstab_scan_config win", type="string", default="")
 
 
 def _usage(message: str) -> pytest.UsageError:
