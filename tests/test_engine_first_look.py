@@ -80,3 +80,30 @@ def test_matcher_rule_with_roots_is_asked_only_at_those_primitives():
     asked.clear()
     rewrite_jaxpr(closed, [unrooted])
     assert sorted(asked) == sorted(str(e.primitive) for e in closed.jaxpr.eqns)
+
+
+def test_a_rules_first_look_is_asked_once_per_distinct_look_and_refuses_its_pattern():
+    """``Rule(first_look=...)``: asked with the pattern's look, once per distinct (primitive, heads)
+    of a pass; where it says no, the pattern is never matched (a network's 50 identical layers give
+    one look; the one ``log(1 + x)`` after them another)."""
+    looks: list[tuple[str, tuple]] = []
+
+    def look(name, heads2):
+        looks.append((name, heads2))
+        return name == "log" and any(head == "add" for (head, _), _ in heads2)
+
+    x = R.pattern.var("x")
+    log1p = Rule("counted_log1p", R.pattern.op("log", R.pattern.op("add", R.pattern.const(1.0), x)),
+                 lambda x: jnp.log1p(x), first_look=look)
+
+    def net(v):
+        for _ in range(50):
+            v = jnp.log(jnp.abs(v) + 2.0)
+        return jnp.log(1.0 + v * v)
+
+    closed = jax.make_jaxpr(net)(jnp.ones(3))
+    _, applied = rewrite_jaxpr(closed, [log1p])
+    assert [a.rule for a in applied] == ["counted_log1p"]
+    assert len(looks) == len(set(looks)) <= 4  # the first layer, the repeated layer, the last log
+    refused = Rule("refused_log1p", log1p.pattern, lambda x: jnp.log1p(x), first_look=lambda n, h: False)
+    assert rewrite_jaxpr(closed, [refused])[1] == []

@@ -520,17 +520,13 @@ _RATIO_LOG = any_of(op("log", op("div", op("add", ONE, x), op("sub", ONE, x))),
 _LOGS = frozenset({"log", "log1p"})
 
 
-def _atanh_gate(g: Graph, i: int) -> bool:
-    """The operand is the log of a quotient, or a difference of two logs (two levels: a network's
-    ``0.3 * (a - b)`` is refused before any match)."""
-    for a in g.eqns[i].invars:
-        head = g.head(a)[0]
-        if head not in ("log", "sub"):
+def _atanh_look(name: str, heads2: tuple[Any, ...]) -> bool:
+    """An operand is the log of a quotient, or a difference of two logs (two levels: a network's
+    ``0.3 * (a - b)`` is refused before any match, once per distinct look)."""
+    for (head, _), below in heads2:
+        if below is None or head not in ("log", "sub"):
             continue
-        inner = _producer(g, a)
-        if inner is None:
-            continue
-        heads = [g.head(b)[0] for b in inner.invars]
+        heads = [h for h, _ in below]
         if (head == "log" and heads == ["div"]) or (head == "sub" and all(h in _LOGS for h in heads)):
             return True
     return False
@@ -538,7 +534,7 @@ def _atanh_gate(g: Graph, i: int) -> bool:
 
 ATANH = Rule(
     "atanh", any_of(op("mul", HALF, _RATIO_LOG), op("div", _RATIO_LOG, TWO)), _atanh,
-    gate=_atanh_gate,
+    first_look=_atanh_look,
     **_example(lambda x: 0.5 * jnp.log((1 + x) / (1 - x)), domain=(-1.0, 1.0)),
 )
 

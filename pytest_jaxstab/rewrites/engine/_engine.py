@@ -235,12 +235,12 @@ def _plan(g: Graph, rules: Sequence[Rule]) -> dict[int, tuple[Rule, Match]]:
     # The first look (``Rule.may_match``) depends on the primitive and its operands' heads two
     # levels deep only: a program repeats few of those, so each is asked once per pass.
     first_look: dict[Any, list[Rule]] = {}
-    # a primitive only matcher rules root at (the structural phase's) needs no first look: they take
-    # every equation of it, so the operands' heads are not read for them
+    # a primitive only matcher rules without a ``first_look`` root at (the structural phase's) needs
+    # no first look: they take every equation of it, so the operands' heads are not read for them
     blind: dict[str, list[Rule]] = {}
-    if all(r.matcher is not None for r in anywhere):
+    if all(r.matcher is not None and r.first_look is None for r in anywhere):
         for p, rs in by_prim.items():
-            if all(r.matcher is not None for r in rs):
+            if all(r.matcher is not None and r.first_look is None for r in rs):
                 blind[p] = sorted([*rs, *anywhere], key=lambda r: order[id(r)]) if anywhere else rs
     plan: dict[int, tuple[Rule, Match]] = {}
     dirty = g.dirty

@@ -140,7 +140,8 @@ def alternative_rule(rule: Rule, tree: Pattern) -> Rule:
     """``rule`` restricted to one concrete alternative: same name (so its scope and reports are the
     rule's), replacement, guards and flags."""
     return Rule(rule.name, tree, rule.replacement, where=rule.where, doc=rule.doc, complex_ok=rule.complex_ok,
-                composable=rule.composable, gate=rule.gate)
+                composable=rule.composable, gate=rule.gate,
+                first_look=rule.first_look)
 
 
 def _var_names(tree: Pattern) -> tuple[list[Var], set[str]]:

@@ -34,6 +34,11 @@ class Rule:
         ``match.captures`` as keyword arguments as usual.
       roots: for a ``matcher`` rule, the primitive names a match can be rooted at: the pass then
         asks the matcher only at those equations (None: at every equation).
+      first_look: optional test ``(primitive, heads2) -> bool`` of what the pass already knows of an
+        equation: its primitive and, per operand, ``Graph.head2`` (the operand's head once glue is
+        seen through, and the heads of its producer's operands). The pass asks it once per distinct
+        ``(primitive, heads2)`` (a program repeats few), where a ``gate`` or a ``matcher`` is asked
+        at every equation. It must be a necessary condition of a match: False refuses it.
       example / example_shapes / example_domain: a small function made of the pattern, its input
         shapes and domain: used by the catalogue soundness test and the docs.
       examples: more programs made of the pattern, for alternatives that :func:`verify` cannot build
@@ -76,6 +81,7 @@ class Rule:
     gate: Callable[[Graph, int], bool] | None = None
     roots: frozenset[str] | None = None
     derivative_only: bool = False
+    first_look: Callable[[str, tuple[Any, ...]], bool] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -106,7 +112,9 @@ class Rule:
     def may_match(self, name: str, heads2: tuple[Any, ...]) -> bool:
         """The first look: whether a match can be rooted at an equation of primitive ``name`` whose
         operands are ``heads2`` (``Graph.head2``: each one's head and the heads of its producer's
-        operands). True for ``matcher`` rules (no pattern)."""
+        operands): the rule's ``first_look``, and its pattern's (a ``matcher`` rule has none)."""
+        if self.first_look is not None and not self.first_look(name, heads2):
+            return False
         if self.matcher is not None:
             return True
         return any(could_match_deep(rp, name, heads2) for rp in self._roots)  # type: ignore[attr-defined]
