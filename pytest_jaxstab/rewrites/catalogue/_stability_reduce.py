@@ -343,6 +343,15 @@ WEIGHTED_LSE = Rule(
 _LOG_EXP_DOT_TERMS = 1 << 22
 
 
+def _dims(dn: Any, exp_first: bool) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+    """``((contracted, batch) of exp's operand, (contracted, batch) of the weights)`` from a
+    ``dot_general``'s dimension numbers."""
+    (lc, rc), (lb, rb) = dn
+    left, right = (tuple(int(i) for i in lc), tuple(int(i) for i in lb)), (tuple(int(i) for i in rc),
+                                                                           tuple(int(i) for i in rb))
+    return (left, right) if exp_first else (right, left)
+
+
 def _log_exp_dot(a: Any, w: Any, dn: Any, exp_first: bool = False) -> Any:
     """log(exp(a) @ w) (any ``dot_general``, ``exp(a)`` either operand) as ``weighted_lse`` of each
     output's terms: ``log(sum_k w_k exp(a_k))`` over the contracted axes, shifted by the largest
@@ -351,10 +360,7 @@ def _log_exp_dot(a: Any, w: Any, dn: Any, exp_first: bool = False) -> Any:
     an ordinary number. The terms are formed apart (a product's own shift would leave the derivative's
     ``w / sum`` to overflow where a tiny weight sits on the largest exponent: 1e4 / 2.8e-37 in float32),
     a zero weight adds nothing, a negative sum's log is NaN as the program's."""
-    (lc, rc), (lb, rb) = dn
-    ac, ab = (lc, lb) if exp_first else (rc, rb)
-    wc, wb = (rc, rb) if exp_first else (lc, lb)
-    ac, ab, wc, wb = (tuple(int(i) for i in t) for t in (ac, ab, wc, wb))
+    (ac, ab), (wc, wb) = _dims(dn, exp_first)
     af = tuple(d for d in range(a.ndim) if d not in ac and d not in ab)
     wf = tuple(d for d in range(w.ndim) if d not in wc and d not in wb)
     batch = tuple(a.shape[d] for d in ab)
@@ -376,8 +382,7 @@ def _log_exp_dot_where(m: Match) -> bool:
     weights' free extent."""
     if not (_real(m, "a") and _real(m, "w")):
         return False
-    (lc, rc), (lb, rb) = m.captures["dn"]
-    wc, wb = (rc, rb) if m.captures.get("exp_first") else (lc, lb)
+    _, (wc, wb) = _dims(m.captures["dn"], bool(m.captures.get("exp_first")))
     w = tuple(int(d) for d in m.aval("w").shape)
     free = math.prod(n for d, n in enumerate(w) if d not in wc and d not in wb)
     return math.prod(int(d) for d in m.aval("a").shape) * free <= _LOG_EXP_DOT_TERMS

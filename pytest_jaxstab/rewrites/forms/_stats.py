@@ -215,6 +215,14 @@ def sqdist(a: Any, b: Any, axes: Any = None) -> Any:
     return jnp.sum(d * d, axis=ax, keepdims=True)
 
 
+def _scaled_deviations(x: Any, ax: tuple[int, ...]) -> tuple[Any, Any]:
+    """``(s, d)``: s a power of two near max|x| over ``ax`` (under ``stop_gradient``), d the deviations
+    of ``x / s`` from their mean (keepdims): :func:`std`'s first scaling and its derivative's."""
+    s, inv = _pow2_scale(lax.stop_gradient(jnp.max(jnp.abs(x), axis=ax, keepdims=True)))
+    xs = x * inv
+    return s, xs - jnp.mean(xs, axis=ax, keepdims=True)
+
+
 def std(x: Any, axes: Any = None, ddof: Any = 0) -> Any:
     """The standard deviation (``jnp.std``) without overflow: computed on ``x / s``, s a power of two
     near max|x| (the mean of values near the float max overflows as a sum), then on the deviations
@@ -229,9 +237,7 @@ def std(x: Any, axes: Any = None, ddof: Any = 0) -> Any:
     if np.dtype(x.dtype).itemsize < 4:  # float16/bfloat16: in float32, as jnp.std computes them
         return std(x.astype(jnp.float32), ax, ddof).astype(x.dtype)
     n = float(math.prod(jnp.shape(x)[a] for a in ax))
-    s0, inv0 = _pow2_scale(lax.stop_gradient(jnp.max(jnp.abs(x), axis=ax, keepdims=True)))
-    xs = x * inv0
-    d = xs - jnp.mean(xs, axis=ax, keepdims=True)
+    s0, d = _scaled_deviations(x, ax)
     s1, inv1 = _pow2_scale(lax.stop_gradient(jnp.max(jnp.abs(d), axis=ax, keepdims=True)))
     y = d * inv1
     dof = n - jnp.asarray(ddof).astype(x.dtype)
@@ -272,9 +278,7 @@ def _variance_ddof_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
     x, ddof = primals
     tx = tangents[0]
     n = float(math.prod(jnp.shape(x)[a] for a in ax))
-    s0, inv0 = _pow2_scale(lax.stop_gradient(jnp.max(jnp.abs(x), axis=ax, keepdims=True)))
-    xs = x * inv0
-    d = xs - jnp.mean(xs, axis=ax, keepdims=True)
+    s0, d = _scaled_deviations(x, ax)
     dof = n - ddof.astype(x.dtype)
     dot = (jnp.sum(d * tx, axis=ax, keepdims=True)
            - jnp.mean(d, axis=ax, keepdims=True) * jnp.sum(tx, axis=ax, keepdims=True))
