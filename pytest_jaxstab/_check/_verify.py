@@ -8,8 +8,9 @@ few contexts — under ``jit``; rewritten as a batched program (``stabilize(vmap
 of the original); inside a sum; with the matched intermediate also returned (a use outside the
 match) — as written and through ``jst.stabilize`` with the rule alone (and, in the ``jit`` context,
 with the alternative alone), on inputs drawn in the rule's domain. Every context runs batched over
-its inputs (one compilation per alternative), so each is also ``vmap(stabilize(f))``. The exact
-result of the program as written (``jst.oracles.evaluate``) scores both.
+its inputs (one compilation per alternative), so each is also ``vmap(stabilize(f))``; where ``grad``
+and the sum are both asked, the sum's value comes from the gradient's program (``value_and_grad``).
+The exact result of the program as written (``jst.oracles.evaluate``) scores both.
 
 An element is **unsound** when the exact result is finite and proven and the rewritten program
 
@@ -239,15 +240,17 @@ def _judge(index: int, label: str, rule: Rule, alt: Rule, prog: _Program, n: int
     with_ = f" with {len(others)} companion rules" if others else " alone"
     try:
         with _x64(prog.x64):
-            prepared = []
+            prepared, with_value = [], "grad" in contexts and "sum" in contexts
             for context in contexts:
                 sets = [(f"rule {rule.name!r}{with_}", [rule, *others])]
                 if context == "jit" and alt is not rule:
                     sets.append((f"this alternative of {rule.name!r}{with_}", [alt, *others]))
-                ctx = _prepare(context, prog, rule.name, sets, n, rng)
+                if context == "sum" and any(c.value is not None for c in prepared):
+                    continue  # judged from the grad context's program (value_and_grad)
+                ctx = _prepare(context, prog, rule.name, sets, n, rng, with_value and context == "grad")
                 if ctx is not None:
                     prepared.append(ctx)
-            report.contexts = [c.context for c in prepared]
+            report.contexts = [n for c in prepared for n in (c.context, *(["sum"] if c.value else []))]
             if not prepared:
                 report.status, report.detail = "not checked", "the rule fired in no context"
                 return report
@@ -270,15 +273,30 @@ class _Context:
     args_list: list[list[np.ndarray]]
     closed: Any  # the program whose exact value is the reference
     primal: Callable[..., Any] | None  # for "grad": the function differentiated
+    # for "grad" with the "sum" context folded in: every fn returns (value, gradient), and the value
+    # is judged against this exact program (the sum as written), as the "sum" context
+    value: Any = None
+
+
+def _program_key(closed: Any) -> tuple[str, tuple[tuple[str, tuple[int, ...], bytes], ...]]:
+    """What determines a program's values: its text (every sub-jaxpr printed in full, every literal
+    to the last bit) and its constants' bits. Not its derivatives: a ``custom_jvp`` rule prints as a
+    name only, so this compares programs only where nothing is differentiated."""
+    consts = tuple(np.asarray(c) for c in closed.consts)
+    return str(closed.jaxpr), tuple((c.dtype.str, c.shape, c.tobytes()) for c in consts)
 
 
 def _prepare(context: str, prog: _Program, name: str, sets: list[tuple[str, list[Rule]]], n: int,
-             rng: np.random.Generator) -> _Context | None:
+             rng: np.random.Generator, with_value: bool = False) -> _Context | None:
     """The context's original and rewritten functions (one per rule set where the rule fires) and its
     inputs; None when the context does not apply (no intermediate to share, no float argument to
-    differentiate) or the rule fires in no variant of it."""
-    from ..rewrites._transform import stabilize
+    differentiate) or the rule fires in no variant of it. ``with_value`` (for "grad"): the functions
+    return the sum's value with its gradient, and the value is judged as the "sum" context.
 
+    A variant runs the rewritten program ``jst.stabilize(original, rules=...)`` runs (the rule set's
+    rewrite of the traced original), rewritten once; in a context that differentiates nothing, a
+    variant whose program is the previous one's (the alternative alone rewrites as the rule does)
+    is run once: its values are the same."""
     f, inner = prog.fn, prog.inner
     floats = [i for i, a in enumerate(prog.avals) if jnp.issubdtype(a.dtype, jnp.floating)]
     if context == "shared":
@@ -299,20 +317,34 @@ def _prepare(context: str, prog: _Program, name: str, sets: list[tuple[str, list
     primal = original
     batch = _VMAP_BATCH if context == "vmap" else None
     base = [jax.ShapeDtypeStruct(((batch,) if batch else ()) + tuple(a.shape), a.dtype) for a in prog.avals]
-    variants = [(label, stabilize(original, rules=chosen)) for label, chosen in sets
-                if _fires(name, primal, chosen, base)]
+    variants: list[tuple[str, Callable[..., Any]]] = []
+    keys: list[Any] = []
+    for label, chosen in sets:
+        new = _rewritten(name, primal, chosen, base)
+        if new is None:
+            continue
+        if context != "grad" and len(sets) > 1:
+            key = _program_key(new)
+            if key in keys:
+                continue
+            keys.append(key)
+        variants.append((label, _compat.as_fun(new)))
     if not variants:
         return None
+    value = None
     if context == "grad":
-        original = jax.grad(original, argnums=tuple(floats))
-        variants = [(label, jax.grad(g, argnums=tuple(floats))) for label, g in variants]
+        pick = jax.value_and_grad if with_value else jax.grad
+        original = pick(original, argnums=tuple(floats))
+        variants = [(label, pick(lambda *a, g=g: g(*a)[0], argnums=tuple(floats))) for label, g in variants]
     args_list = [_draw(prog.avals, prog.domain, rng, batch) for _ in range(n)]
     avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args_list[0]]
     # the exact derivative takes library routines by their mathematics
     closed = (_grad_reference(primal, avals, floats) if context == "grad"
               else jax.make_jaxpr(original)(*avals))
+    if with_value:
+        value = (jax.make_jaxpr(primal)(*avals), primal)
     return _Context(context, [original, *(g for _, g in variants)], [label for label, _ in variants],
-                    args_list, closed, primal if context == "grad" else None)
+                    args_list, closed, primal if context == "grad" else None, value)
 
 
 def _run(prepared: list[_Context]) -> str:
@@ -327,27 +359,47 @@ def _run(prepared: list[_Context]) -> str:
     results = jax.jit(every)(stacked)
     for c, outs in zip(prepared, results):
         for k, args in enumerate(c.args_list):
+            at_k = [jax.tree_util.tree_map(lambda v, k=k: np.asarray(v)[k], out) for out in outs]
+            run = c.fns[0]
+            if c.value is not None:  # (value, gradient): the sum's value first, judged at every input
+                closed, fn = c.value
+                for label, out in zip(c.labels, at_k[1:]):
+                    problem = _compare(closed, at_k[0][0], out[0], args, fn)
+                    if problem:
+                        return f"context 'sum', {label}: {problem}"
+                at_k = [out[1] for out in at_k]
+                run = jax.grad(fn, argnums=_float_args(args))
             if c.primal is not None and not _defined(c.primal, args):
                 continue  # a derivative where the function is not real means nothing
-            at_k = [jax.tree_util.tree_map(lambda v, k=k: np.asarray(v)[k], out) for out in outs]
             for label, out in zip(c.labels, at_k[1:]):
-                problem = _compare(c.closed, at_k[0], out, args, c.fns[0])
+                problem = _compare(c.closed, at_k[0], out, args, run)
                 if problem:
                     return f"context {c.context!r}, {label}: {problem}"
     return ""
 
 
-def _fires(name: str, fn: Callable[..., Any], rules: Sequence[Rule], avals: Sequence[Any],
-           x64: bool = False) -> bool:
-    """Whether the rule called ``name`` fires when ``rules`` rewrite ``fn`` traced at ``avals`` (False
-    for a function that does not take them: a rule's example written for other shapes)."""
+def _float_args(args: Sequence[Any]) -> tuple[int, ...]:
+    return tuple(i for i, a in enumerate(args) if np.issubdtype(np.asarray(a).dtype, np.floating))
+
+
+def _rewritten(name: str, fn: Callable[..., Any], rules: Sequence[Rule], avals: Sequence[Any],
+               x64: bool = False) -> Any:
+    """``fn`` traced at ``avals`` and rewritten by ``rules`` where the rule called ``name`` fires
+    there; None where it does not (or ``fn`` does not take them: a rule's example written for other
+    shapes)."""
     with _x64(x64):
         try:
             closed = jax.make_jaxpr(fn)(*avals)
         except Exception:
-            return False
-        _, applied = rewrite_jaxpr(closed, rules, describe=True)
-    return any(a.rule == name for a in applied)
+            return None
+        new, applied = rewrite_jaxpr(closed, rules, describe=True)
+    return new if any(a.rule == name for a in applied) else None
+
+
+def _fires(name: str, fn: Callable[..., Any], rules: Sequence[Rule], avals: Sequence[Any],
+           x64: bool = False) -> bool:
+    """Whether the rule called ``name`` fires when ``rules`` rewrite ``fn`` traced at ``avals``."""
+    return _rewritten(name, fn, rules, avals, x64) is not None
 
 
 def _grad_reference(primal: Callable[..., Any], avals: Sequence[Any], floats: Sequence[int]) -> Any:
