@@ -245,12 +245,12 @@ def _judge(index: int, label: str, rule: Rule, alt: Rule, prog: _Program, n: int
                 sets = [(f"rule {rule.name!r}{with_}", [rule, *others])]
                 if context == "jit" and alt is not rule:
                     sets.append((f"this alternative of {rule.name!r}{with_}", [alt, *others]))
-                if context == "sum" and any(c.value is not None for c in prepared):
+                if context == "sum" and any(c.with_value for c in prepared):
                     continue  # judged from the grad context's program (value_and_grad)
                 ctx = _prepare(context, prog, rule.name, sets, n, rng, with_value and context == "grad")
                 if ctx is not None:
                     prepared.append(ctx)
-            report.contexts = [n for c in prepared for n in (c.context, *(["sum"] if c.value else []))]
+            report.contexts = [n for c in prepared for n in (c.context, *(["sum"] if c.with_value else []))]
             if not prepared:
                 report.status, report.detail = "not checked", "the rule fired in no context"
                 return report
@@ -272,10 +272,11 @@ class _Context:
     labels: list[str]  # per rewritten variant
     args_list: list[list[np.ndarray]]
     closed: Any  # the program whose exact value is the reference
-    primal: Callable[..., Any] | None  # for "grad": the function differentiated
+    # for "grad": the function differentiated and its program (whose exact value says where it is real)
+    primal: tuple[Callable[..., Any], Any] | None = None
     # for "grad" with the "sum" context folded in: every fn returns (value, gradient), and the value
-    # is judged against this exact program (the sum as written), as the "sum" context
-    value: Any = None
+    # is judged as the "sum" context, against the primal's program
+    with_value: bool = False
 
 
 def _program_key(closed: Any) -> tuple[str, tuple[tuple[str, tuple[int, ...], bytes], ...]]:
@@ -331,7 +332,6 @@ def _prepare(context: str, prog: _Program, name: str, sets: list[tuple[str, list
         variants.append((label, _compat.as_fun(new)))
     if not variants:
         return None
-    value = None
     if context == "grad":
         pick = jax.value_and_grad if with_value else jax.grad
         original = pick(original, argnums=tuple(floats))
@@ -339,12 +339,13 @@ def _prepare(context: str, prog: _Program, name: str, sets: list[tuple[str, list
     args_list = [_draw(prog.avals, prog.domain, rng, batch) for _ in range(n)]
     avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args_list[0]]
     # the exact derivative takes library routines by their mathematics
-    closed = (_grad_reference(primal, avals, floats) if context == "grad"
-              else jax.make_jaxpr(original)(*avals))
-    if with_value:
-        value = (jax.make_jaxpr(primal)(*avals), primal)
+    if context == "grad":
+        primal_closed = jax.make_jaxpr(primal)(*avals)
+        closed, differentiated = _grad_reference(primal_closed, avals, floats), (primal, primal_closed)
+    else:
+        closed, differentiated = jax.make_jaxpr(original)(*avals), None
     return _Context(context, [original, *(g for _, g in variants)], [label for label, _ in variants],
-                    args_list, closed, primal if context == "grad" else None, value)
+                    args_list, closed, differentiated, with_value)
 
 
 def _run(prepared: list[_Context]) -> str:
@@ -360,19 +361,22 @@ def _run(prepared: list[_Context]) -> str:
     for c, outs in zip(prepared, results):
         for k, args in enumerate(c.args_list):
             at_k = [jax.tree_util.tree_map(lambda v, k=k: np.asarray(v)[k], out) for out in outs]
-            run = c.fns[0]
-            if c.value is not None:  # (value, gradient): the sum's value first, judged at every input
-                closed, fn = c.value
-                for label, out in zip(c.labels, at_k[1:]):
-                    problem = _compare(closed, at_k[0][0], out[0], args, fn)
-                    if problem:
-                        return f"context 'sum', {label}: {problem}"
-                at_k = [out[1] for out in at_k]
-                run = jax.grad(fn, argnums=_float_args(args))
-            if c.primal is not None and not _defined(c.primal, args):
-                continue  # a derivative where the function is not real means nothing
+            run, exact = c.fns[0], None  # each exact result evaluated once, for every variant
+            if c.primal is not None:
+                fn, primal_closed = c.primal
+                primal_exact = evaluate(primal_closed, *args)
+                if c.with_value:  # (value, gradient): the sum's value first, judged at every input
+                    for label, out in zip(c.labels, at_k[1:]):
+                        problem = _compare(primal_closed, at_k[0][0], out[0], args, fn, primal_exact)
+                        if problem:
+                            return f"context 'sum', {label}: {problem}"
+                    at_k = [out[1] for out in at_k]
+                    run = jax.grad(fn, argnums=_float_args(args))
+                if not _finite(primal_exact):
+                    continue  # a derivative where the function is not real means nothing
             for label, out in zip(c.labels, at_k[1:]):
-                problem = _compare(c.closed, at_k[0], out, args, run)
+                exact = evaluate(c.closed, *args) if exact is None else exact
+                problem = _compare(c.closed, at_k[0], out, args, run, exact)
                 if problem:
                     return f"context {c.context!r}, {label}: {problem}"
     return ""
@@ -402,19 +406,19 @@ def _fires(name: str, fn: Callable[..., Any], rules: Sequence[Rule], avals: Sequ
     return _rewritten(name, fn, rules, avals, x64) is not None
 
 
-def _grad_reference(primal: Callable[..., Any], avals: Sequence[Any], floats: Sequence[int]) -> Any:
-    """The program whose exact value is the gradient of ``primal`` (as ``jst.check(grad=True)`` takes
-    it, ``_gradient``): library routines called (``log_ndtr``, erf's ``exp_neg_sq``) differentiated
-    by the functions they stand for, never by their bodies' approximations."""
+def _grad_reference(primal: Any, avals: Sequence[Any], floats: Sequence[int]) -> Any:
+    """The program whose exact value is the gradient of the program ``primal`` (as
+    ``jst.check(grad=True)`` takes it, ``_gradient``): library routines called (``log_ndtr``, erf's
+    ``exp_neg_sq``) differentiated by the functions they stand for, never by their bodies'
+    approximations."""
     from ..oracles.library._reference import reference_primal
 
-    ref, _ = reference_primal(jax.make_jaxpr(primal)(*avals))
+    ref, _ = reference_primal(primal)
     fun = _compat.as_fun(ref)
     return jax.make_jaxpr(jax.grad(lambda *a: fun(*a)[0], argnums=tuple(floats)))(*avals)
 
 
-def _defined(fn: Callable[..., Any], args: Sequence[np.ndarray]) -> bool:
-    exact = evaluate(fn, *args)
+def _finite(exact: Any) -> bool:
     return all(bool(np.all(np.isfinite(np.asarray(v)))) for v in jax.tree_util.tree_leaves(exact.values))
 
 
@@ -423,7 +427,7 @@ NEIGHBOURS = 4
 
 
 def _compare(closed: Any, original: Any, rewritten: Any, args: Sequence[np.ndarray],
-             run_original: Callable[..., Any] | None = None) -> str:
+             run_original: Callable[..., Any] | None = None, exact: Any = None) -> str:
     """The first unsound element of ``rewritten`` against ``original`` on ``args``, described; "" if none.
 
     ``run_original`` (the original function) lets an original that was only lucky at ``args`` be
@@ -434,7 +438,7 @@ def _compare(closed: Any, original: Any, rewritten: Any, args: Sequence[np.ndarr
     is 0 here and an ulp next door). A wrong identity is off at every neighbour alike."""
     out_o = jax.tree_util.tree_leaves(original)
     out_r = jax.tree_util.tree_leaves(rewritten)
-    exact = evaluate(closed, *args)
+    exact = evaluate(closed, *args) if exact is None else exact  # (``closed``'s exact value at ``args``)
     values = jax.tree_util.tree_leaves(exact.values)
     certain = jax.tree_util.tree_leaves(exact.certain)
     for leaf, (o, r, e, c) in enumerate(zip(out_o, out_r, values, certain)):
