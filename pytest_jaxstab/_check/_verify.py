@@ -250,7 +250,7 @@ def _judge(index: int, label: str, rule: Rule, alt: Rule, prog: _Program, n: int
                 ctx = _prepare(context, prog, rule.name, sets, n, rng, with_value and context == "grad")
                 if ctx is not None:
                     prepared.append(ctx)
-            report.contexts = [n for c in prepared for n in (c.context, *(["sum"] if c.with_value else []))]
+            report.contexts = [x for c in prepared for x in (c.context, *(["sum"] if c.with_value else []))]
             if not prepared:
                 report.status, report.detail = "not checked", "the rule fired in no context"
                 return report
