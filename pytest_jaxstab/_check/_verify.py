@@ -272,8 +272,9 @@ class _Context:
     labels: list[str]  # per rewritten variant
     args_list: list[list[np.ndarray]]
     closed: Any  # the program whose exact value is the reference
-    # for "grad": the function differentiated and its program (whose exact value says where it is real)
-    primal: tuple[Callable[..., Any], Any] | None = None
+    # for "grad": the function differentiated, its program (whose exact value says where it is real)
+    # and its gradient as written (the original's, re-run at neighbouring inputs: ``_compare``)
+    primal: tuple[Callable[..., Any], Any, Callable[..., Any]] | None = None
     # for "grad" with the "sum" context folded in: every fn returns (value, gradient), and the value
     # is judged as the "sum" context, against the primal's program
     with_value: bool = False
@@ -341,7 +342,8 @@ def _prepare(context: str, prog: _Program, name: str, sets: list[tuple[str, list
     # the exact derivative takes library routines by their mathematics
     if context == "grad":
         primal_closed = jax.make_jaxpr(primal)(*avals)
-        closed, differentiated = _grad_reference(primal_closed, avals, floats), (primal, primal_closed)
+        differentiated = (primal, primal_closed, jax.grad(primal, argnums=tuple(floats)))
+        closed = _grad_reference(primal_closed, avals, floats)
     else:
         closed, differentiated = jax.make_jaxpr(original)(*avals), None
     return _Context(context, [original, *(g for _, g in variants)], [label for label, _ in variants],
@@ -363,7 +365,7 @@ def _run(prepared: list[_Context]) -> str:
             at_k = [jax.tree_util.tree_map(lambda v, k=k: np.asarray(v)[k], out) for out in outs]
             run, exact = c.fns[0], None  # each exact result evaluated once, for every variant
             if c.primal is not None:
-                fn, primal_closed = c.primal
+                fn, primal_closed, grad_fn = c.primal
                 primal_exact = evaluate(primal_closed, *args)
                 if c.with_value:  # (value, gradient): the sum's value first, judged at every input
                     for label, out in zip(c.labels, at_k[1:]):
@@ -371,7 +373,7 @@ def _run(prepared: list[_Context]) -> str:
                         if problem:
                             return f"context 'sum', {label}: {problem}"
                     at_k = [out[1] for out in at_k]
-                    run = jax.grad(fn, argnums=_float_args(args))
+                    run = grad_fn
                 if not _finite(primal_exact):
                     continue  # a derivative where the function is not real means nothing
             for label, out in zip(c.labels, at_k[1:]):
@@ -380,10 +382,6 @@ def _run(prepared: list[_Context]) -> str:
                 if problem:
                     return f"context {c.context!r}, {label}: {problem}"
     return ""
-
-
-def _float_args(args: Sequence[Any]) -> tuple[int, ...]:
-    return tuple(i for i, a in enumerate(args) if np.issubdtype(np.asarray(a).dtype, np.floating))
 
 
 def _rewritten(name: str, fn: Callable[..., Any], rules: Sequence[Rule], avals: Sequence[Any],
