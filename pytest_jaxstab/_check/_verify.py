@@ -1,16 +1,18 @@
 """``jst.verify_rule(rule)``: every alternative of a rule's pattern, checked for soundness.
 
-As Herbie tests its rule database, each alternative of the pattern (``rewrites._instances``) gets the
-smallest program that matches it, built from the pattern; an alternative that cannot be built is looked
-for in the rule's own examples (``Rule.example`` and ``Rule.examples``). Each program is then run in a
-few contexts — under ``jit``; rewritten as a batched program (``stabilize(vmap(f))``); its gradient
-(``grad`` of the sum, the derivative program of the stabilised function against the exact derivative
-of the original); inside a sum; with the matched intermediate also returned (a use outside the
-match) — as written and through ``jst.stabilize`` with the rule alone (and, in the ``jit`` context,
-with the alternative alone), on inputs drawn in the rule's domain. Every context runs batched over
-its inputs (one compilation per alternative), so each is also ``vmap(stabilize(f))``; where ``grad``
-and the sum are both asked, the sum's value comes from the gradient's program (``value_and_grad``).
-The exact result of the program as written (``jst.oracles.evaluate``) scores both.
+As Herbie tests its rule database, each alternative of the pattern gets the smallest program that
+matches it (the alternatives: concrete trees that take every branch of every ``any_of`` at least
+once, ``rewrites.engine._instances.alternatives``), built from the pattern; an alternative that cannot
+be built is looked for in the rule's own examples (``Rule.example`` and ``Rule.examples``). Each
+program is then run in a few contexts — under ``jit``; rewritten as a batched program
+(``stabilize(vmap(f))``); its gradient (``grad`` of the sum, the derivative program of the stabilised
+function against the exact derivative of the original); inside a sum; with the matched intermediate
+also returned (a use outside the match) — as written and through ``jst.stabilize`` with the rule
+alone (and, in the ``jit`` context, with the alternative alone), on inputs drawn in the rule's
+domain. Every context runs batched over its inputs (one compilation per alternative), so each is also
+``vmap(stabilize(f))``; where ``grad`` and the sum are both asked, the sum's value comes from the
+gradient's program (``value_and_grad``). The exact result of the program as written
+(``jst.oracles.evaluate``) scores both.
 
 An element is **unsound** when the exact result is finite and proven and the rewritten program
 
@@ -513,14 +515,14 @@ def _neighbour_bits(closed: Any, run_original: Callable[..., Any], args: Sequenc
 def _draw(avals: Sequence[Any], domain: Any, rng: np.random.Generator, batch: int | None) -> list[np.ndarray]:
     """One input per argument: a third ordinary values (|x| <= 4), a third magnitudes 1e-6..1e6 of
     both signs, a third uniform over the float bit patterns; all inside ``(lo, hi)``. Indices are drawn
-    in ``[0, 8)`` clipped to the smallest axis."""
+    in ``[0, 4)``, predicates true or false alike."""
     lo, hi = domain if isinstance(domain, tuple) and len(domain) == 2 else _DEFAULT_DOMAIN
     out = []
     for a in avals:
         shape = ((batch,) if batch else ()) + tuple(a.shape)
         dtype = np.dtype(a.dtype)
         if not np.issubdtype(dtype, np.floating):
-            out.append(rng.integers(0, 4, size=shape).astype(dtype))
+            out.append(rng.integers(0, 2 if dtype == np.bool_ else 4, size=shape).astype(dtype))
             continue
         size = max(1, math.prod(shape))
         pick = rng.integers(0, 3, size=size)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +31,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ... import _compat
+from ..._errors import ArgumentError
 from ._pattern import AnyOf, Const, Op, Param, Pattern, Var
 from ._rule import Rule
 
@@ -111,7 +113,8 @@ class Instance:
     #: the program computes a constant in float64 and converts it (``convert_element_type`` in the
     #: pattern): trace and run it under ``_compat.enable_x64()``
     x64: bool = False
-    #: per argument, float32 or int32 (an index a selection reads: drawn in ``[0, 8)``)
+    #: per argument, float32, int32 (an index a selection reads: drawn in ``[0, 8)``) or bool (a
+    #: select's predicate)
     dtypes: tuple[Any, ...] = ()
 
     def avals(self) -> list[Any]:
@@ -120,20 +123,57 @@ class Instance:
 
 
 def alternatives(pat: Pattern, limit: int = 64) -> list[Pattern]:
-    """Concrete trees (no ``any_of``) covering every alternative of every ``any_of`` in ``pat`` at least
-    once: the alternatives of sibling operands are taken side by side (the i-th of each, cycling), not
-    in every combination. At most ``limit`` trees."""
+    """Concrete trees (no ``any_of``) covering every branch of every ``any_of`` in ``pat`` at least once,
+    not every combination: each tree takes, at each ``any_of``, a branch still uncovered below it where
+    one is, else the branch taken least often (the first on ties), so the first tree takes every first
+    branch. ``any_of`` nodes that read alike (the same alternatives, captures of the same names: Φ's
+    ``x/√2`` spellings under each of its forms) are one set of branches to cover, wherever each is
+    taken: they match alike. Operands of one equation choose independently (side by side). At most
+    ``limit`` trees; a pattern that needs more is an error."""
+    taken: dict[tuple[str, int], int] = {}
+    out: list[Pattern] = []
+    while True:
+        out.append(_cover_one(pat, taken, {}))
+        if not _uncovered(pat, taken, {}):
+            return out
+        if len(out) == limit:
+            raise ArgumentError(f"the pattern {pat.describe()[:120]}... needs more than {limit} concrete "
+                                f"trees to take every branch of its any_of once; split it into rules")
+
+
+@functools.lru_cache(maxsize=4096)
+def _text(pat: AnyOf) -> str:
+    return pat.describe()
+
+
+def _uncovered(pat: Pattern, taken: dict[tuple[str, int], int], memo: dict[int, bool]) -> bool:
+    """Whether some branch of an ``any_of`` reachable in ``pat`` has not been taken yet."""
+    key = id(pat)
+    if key not in memo:
+        memo[key] = False  # patterns are trees of shared nodes, never cycles; this only memoises
+        if isinstance(pat, AnyOf):
+            memo[key] = any((_text(pat), i) not in taken or _uncovered(a, taken, memo)
+                            for i, a in enumerate(pat.alternatives))
+        elif isinstance(pat, Op):
+            memo[key] = any(_uncovered(a, taken, memo) for a in pat.args)
+    return memo[key]
+
+
+def _cover_one(pat: Pattern, taken: dict[tuple[str, int], int], chose: dict[str, int]) -> Pattern:
+    """One tree; ``chose``: the branch each ``any_of`` took in it (one that reads alike takes the same
+    branch wherever it recurs in the tree: a named operand used twice is one equation)."""
     if isinstance(pat, AnyOf):
-        out: list[Pattern] = []
-        for alt in pat.alternatives:
-            out.extend(alternatives(alt, limit))
-        return out[:limit]
+        text = _text(pat)
+        if text not in chose:
+            memo: dict[int, bool] = {}
+            chose[text] = min(range(len(pat.alternatives)), key=lambda i: (
+                (text, i) in taken and not _uncovered(pat.alternatives[i], taken, memo),
+                taken.get((text, i), 0), i))
+            taken[(text, chose[text])] = taken.get((text, chose[text]), 0) + 1
+        return _cover_one(pat.alternatives[chose[text]], taken, chose)
     if isinstance(pat, Op):
-        lists = [alternatives(a, limit) for a in pat.args]
-        n = max((len(x) for x in lists), default=1)
-        return [dataclasses.replace(pat, args=tuple(x[i % len(x)] for x in lists))
-                for i in range(min(n, limit))]
-    return [pat]
+        return dataclasses.replace(pat, args=tuple(_cover_one(a, taken, chose) for a in pat.args))
+    return pat
 
 
 def alternative_rule(rule: Rule, tree: Pattern) -> Rule:
@@ -155,7 +195,7 @@ def _var_names(tree: Pattern) -> tuple[list[Var], set[str]]:
             seen.setdefault(p.name, p)
         elif isinstance(p, Op):
             stack.extend(reversed(p.args))
-            if p.prim & _SELECTIONS:
+            if p.prim & _SELECTIONS and dict(p.params).get("name") != "_where":  # jnp.where selects none
                 index.update(a.name for a in p.args[1:] if isinstance(a, Var))
     return sorted(seen.values(), key=lambda v: v.name), index
 
@@ -173,15 +213,20 @@ def build(tree: Pattern, attempt: int = 0) -> Instance | None:
     shape = SHAPES[attempt % len(SHAPES)]
     attempt //= len(SHAPES)  # the rest varies the constants and parameters
     shapes = []
+    dtypes = []
     for v in variables:
         # an index: a scalar or a one-element vector (a selection then squeezed)
         options = [((), (1,))[(attempt // 2) % 2], (), (1,)] if v.name in index else [shape, *SHAPES]
-        chosen = next((s for s in options if v.where is None or _accepts(v.where, s)), None)
+        kind = jnp.int32 if v.name in index else jnp.float32
+        chosen = next((s for s in options if v.where is None or _accepts(v.where, s, kind)), None)
+        if chosen is None and v.name not in index:  # a predicate (a select's condition): boolean
+            kind = jnp.bool_
+            chosen = next((s for s in options if v.where is not None and _accepts(v.where, s, kind)), None)
         if chosen is None:
             return None
         shapes.append(chosen)
+        dtypes.append(kind)
     names = tuple(v.name for v in variables)
-    dtypes = tuple(jnp.int32 if n in index else jnp.float32 for n in names)
     avals = [jax.ShapeDtypeStruct(s, d) for s, d in zip(shapes, dtypes)]
     x64 = _names_prim(tree, "convert_element_type")
 
@@ -203,7 +248,7 @@ def build(tree: Pattern, attempt: int = 0) -> Instance | None:
         return None
     except Exception:
         return None
-    return Instance(fn, names, tuple(shapes), inner if first is not None else None, tree, x64, dtypes)
+    return Instance(fn, names, tuple(shapes), inner if first is not None else None, tree, x64, tuple(dtypes))
 
 
 def describe_program(inst: Instance) -> str:
@@ -227,9 +272,9 @@ def _names_prim(p: Pattern, prim: str) -> bool:
     return False
 
 
-def _accepts(where: Callable[[Any], bool], shape: tuple[int, ...]) -> bool:
+def _accepts(where: Callable[[Any], bool], shape: tuple[int, ...], dtype: Any = jnp.float32) -> bool:
     try:
-        return bool(where(jax.ShapeDtypeStruct(shape, jnp.float32)))
+        return bool(where(jax.ShapeDtypeStruct(shape, dtype)))
     except Exception:
         return False
 
