@@ -335,7 +335,7 @@ def test_the_table_covers_every_rule_of_the_catalogue():
     # derivative only (issue 39): tests/test_rewrites_library_derivatives.py
     covered |= {"logistic_derivative", "tanh_derivative", "soft_sign_derivative"}
     # a label picked from a log-softmax, or one-hot targets (issue 39): tests/test_rewrites_gather.py
-    covered |= {"select_log_softmax", "one_hot_nll", "one_minus_softmax"}
+    covered |= {"select_log_softmax", "one_hot_nll", "one_minus_softmax", "lse_minus_weighted"}
     # second moments across arrays (issue 35): tests/test_rewrites_moments.py
     covered |= {"covariance_matrix", "mean_of_means", "merged_variance"}
     # backward passes that cancel or meet 0·inf (issue 47): tests/test_rewrites_backward.py

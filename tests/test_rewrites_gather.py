@@ -267,6 +267,61 @@ def test_soft_targets_and_entropies_are_not_labels():
     assert "one_hot_nll" not in _rules(entropy, x) and "sum_p_log_p" in _rules(entropy, x)
 
 
+# -------------------------------------------------- logsumexp minus a one-hot weighted sum
+def lse_minus_one_hot(logits, labels):  # jaxopt's multiclass_logistic_loss before google/jaxopt#245
+    one_hot = jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
+    return jax.nn.logsumexp(logits, axis=-1) - jnp.sum(logits * one_hot, axis=-1)
+
+
+def one_hot_times_logits(logits, labels):  # the product the other way round, keepdims, scipy's name
+    one_hot = jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
+    lse = jax.scipy.special.logsumexp(logits, axis=-1, keepdims=True)
+    return (lse - jnp.sum(one_hot * logits, axis=-1, keepdims=True))[:, 0]
+
+
+@F32_F64
+@pytest.mark.parametrize("fn", [lse_minus_one_hot, one_hot_times_logits], ids=lambda f: f.__name__)
+def test_logsumexp_minus_a_one_hot_sum(fn, dtype):
+    # the rows above (a dominant label, a label below the max, a tie, a -inf logit: NaN as written)
+    with _x64(dtype):
+        x, y = jnp.asarray(ROWS[dtype], dtype), jnp.asarray(LABELS, jnp.int32)
+        refs = [_exact(r, k) for r, k in zip(ROWS[dtype], LABELS)]
+        assert "lse_minus_weighted" in _rules(fn, x, y)
+        _assert_value_and_gradient(jst.stabilize(fn), x, y, refs, dtype)
+
+
+def test_a_one_hot_sum_under_a_large_shared_offset():
+    # jaxopt#243: [1e9, 1e9] with label 0 is log 2 (written: 0); logits sharing an offset of 1e4 in
+    # float32 (an ulp of 2^-10) lose the loss's low bits to the rounded logsumexp, and its derivative
+    rng = np.random.default_rng(243)
+    rows = np.concatenate([np.full((1, 4), 1e9), 1e4 + 2.0 * rng.normal(size=(7, 4))]).astype(np.float32)
+    labels = np.concatenate([[0], np.argmax(rows[1:], axis=-1)]).astype(np.int32)
+    refs = [_exact(r, k) for r, k in zip(rows, labels)]
+    x, y = jnp.asarray(rows), jnp.asarray(labels)
+    assert float(lse_minus_one_hot(x, y)[0]) == 0.0  # as reported
+    _assert_value_and_gradient(jst.stabilize(lse_minus_one_hot), x, y, refs, np.float32)
+
+
+def test_one_hot_weights_keep_their_derivative_and_soft_ones_their_sum():
+    def loss(t, x):
+        return jax.nn.logsumexp(x, axis=-1) - jnp.sum(x * t, axis=-1)
+
+    rows = np.asarray(ROWS[np.float32][:4], np.float32)
+    t = jax.nn.one_hot(jnp.asarray(LABELS[:4]), 4, dtype=jnp.float32)
+    g = jax.grad(lambda a: jnp.sum(jst.stabilize(loss)(a, jnp.asarray(rows))))(t)
+    assert np.array_equal(np.asarray(g), -rows)  # d/dt = -x, exactly
+    soft = jnp.asarray([[0.7, 0.1, 0.1, 0.1], [0.25, 0.25, 0.25, 0.25]], jnp.float32)
+    x = jnp.asarray(rows[:2])
+    got = jst.stabilize(loss)(soft, x)
+    with mp.workprec(200):
+        ref = [mp.log(mp.fsum(mp.exp(mp.mpf(float(b))) for b in r))
+               - mp.fsum(mp.mpf(float(a)) * mp.mpf(float(b)) for a, b in zip(w, r))
+               for w, r in zip(np.asarray(soft), rows[:2])]
+    # not labels: the logsumexp (a few roundings) minus the weighted sum (4 products, 3 additions),
+    # of a loss no smaller than a tenth of its terms here: well within 16 ulps of the result
+    assert _ulps(got, ref, np.float32) <= 16
+
+
 # ------------------------------------------------------------------------------------ near misses
 def test_a_selection_from_another_array_is_not_the_label_form():
     def other(logits, targets, labels):

@@ -258,6 +258,50 @@ LSE_MINUS_SELECTED = Rule(
 )
 
 
+# ------------------------------------------------------- logsumexp minus a one-hot weighted sum
+def _lse_minus_weighted(x: Any, t: Any, axes: tuple[int, ...], **_: Any) -> Any:
+    """logsumexp(x) - sum(x·t) = logsumexp(x) - x_label in each row where ``t`` is one-hot (0 and a
+    single 1, ``jax.nn.one_hot(labels)``; jaxopt's ``multiclass_logistic_loss`` before its fix,
+    the textbook cross-entropy): the difference cancels where the label's logit dominates its row or
+    where the logits share a large offset (``[1e9, 1e9]`` gives 0 for log 2), and
+    ``forms._labels.label_nll`` keeps value and derivative. Checked per row as the program runs;
+    elsewhere (soft targets, weights that do not sum to 1) the accurate logsumexp minus the sum as
+    written. ``d/dt`` stays ``-x``. A -inf logit weighted 0 in a one-hot row adds nothing (written:
+    ``0·-inf``, NaN)."""
+    ax = tuple(int(i) for i in axes)
+    fallback = _forms.logsumexp(x, ax) - jnp.sum(x * t, axis=ax)
+    label = t == 1
+    one_hot = jnp.all((t == 0) | label, axis=ax) & (jnp.sum(label, axis=ax, dtype=jnp.int32) == 1)
+    picked = jnp.sum(jnp.where(label, x, jnp.zeros_like(x)), axis=ax)
+    nll = _labels.label_nll(x, picked, lax.stop_gradient(label), ax)
+    # d/dt = -x, 0 at a -inf logit (where the written product 0·-inf was NaN)
+    finite = lax.stop_gradient(jnp.where(jnp.isfinite(x), x, jnp.zeros_like(x)))
+    by_t = -jnp.sum((t - lax.stop_gradient(t)) * finite, axis=ax)
+    return jnp.where(one_hot, by_t + nll, fallback)
+
+
+def _lse_minus_weighted_where(m: Match) -> bool:
+    c = m.captures
+    ws_axes = c.get("ws_axes")
+    t, xs = m.aval("t"), m.aval("x")
+    return (ws_axes is not None and tuple(ws_axes) == tuple(c["axes"]) and t.shape == xs.shape
+            and t.dtype == xs.dtype and jnp.issubdtype(xs.dtype, jnp.floating))
+
+
+_T = var("t")
+_OH_LOGITS = ((lambda x: jax.nn.logsumexp(x, -1) - jnp.sum(x * _OH(jnp.argmax(x, -1), 8, dtype=x.dtype), -1),
+               ((4, 8),), None),
+              (lambda x: _lse_inlined(x, -1) - jnp.sum(_OH(jnp.argmin(x, -1), 8, dtype=x.dtype) * x, -1),
+               ((4, 8),), None))
+LSE_MINUS_WEIGHTED = Rule(
+    "lse_minus_weighted",
+    op("sub", _LSE_NN, op("reduce_sum", any_of(op("mul", x, _T), op("mul", _T, x)), axes=param("ws_axes"))),
+    _lse_minus_weighted, where=_lse_minus_weighted_where,
+    examples=_OH_LOGITS,
+    **_example(lambda x, t: jax.nn.logsumexp(x, -1) - jnp.sum(x * t, -1), shapes=((4, 8), (4, 8))),
+)
+
+
 # ----------------------------------------------------------------- a selection of a log-softmax
 def _select_log_softmax(x: Any, axes: tuple[int, ...], **sel: Any) -> Any:
     """sel(log_softmax(x)) = -(logsumexp(x) - sel(x)) where sel picks one element of each row the
@@ -385,5 +429,5 @@ ONE_MINUS_SOFTMAX = Rule(
 )
 
 
-SELECT_RULES: tuple[Rule, ...] = (LOG_SELECT_SOFTMAX, LSE_MINUS_SELECTED, SELECT_LOG_SOFTMAX,
-                                  ONE_MINUS_SOFTMAX)
+SELECT_RULES: tuple[Rule, ...] = (LOG_SELECT_SOFTMAX, LSE_MINUS_SELECTED, LSE_MINUS_WEIGHTED,
+                                  SELECT_LOG_SOFTMAX, ONE_MINUS_SOFTMAX)
