@@ -273,10 +273,9 @@ def lse_minus_one_hot(logits, labels):  # jaxopt's multiclass_logistic_loss befo
     return jax.nn.logsumexp(logits, axis=-1) - jnp.sum(logits * one_hot, axis=-1)
 
 
-def one_hot_times_logits(logits, labels):  # the product the other way round, keepdims, scipy's name
+def one_hot_times_logits(logits, labels):  # the product the other way round, scipy's name
     one_hot = jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
-    lse = jax.scipy.special.logsumexp(logits, axis=-1, keepdims=True)
-    return (lse - jnp.sum(one_hot * logits, axis=-1, keepdims=True))[:, 0]
+    return jax.scipy.special.logsumexp(logits, axis=-1) - jnp.sum(one_hot * logits, axis=-1)
 
 
 @F32_F64
