@@ -38,7 +38,8 @@ RUN_PYTEST = PYTHONDONTWRITEBYTECODE= $(1)/bin/python -m pytest
 # Measured on 2 cores at 9b377b1 (jax.monitoring's compile events): 2,211 of 7,726 compiles hit, CPU 575 -> 449 s, wall 5:13 -> 4:04
 # (one run each). Every entry is keyed by the program, the compile options and the jax/jaxlib
 # versions, and it starts empty: no run reads another's. The slow tier runs without it: its costliest
-# tests compile distinct programs (no hit measured on the rule alternatives).
+# tests compile distinct programs (no hit measured on the rule alternatives; the whole tier took
+# 1,306 s with it and 1,302 s without, one run each, 2026-12-07).
 JAX_CACHE_RUN = cache=$$(mktemp -d) && trap 'rm -rf "$$cache"' EXIT && \
 	export JAX_COMPILATION_CACHE_DIR="$$cache" JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
 	JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1
