@@ -217,15 +217,32 @@ def one_hot_log_softmax(logits, labels):
                     * jax.nn.log_softmax(logits), axis=-1)
 
 
+def lse_minus_one_hot(logits, labels):  # jaxopt's multiclass_logistic_loss before google/jaxopt#245
+    one_hot = jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
+    return jax.nn.logsumexp(logits, axis=-1) - jnp.sum(logits * one_hot, axis=-1)
+
+
+def one_hot_times_logits(logits, labels):  # the product the other way round, scipy's name
+    one_hot = jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
+    return jax.scipy.special.logsumexp(logits, axis=-1) - jnp.sum(one_hot * logits, axis=-1)
+
+
+#: the rule that reads each one-hot spelling: a product with a log-softmax, or the logits' weighted sum
+#: subtracted from their logsumexp
+ONE_HOT_RULE = {one_hot_product: "one_hot_nll", one_hot_log_softmax: "one_hot_nll",
+                lse_minus_one_hot: "lse_minus_weighted", one_hot_times_logits: "lse_minus_weighted"}
+
+
 @F32_F64
-@pytest.mark.parametrize("fn", [one_hot_product, one_hot_log_softmax], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", list(ONE_HOT_RULE), ids=lambda f: f.__name__)
 def test_the_one_hot_spellings(fn, dtype):
+    # the rows above (a dominant label, a label below the max, a tie, a -inf logit)
     with _x64(dtype):
         x, y = jnp.asarray(ROWS[dtype], dtype), jnp.asarray(LABELS, jnp.int32)
         refs = [_exact(r, k) for r, k in zip(ROWS[dtype], LABELS)]
-        assert "one_hot_nll" in _rules(fn, x, y)
+        assert ONE_HOT_RULE[fn] in _rules(fn, x, y)
         fixed = jst.stabilize(fn)
-        # the -inf row is NaN as written (0 * log 0); its loss is finite and exact after
+        # the -inf row is NaN as written (0 * log 0, 0 * -inf); its loss is finite and exact after
         _assert_value_and_gradient(fixed, x, y, refs, dtype)
 
 
@@ -268,27 +285,7 @@ def test_soft_targets_and_entropies_are_not_labels():
 
 
 # -------------------------------------------------- logsumexp minus a one-hot weighted sum
-def lse_minus_one_hot(logits, labels):  # jaxopt's multiclass_logistic_loss before google/jaxopt#245
-    one_hot = jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
-    return jax.nn.logsumexp(logits, axis=-1) - jnp.sum(logits * one_hot, axis=-1)
-
-
-def one_hot_times_logits(logits, labels):  # the product the other way round, scipy's name
-    one_hot = jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
-    return jax.scipy.special.logsumexp(logits, axis=-1) - jnp.sum(one_hot * logits, axis=-1)
-
-
-@F32_F64
-@pytest.mark.parametrize("fn", [lse_minus_one_hot, one_hot_times_logits], ids=lambda f: f.__name__)
-def test_logsumexp_minus_a_one_hot_sum(fn, dtype):
-    # the rows above (a dominant label, a label below the max, a tie, a -inf logit: NaN as written)
-    with _x64(dtype):
-        x, y = jnp.asarray(ROWS[dtype], dtype), jnp.asarray(LABELS, jnp.int32)
-        refs = [_exact(r, k) for r, k in zip(ROWS[dtype], LABELS)]
-        assert "lse_minus_weighted" in _rules(fn, x, y)
-        _assert_value_and_gradient(jst.stabilize(fn), x, y, refs, dtype)
-
-
+# (its spellings on the rows above: test_the_one_hot_spellings)
 def test_a_one_hot_sum_under_a_large_shared_offset():
     # jaxopt#243: [1e9, 1e9] with label 0 is log 2 (written: 0); logits sharing an offset of 1e4 in
     # float32 (an ulp of 2^-10) lose the loss's low bits to the rounded logsumexp, and its derivative

@@ -259,6 +259,32 @@ LSE_MINUS_SELECTED = Rule(
 
 
 # ------------------------------------------------------- logsumexp minus a one-hot weighted sum
+def _one_hot_rows(t: Any, x: Any, ax: tuple[int, ...]) -> tuple[Any, Any]:
+    """``(one_hot, nll)``: the rows where ``t`` is one-hot (0 and a single 1, checked as the program
+    runs) and ``logsumexp(x) - x_label`` there, through ``forms._labels.label_nll`` (its derivative
+    flows to the label's logit, none to ``t``)."""
+    label = t == 1
+    one_hot = jnp.all((t == 0) | label, axis=ax) & (jnp.sum(label, axis=ax, dtype=jnp.int32) == 1)
+    picked = jnp.sum(jnp.where(label, x, jnp.zeros_like(x)), axis=ax)
+    return one_hot, _labels.label_nll(x, picked, lax.stop_gradient(label), ax)
+
+
+def _weight_derivative(t: Any, v: Any, ax: tuple[int, ...]) -> Any:
+    """0 in value, ``v`` as its derivative in ``t`` (``sum(t·v)``'s), 0 where ``v`` is not finite (a
+    -inf logit or log-probability, where the written product ``0·-inf`` was NaN)."""
+    finite = lax.stop_gradient(jnp.where(jnp.isfinite(v), v, jnp.zeros_like(v)))
+    return jnp.sum((t - lax.stop_gradient(t)) * finite, axis=ax)
+
+
+def _axes_and_weights_fit(m: Match, axes_name: str) -> bool:
+    """The sum's axes (``axes_name``) are the normaliser's, and ``t`` is shaped and typed as ``x``."""
+    c = m.captures
+    other = c.get(axes_name)
+    t, xs = m.aval("t"), m.aval("x")
+    return (other is not None and tuple(other) == tuple(c["axes"]) and t.shape == xs.shape
+            and t.dtype == xs.dtype)
+
+
 def _lse_minus_weighted(x: Any, t: Any, axes: tuple[int, ...], **_: Any) -> Any:
     """logsumexp(x) - sum(x·t) = logsumexp(x) - x_label in each row where ``t`` is one-hot (0 and a
     single 1, ``jax.nn.one_hot(labels)``; jaxopt's ``multiclass_logistic_loss`` before its fix,
@@ -270,22 +296,12 @@ def _lse_minus_weighted(x: Any, t: Any, axes: tuple[int, ...], **_: Any) -> Any:
     ``0·-inf``, NaN)."""
     ax = tuple(int(i) for i in axes)
     fallback = _forms.logsumexp(x, ax) - jnp.sum(x * t, axis=ax)
-    label = t == 1
-    one_hot = jnp.all((t == 0) | label, axis=ax) & (jnp.sum(label, axis=ax, dtype=jnp.int32) == 1)
-    picked = jnp.sum(jnp.where(label, x, jnp.zeros_like(x)), axis=ax)
-    nll = _labels.label_nll(x, picked, lax.stop_gradient(label), ax)
-    # d/dt = -x, 0 at a -inf logit (where the written product 0·-inf was NaN)
-    finite = lax.stop_gradient(jnp.where(jnp.isfinite(x), x, jnp.zeros_like(x)))
-    by_t = -jnp.sum((t - lax.stop_gradient(t)) * finite, axis=ax)
-    return jnp.where(one_hot, by_t + nll, fallback)
+    one_hot, nll = _one_hot_rows(t, x, ax)
+    return jnp.where(one_hot, nll - _weight_derivative(t, x, ax), fallback)
 
 
 def _lse_minus_weighted_where(m: Match) -> bool:
-    c = m.captures
-    ws_axes = c.get("ws_axes")
-    t, xs = m.aval("t"), m.aval("x")
-    return (ws_axes is not None and tuple(ws_axes) == tuple(c["axes"]) and t.shape == xs.shape
-            and t.dtype == xs.dtype and jnp.issubdtype(xs.dtype, jnp.floating))
+    return _axes_and_weights_fit(m, "ws_axes") and jnp.issubdtype(m.aval("x").dtype, jnp.floating)
 
 
 _T = var("t")
@@ -367,21 +383,12 @@ def _one_hot_nll(t: Any, x: Any, axes: tuple[int, ...], **_: Any) -> Any:
     ls = _forms.log_softmax(x, ax)
     # a masked class (a -inf logit) weighted 0 adds 0, the limit along t = 0 (written: 0·-inf = NaN)
     fallback = jnp.sum(t * _labels.masked_log_prob(t, ls), axis=ax)
-    label = t == 1
-    one_hot = jnp.all((t == 0) | label, axis=ax) & (jnp.sum(label, axis=ax, dtype=jnp.int32) == 1)
-    picked = jnp.sum(jnp.where(label, x, jnp.zeros_like(x)), axis=ax)
-    nll = _labels.label_nll(x, picked, lax.stop_gradient(label), ax)
-    finite = lax.stop_gradient(jnp.where(jnp.isfinite(ls), ls, jnp.zeros_like(ls)))
-    by_t = jnp.sum((t - lax.stop_gradient(t)) * finite, axis=ax)
-    return jnp.where(one_hot, by_t - nll, fallback)
+    one_hot, nll = _one_hot_rows(t, x, ax)
+    return jnp.where(one_hot, _weight_derivative(t, ls, ax) - nll, fallback)
 
 
 def _one_hot_nll_where(m: Match) -> bool:
-    c = m.captures
-    ls_axes = c.get("ls_axes")
-    t, xs = m.aval("t"), m.aval("x")
-    return (ls_axes is not None and tuple(ls_axes) == tuple(c["axes"]) and t.shape == xs.shape
-            and t.dtype == xs.dtype)
+    return _axes_and_weights_fit(m, "ls_axes")
 
 
 _EX2 = op("exp", x, name="ex2", recompute=True)
