@@ -340,6 +340,8 @@ def test_the_table_covers_every_rule_of_the_catalogue():
     covered |= {"covariance_matrix", "mean_of_means", "merged_variance"}
     # backward passes that cancel or meet 0·inf (issue 47): tests/test_rewrites_backward.py
     covered |= {"expm1_plus_one", "pow_zero", "sin_quotient", "i0_scaled", "mul_sqrt_zero"}
+    # untaken branches and overflowing reciprocals (issue 47): tests/test_rewrites_untaken_branches.py
+    covered |= {"masked_clip", "pow_derivative", "reciprocal_expm1"}
     # a function followed by its inverse (issue 47): tests/test_rewrites_round_trips.py
     covered |= {"round_trip", "round_trip_domain"}
     # identities real library code needs (issue 47): tests/test_rewrites_library_identities.py

@@ -27,11 +27,10 @@ import mpmath as mp
 import numpy as np
 import pytest
 from jax import lax
+from rewrite_helpers import bits, identical
 
 import pytest_jaxstab as jst
 from pytest_jaxstab._compat import enable_x64
-from pytest_jaxstab.oracles import error_bits
-from pytest_jaxstab.oracles.core._rounding import round_to_dtype
 
 F32 = np.float32
 
@@ -42,14 +41,7 @@ def _precision():
         yield
 
 
-def _bits(got, exact, dtype=F32):
-    ref = np.array([round_to_dtype(e, dtype) for e in exact], dtype)
-    return np.asarray(error_bits(np.asarray(got, dtype), ref))
-
-
-def _identical(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    return bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+_bits, _identical = bits, identical
 
 
 # ------------------------------------------------------------------------ expm1(x) + 1 -> exp(x)

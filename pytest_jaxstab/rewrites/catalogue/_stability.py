@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..engine._guards import GUARDED_WHERE, MASKED_WHERE
+from ..engine._guards import GUARDED_WHERE, MASKED_CLIP, MASKED_WHERE
 from ..engine._match import Match
 from ..engine._pattern import any_of, const, fixed, op, param, square_of, var
 from ..engine._rule import Rule
@@ -23,7 +23,7 @@ from ..forms import _core as _forms
 from ..forms import _stats as _forms_stats
 from ._derivatives import PRIMAL_DERIVATIVE
 from ._library_calls import logsumexp_call, softmax_call
-from ._stability_backward import BACKWARD_RULES, I0_SCALED, MUL_SQRT_ZERO, SIN_QUOTIENT
+from ._stability_backward import BACKWARD_RULES, I0_SCALED, MUL_SQRT_ZERO, POW_DERIVATIVE, SIN_QUOTIENT
 from ._stability_complements import COMPLEMENT_RULES
 from ._stability_compose import COMPOSE_RULES
 from ._stability_divergence import BREGMAN, DIVERGENCE_RULES
@@ -461,6 +461,7 @@ STABILITY: tuple[Rule, ...] = (
     *GAMMA_RULES,  # structural (add/sub trees of lgamma terms); before the where guards
     GUARDED_WHERE,  # structural: runs after the pattern rules (a guarded branch they fixed is left)
     MASKED_WHERE,  # where guarded_where finds no guard of the form x OP c: any mask, constant too
+    MASKED_CLIP,  # a clip (max/min/clamp with a constant, jnp.clip) of a log or root: a where too
     BREGMAN,  # structural: reads sums the pattern rules left (and their expm1, exp(-b) results)
     NORM_QUOTIENT,  # structural: x / d for d a root the pattern rules may have rewritten (a norm)
     XLOGY,  # structural: after the pattern rules fixed their logs, after bregman took its sums
@@ -473,6 +474,7 @@ STABILITY: tuple[Rule, ...] = (
     SIN_QUOTIENT,  # derivative only: sin(y)/y, I0, a·sqrt(b) at a structural zero (issue 47)
     I0_SCALED,
     MUL_SQRT_ZERO,
+    POW_DERIVATIVE,  # derivative only: x ** y at y = 0 (a polynomial's x ** arange(n) at x = 0)
 )
 rewrite_rules_with(STABILITY)  # the catalogue jvp_rule rewrites a user's derivative rule with
 

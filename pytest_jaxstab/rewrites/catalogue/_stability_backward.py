@@ -8,14 +8,22 @@ and ``0 · inf`` between a structural zero and an infinite partial derivative (i
 - ``pow_zero``: ``pow(x, 0) -> 1``, the same value for every ``x`` (IEEE ``pow(x, 0) = 1``, NaN and
   0 included) with derivative 0, where JAX's ``0 · x^-1`` is ``0 · inf = NaN`` at ``x = 0`` (a focal
   loss's ``(1 - p)**gamma`` with ``gamma = 0`` at a saturated probability).
+- ``reciprocal_expm1``: ``a / expm1(u) -> a · exp(-u) / -expm1(-u)`` for ``u > 0``: ``expm1(u)``
+  overflows past 88.7 in float32 (its square in the derivative past 44), where the quotient and its
+  derivative are ``exp(-u)`` to the precision: a Bose-Einstein or Planck occupancy, the mean of a
+  continuous Bernoulli (tfp#1512: NaN gradients at logits -100).
 - ``sin_quotient`` (derivative only): ``sin(y) / y`` (``jnp.sinc``'s, a spherical Bessel ``j0``)
   with the derivative's Maclaurin series near 0, where ``cos(y)/y - sin(y)/y²`` cancels.
 - ``i0_scaled`` (derivative only): ``exp(|x|) · i0e(x)`` (``I0`` as libraries write it) with the
   derivative ``exp(|x|)·i1e(x)``, where the product rule cancels to 0 for tiny ``x``.
 - ``mul_sqrt_zero`` (derivative only): ``a · sqrt(b)`` with ``a`` an array, derivative in ``b`` 0
   where ``a`` is 0 (a structural zero times ``sqrt'(0) = inf``: NaN in JAX).
+- ``pow_derivative`` (derivative only): ``x ** y`` with a floating exponent that may hold 0 (an
+  array, or a value the program computes), derivative in ``x`` 0 where ``y`` is 0 (JAX's
+  ``0 · 0^-1`` is NaN: a polynomial ``x ** arange(n)`` at ``x = 0``, jax#14397).
 
-Each rule keeps the value bit for bit but ``expm1_plus_one`` (one rounding fewer) and changes the
+Each rule keeps the value bit for bit but ``expm1_plus_one`` (one rounding fewer) and
+``reciprocal_expm1`` (a quotient that no longer overflows) and changes the
 derivative only where JAX's is inaccurate or not finite.
 """
 
@@ -24,15 +32,17 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ... import _compat
 from ..engine._match import Graph, Match
-from ..engine._pattern import const, op, var
+from ..engine._pattern import any_of, const, op, var
 from ..engine._rule import Rule
 from ..forms import _backward
 
-__all__ = ["BACKWARD_RULES", "EXPM1_PLUS_ONE", "I0_SCALED", "MUL_SQRT_ZERO", "POW_ZERO", "SIN_QUOTIENT"]
+__all__ = ["BACKWARD_RULES", "EXPM1_PLUS_ONE", "I0_SCALED", "MUL_SQRT_ZERO", "POW_DERIVATIVE", "POW_ZERO",
+           "RECIPROCAL_EXPM1", "SIN_QUOTIENT"]
 
 x, y = var("x"), var("y")
 
@@ -58,6 +68,20 @@ def _pow_zero(x: Any) -> Any:
 
 POW_ZERO = Rule("pow_zero", op("pow", x, const(0.0)), _pow_zero,
                 **_example(lambda x: x ** 0.0, domain=(0.0, 1e30)))
+
+
+def _reciprocal_expm1(a: Any, u: Any) -> Any:
+    """a / expm1(u) = a · exp(-u) / -expm1(-u) for u > 0 (a · 1/expm1(u) elsewhere)."""
+    return a * _backward.inv_expm1(u)
+
+
+RECIPROCAL_EXPM1 = Rule("reciprocal_expm1",
+                        any_of(op("div", var("a"), op("expm1", var("u"))),
+                               op("div", var("a"), op("sub", op("exp", var("u")), const(1.0)))),
+                        _reciprocal_expm1,
+                        where=lambda m: _real_floating(m, "a", "u"),
+                        examples=(lambda x: 1 / (jnp.exp(x) - 1), lambda x: x / jnp.expm1(x)),
+                        **_example(lambda u: 1 / jnp.expm1(u), domain=(-100.0, 100.0)))
 
 
 def _real_floating(m: Match, *names: str) -> bool:
@@ -117,7 +141,35 @@ MUL_SQRT_ZERO = Rule("mul_sqrt_zero", None, _mul_sqrt, matcher=_match_mul_sqrt, 
                      examples=(lambda x: jnp.where(x > 0, x, 0.0) * jnp.sqrt(jnp.abs(x)),),
                      **_example(lambda x: x * jnp.sqrt(jnp.abs(x)), domain=(-1e10, 1e10)))
 
-BACKWARD_RULES: tuple[Rule, ...] = (EXPM1_PLUS_ONE, POW_ZERO)
+def _match_pow(g: Graph, i: int) -> Match | None:
+    """``x ** y`` of real floating operands whose exponent may be 0: not a nonzero scalar constant (a
+    scalar 0 is ``pow_zero``'s) and not a closed-over array without a 0."""
+    eqn = g.eqns[i]
+    if len(eqn.invars) != 2 or len(eqn.outvars) != 1:
+        return None
+    xa, ya = eqn.invars
+    if not all(jnp.issubdtype(_compat.aval(a).dtype, jnp.floating) for a in (xa, ya, eqn.outvars[0])):
+        return None
+    if _compat.is_literal(ya) or (_compat.is_literal(xa) and not _compat.aval(xa).shape):
+        return None  # a scalar exponent (0 is pow_zero's, any other needs nothing); a scalar base
+    if ya in g.const_values:
+        value = g.const_values[ya]
+        if _compat.is_tracer(value) or not np.any(np.asarray(value) == 0):
+            return None
+    return Match(i, {"x": xa, "y": ya}, {"x": xa, "y": ya}, {i})
+
+
+def _pow_derivative(x: Any, y: Any) -> Any:
+    """x ** y, the same operation, derivative in x 0 where y is 0 (x ** 0 = 1 for every x)."""
+    return _backward.pow_safe(x, y)
+
+
+POW_DERIVATIVE = Rule("pow_derivative", None, _pow_derivative, matcher=_match_pow, roots=frozenset({"pow"}),
+                      derivative_only=True,
+                      examples=(lambda x: jnp.sum(x[..., None] ** jnp.arange(3, dtype=x.dtype), axis=-1),),
+                      **_example(lambda x, y: x ** y, shapes=((8,), (8,)), domain=(0.0, 4.0)))
+
+BACKWARD_RULES: tuple[Rule, ...] = (EXPM1_PLUS_ONE, POW_ZERO, RECIPROCAL_EXPM1)
 """The value rules of this family (placed with the pattern rules in ``STABILITY``); the derivative-only
-ones (``SIN_QUOTIENT``, ``I0_SCALED``, ``MUL_SQRT_ZERO``) go at the end, with the other derivative-only
-rules, so that every value rule sees the primitives first."""
+ones (``SIN_QUOTIENT``, ``I0_SCALED``, ``MUL_SQRT_ZERO``, ``POW_DERIVATIVE``) go at the end, with the
+other derivative-only rules, so that every value rule sees the primitives first."""

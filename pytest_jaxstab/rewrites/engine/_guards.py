@@ -32,7 +32,7 @@ from ..._primitives import ELEMENTWISE
 from ._match import SCOPE_PREFIX, Graph, Match
 from ._rule import Rule
 
-__all__ = ["GUARDED_WHERE", "MASKED_WHERE"]
+__all__ = ["GUARDED_WHERE", "MASKED_CLIP", "MASKED_WHERE"]
 
 # x OP c holds for a point strictly inside the guard: c shifted by half its magnitude (at least 0.5)
 _FLIP = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le", "ne": "ne", "eq": "eq"}
@@ -95,9 +95,11 @@ def _where_operands(g: Graph, i: int) -> tuple[Any, Any, Any] | None:
     return None
 
 
-def _elementwise_cone(g: Graph, branch: Any, shape: tuple[int, ...] | None, stop: Any = None) -> set[int]:
+def _elementwise_cone(g: Graph, branch: Any, shape: tuple[int, ...] | None, stop: Any = None,
+                      claimed_too: bool = False) -> set[int]:
     """The unclaimed single-output element-wise equations of ``shape`` that compute ``branch``,
-    walked back from it (not past ``stop``): the cone a guard may re-bind."""
+    walked back from it (not past ``stop``): the cone a guard may re-bind. ``claimed_too``: an
+    earlier rule's element-wise result too (a cone re-computed, never swallowed, may copy it)."""
     members: set[int] = set()
     stack = [branch]
     while stack:
@@ -110,8 +112,8 @@ def _elementwise_cone(g: Graph, branch: Any, shape: tuple[int, ...] | None, stop
         j, e = prod
         if j in members:
             continue
-        if (j in g.claimed or _compat.primitive_name(e) not in ELEMENTWISE or len(e.outvars) != 1
-                or tuple(_compat.aval(e.outvars[0]).shape) != shape):
+        if ((j in g.claimed and not claimed_too) or _compat.primitive_name(e) not in ELEMENTWISE
+                or len(e.outvars) != 1 or tuple(_compat.aval(e.outvars[0]).shape) != shape):
             continue  # computed outside the cone: an operand of it
         members.add(j)
         stack.extend(e.invars)
@@ -259,24 +261,105 @@ def _broadcasts_to(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
     return not shape or (len(shape) == len(out) and all(d in (1, o) for d, o in zip(shape, out)))
 
 
-def _masked_cone(g: Graph, branch: Any, root: int) -> list[int] | None:
-    """The private element-wise equations computing ``branch`` (of the where's shape); None when
-    there are none or none of them is risky, or an operand from outside has another shape."""
+# A predicate that tests a value for NaN or inf: the branch it guards may be NaN or inf itself, and then
+# every derivative in its cone is (a square of a NaN, nanvar's centred values: jax#8128).
+_FINITE_TESTS = frozenset({"isnan", "isinf", "isfinite", "isposinf", "isneginf"})
+_BOOL_LOGIC = frozenset({"not", "and", "or"})
+
+
+def _tested_for_finiteness(g: Graph, pred: Any, depth: int = 4) -> set[Any]:
+    """The values whose NaN or inf ``pred`` tests (``isnan`` as ``ne(v, v)``, ``is_finite``, a
+    comparison with inf, the ``isinf`` family's calls), seen through ``not``/``and``/``or``."""
+    prod = g.producer_eqn(pred)
+    if prod is None or depth == 0:
+        return set()
+    eqn = prod[1]
+    name = _compat.primitive_name(eqn)
+    if name in _BOOL_LOGIC:
+        return set().union(*(_tested_for_finiteness(g, a, depth - 1) for a in eqn.invars))
+    if name == "is_finite" or (name in ("jit", "pjit") and eqn.params.get("name") in _FINITE_TESTS):
+        return {eqn.invars[0]}
+    if name in ("ne", "eq") and len(eqn.invars) == 2:
+        a0, a1 = eqn.invars
+        if a0 is a1:
+            return {a0}
+        for v, c in ((a0, a1), (a1, a0)):
+            k = scalar_constant(g, c)
+            if k is not None and math.isinf(k):
+                inner = g.producer_eqn(v)
+                return {v} | ({inner[1].invars[0]} if inner and _compat.primitive_name(inner[1]) == "abs"
+                              else set())
+    return set()
+
+
+def _read_outside_only_by_tests(g: Graph, members: set[int], root: int) -> bool:
+    """Whether every use of a member's result outside the cone and the root is by an equation whose
+    results are all boolean (a test: no derivative flows back through it)."""
+    inside = members | {root}
+    for j in members:
+        for k in g.consumers(g.eqns[j].outvars[0]):
+            if k in inside:
+                continue
+            if not all(np.dtype(_compat.aval(o).dtype) == np.bool_ for o in g.eqns[k].outvars):
+                return False
+    outs = set(_compat.outvars(g.closed))
+    return not any(g.eqns[j].outvars[0] in outs for j in members)
+
+
+def _private_core(g: Graph, members: set[int], branch: Any) -> set[int]:
+    """The members whose results are read only inside the rest of them or (``branch``) by the root:
+    the part of a cone a guard may swallow when some of its values have other uses (``x - m`` both
+    exponentiated under a mask and returned: only the ``exp`` is the branch's own)."""
+    core = {j for j in members if j not in g.claimed}
+    changed = True
+    while changed:
+        changed = False
+        for j in sorted(core):
+            out = g.eqns[j].outvars[0]
+            inside = sum(1 for k in core for a in g.eqns[k].invars if a is out) + (out is branch)
+            if g.uses[out] != inside:
+                core.discard(j)
+                changed = True
+    return core
+
+
+def _masked_cone(g: Graph, branch: Any, root: int, pred: Any = None) -> tuple[list[int], bool] | None:
+    """The element-wise equations computing ``branch`` (of the root's shape) and whether the guard
+    may swallow them; None when there are none, or none is risky (and ``pred`` does not test their
+    values for NaN or inf), or an operand from outside has another shape. A cone whose results are
+    read outside only by tests (``isnan(c)`` guarding ``c`` itself) is re-computed, not swallowed; a
+    cone some of whose values have other uses gives up those and keeps its private core."""
     if _compat.is_literal(branch):
         return None
     shape = tuple(_compat.aval(branch).shape)
-    members = _elementwise_cone(g, branch, shape)
-    if not any(_compat.primitive_name(g.eqns[j]) in _RISKY for j in members):
+    members = _elementwise_cone(g, branch, shape, claimed_too=True)
+    if not members:
         return None
-    if not _private(g, members, branch):
-        return None  # a member's value is used outside: it must stay as it is
-    produced = {g.eqns[j].outvars[0] for j in members}
+    tested = _tested_for_finiteness(g, pred) if pred is not None else set()
+
+    def risky(cone: set[int]) -> bool:
+        return any(_compat.primitive_name(g.eqns[j]) in _RISKY or g.eqns[j].outvars[0] in tested
+                   for j in cone)
+
+    if not risky(members):
+        return None
+    # an earlier rule's result (``log1p`` for ``log(1 - p)``) is copied, never swallowed
+    if not members & g.claimed and _private(g, members, branch):
+        swallow = True
+    elif _read_outside_only_by_tests(g, members, root):
+        swallow = False
+    else:  # a member's value is used outside: it stays as it is, and the rest is the cone
+        members = _private_core(g, members, branch)
+        if not members or not risky(members):
+            return None
+        swallow = True
+    values = {g.eqns[j].outvars[0] for j in members}
     for j in members:  # every operand from outside broadcasts to the where's shape (a scalar, a
         for a in g.eqns[j].invars:  # keepdims max): masked, it takes that shape
-            if (not _compat.is_literal(a) and a not in produced
+            if (not _compat.is_literal(a) and a not in values
                     and not _broadcasts_to(tuple(_compat.aval(a).shape), shape)):
                 return None
-    return sorted(members)
+    return sorted(members), swallow
 
 
 def _match_masked(g: Graph, i: int) -> Match | None:
@@ -294,13 +377,15 @@ def _match_masked(g: Graph, i: int) -> Match | None:
     swallowed = {i}
     plans = []
     for label, branch in (("t", on_true), ("f", on_false)):
-        cone = _masked_cone(g, branch, i)
+        found = _masked_cone(g, branch, i, pred)
+        cone, swallow = found if found is not None else (None, False)
         if cone is None or any(j in swallowed for j in cone):
             captures[label] = branch
             atoms[label] = branch
             continue
         replay, free = _replayer(g, cone, None, branch)
-        swallowed |= set(cone)
+        if swallow:
+            swallowed |= set(cone)
         plans.append((label, replay, len(free)))
         for k, a in enumerate(free):
             captures[f"{label}{k}"] = a
@@ -334,3 +419,86 @@ def _masked_where(pred: Any, plans: tuple[Any, ...], **rest: Any) -> Any:
 MASKED_WHERE = Rule(
     "masked_where", None, _masked_where, matcher=_match_masked, roots=_WHERE_ROOTS, composable=True,
     example=lambda x, m: jnp.where(m > 0, jnp.exp(x), 0.0), example_shapes=((8,), (8,)))
+
+
+# ------------------------------------------------------------------------------------ masked clip
+# A clip is a where in disguise: ``max(u, c)`` takes ``c`` where ``u < c``, and there ``u``'s cone
+# still meets a zero cotangent. ``jnp.clip(jnp.log(p), -100)`` (a binary cross-entropy's clamped log)
+# at ``p = 0`` is ``0 · inf = NaN`` in the backward pass, and so is ``jnp.maximum(jnp.sqrt(v), eps)``
+# at ``v = 0`` (issue 47: "0 · inf in the backward pass of clipped logs and roots at 0").
+_CLIP_ROOTS = frozenset({"max", "min", "clamp", "jit", "pjit"})
+
+
+def _clip_operands(g: Graph, i: int) -> tuple[int, dict[int, Any]] | None:
+    """``(k, bounds)`` of a clip at equation ``i``: ``max``/``min`` of an array and a scalar
+    constant, ``clamp`` with constant bounds, or ``jnp.clip``'s call (a ``jit`` named ``clip``);
+    ``k`` the clipped operand's position, ``bounds`` the other operands' values by position."""
+    eqn = g.eqns[i]
+    name = _compat.primitive_name(eqn)
+    if len(eqn.outvars) != 1 or not jnp.issubdtype(_compat.aval(eqn.outvars[0]).dtype, jnp.floating):
+        return None
+    if name in ("jit", "pjit") and eqn.params.get("name") != "clip":
+        return None
+    if name not in ("max", "min", "clamp", "jit", "pjit") or len(eqn.invars) < 2:
+        return None
+    shape = tuple(_compat.aval(eqn.outvars[0]).shape)
+    bounds: dict[int, Any] = {}
+    clipped = []
+    for k, a in enumerate(eqn.invars):
+        value = scalar_constant(g, a)
+        if value is None:
+            clipped.append(k)
+        else:
+            bounds[k] = np.asarray(value, dtype=_compat.aval(a).dtype)
+    if len(clipped) != 1 or tuple(_compat.aval(eqn.invars[clipped[0]]).shape) != shape:
+        return None
+    if name == "clamp" and clipped != [1]:
+        return None
+    if name in ("jit", "pjit") and clipped != [0]:
+        return None
+    return clipped[0], bounds
+
+
+def _match_clipped(g: Graph, i: int) -> Match | None:
+    if _compat.in_scope_named(g.eqns[i], SCOPE_PREFIX):  # a replacement's own clip: left alone
+        return None
+    found = _clip_operands(g, i)
+    if found is None:
+        return None
+    k, bounds = found
+    eqn = g.eqns[i]
+    branch = eqn.invars[k]
+    cone_found = _masked_cone(g, branch, i)
+    if cone_found is None:
+        return None
+    cone, swallow = cone_found
+    replay, free = _replayer(g, cone, None, branch)
+
+    def clip(u: Any) -> Any:
+        (out,) = _compat.bind(eqn, [u if n == k else bounds[n] for n in range(len(eqn.invars))])
+        return out
+
+    captures: dict[str, Any] = {"plan": (clip, replay, len(free))}
+    atoms = {f"u{n}": a for n, a in enumerate(free)}
+    captures.update(atoms)
+    return Match(i, captures, atoms, {i} | (set(cone) if swallow else set()))
+
+
+def _masked_clip(plan: Any, **free: Any) -> Any:
+    """clip(u(v, ...)) = clip(u(v', ...)), v' = where(keep, v, stop_gradient(v)) with keep where the
+    clip leaves ``u`` as it is: the same values, and where the bound is taken, ``u``'s derivative
+    (inf at a log's or a root's 0) never meets the zero cotangent it would be multiplied by. At a
+    tie (``u`` equal to the bound) ``u`` keeps its derivative, as JAX's (half of it for max/min)."""
+    clip, replay, n_free = plan
+    values = [free[f"u{n}"] for n in range(n_free)]
+    u0 = replay(None, *[lax.stop_gradient(v) for v in values])
+    keep = clip(u0) == u0
+    masked = [jnp.where(keep, v, lax.stop_gradient(v)) if jnp.issubdtype(jnp.result_type(v), jnp.inexact)
+              else v for v in values]
+    return clip(replay(None, *masked))
+
+
+# Composable for the same reason as ``masked_where``; its own clip is never matched again.
+MASKED_CLIP = Rule(
+    "masked_clip", None, _masked_clip, matcher=_match_clipped, roots=_CLIP_ROOTS, composable=True,
+    example=lambda p: jnp.clip(jnp.log(p), -100.0), example_shapes=((8,),), example_domain=(0.0, 10.0))

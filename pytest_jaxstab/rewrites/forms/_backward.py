@@ -11,6 +11,12 @@ a derivative written from the mathematics, not from the product and quotient rul
   product rule's ``sign·i0e + (i1e - sign·i0e)`` cancels to 0 for tiny ``x``.
 - ``mul_sqrt``: ``a · sqrt(b)``, whose derivative in ``b`` is 0 where ``a`` is 0 (a structural zero,
   a padded or masked entry), not ``0 · inf`` at ``b = 0``.
+- ``inv_expm1``: ``1 / expm1(u)`` as ``exp(-u) / -expm1(-u)`` for ``u > 0`` (within an ulp or two
+  of the quotient, the one form here that rounds differently): ``expm1(u)`` overflows past 88.7 in
+  float32 and its square in the derivative ``-exp(u)/expm1(u)²`` past 44, so the derivative is 0
+  or ``inf/inf = NaN`` where it is ``-exp(-u)`` to the precision.
+- ``pow_safe``: ``x ** y``, whose derivative in ``x`` is 0 where ``y`` is 0 (``x ** 0`` is the
+  constant 1), not JAX's ``0 · x^-1 = 0 · inf`` at ``x = 0`` for a floating exponent.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["i0_scaled", "mul_sqrt", "sin_quotient"]
+__all__ = ["i0_scaled", "inv_expm1", "mul_sqrt", "pow_safe", "sin_quotient"]
 
 # d/dy sin(y)/y = sum_{k>=1} (-1)^k 2k y^(2k-1) / (2k+1)!: nine terms reach 2^-60 relative at |y| = 1
 _SINC_SERIES = tuple((-1) ** k * 2 * k / math.factorial(2 * k + 1) for k in range(1, 10))
@@ -105,3 +111,43 @@ def _mul_sqrt_jvp(primals: Any, tangents: Any) -> Any:
     slope = jnp.where(zero, jnp.zeros_like(s), 0.5 / s_safe)
     return a * s, ta * s + a * (tb * slope)
 
+
+
+@jax.custom_jvp
+def pow_safe(x: Any, y: Any) -> Any:
+    """``x ** y`` (the same operation) whose derivative in ``x`` is 0 wherever ``y`` is 0.
+
+    For a floating exponent JAX differentiates ``x ** y`` in ``x`` as ``y · x^(y-1)``: at ``y = 0``
+    and ``x = 0`` that is ``0 · inf = NaN``, where ``x ** 0 = 1`` for every ``x`` (a polynomial's
+    constant term ``x ** arange(n)``, jax#14397; JAX fixed integer exponents only). Elsewhere the
+    derivative is JAX's: ``y · x^(y-1)`` in ``x`` and ``log(x) · x^y`` in ``y`` (``log`` of 1 at ``x = 0``).
+
+    Example: ``jax.grad(lambda x: pow_safe(x, 0.0))(jnp.float32(0.0))`` is 0 (written: NaN).
+    """
+    return lax.pow(x, y)
+
+
+@pow_safe.defjvp
+def _pow_safe_jvp(primals: Any, tangents: Any) -> Any:
+    (x, y), (tx, ty) = primals, tangents
+    ans = lax.pow(x, y)
+    flat = y == 0
+    y_safe = jnp.where(flat, jnp.ones_like(y), y)  # the untaken 0 · x^-1 never forms an inf
+    slope_x = jnp.where(flat, jnp.zeros_like(ans), y_safe * lax.pow(x, y_safe - 1))
+    slope_y = lax.log(jnp.where(x == 0, jnp.ones_like(x), x)) * ans
+    return ans, tx * slope_x + ty * slope_y
+
+
+def inv_expm1(u: Any) -> Any:
+    """``1 / expm1(u)`` whose value and derivative do not overflow for large ``u``.
+
+    For ``u > 0`` it is ``exp(-u) / -expm1(-u)``: no term exceeds 1 and the derivative, by AD of that
+    quotient, is ``-exp(-u)/expm1(-u)²`` without an ``inf``; for ``u <= 0`` ``|expm1(u)| <= 1`` and the
+    written quotient is kept. Each branch reads a safe input where it is not taken.
+
+    Example: ``jax.grad(inv_expm1)(jnp.float32(100.0))`` is 0 to the precision (written: NaN).
+    """
+    pos = u > 0
+    up = jnp.where(pos, u, jnp.ones_like(u))
+    un = jnp.where(pos, -jnp.ones_like(u), u)
+    return jnp.where(pos, jnp.exp(-up) / -jnp.expm1(-up), 1 / jnp.expm1(un))
