@@ -35,7 +35,7 @@ from ..oracles.library._exact import differentiable
 from ._upcast import run_upcast
 
 __all__ = ["AGREE", "CHUNK", "LOST", "PASS_BYTES", "ROW_WIDTH", "SIGNS", "SMALL_CHUNK", "Derivatives",
-           "far_off", "trusted"]
+           "Unserved", "far_off", "trusted"]
 
 #: Relative agreement between the float64 forward value and the exact one for a row to be trusted:
 #: 2^-30 leaves the float64 pass 23 correct bits where it computes, far more than the one bit the
@@ -61,6 +61,11 @@ PASS_BYTES = 16 * 2**20
 
 def _floating(dtype: Any) -> bool:
     return bool(np.issubdtype(np.dtype(dtype), np.floating))
+
+
+class Unserved(Exception):
+    """The float64 passes cannot run this program (JAX cannot lower it raised to float64); the caller
+    takes its exact fallback, as for a program that was never ``usable``."""
 
 
 class Derivatives:
@@ -100,6 +105,18 @@ class Derivatives:
         self._traced: dict[tuple[int, int, str], Any] = {}
         # The inputs of the last ``lower_bounds`` and its float64 values there (``seen``).
         self._seen: tuple[list[Any], list[np.ndarray]] | None = None
+
+    def _served(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, a jitted float64 pass. A program JAX cannot lower raised to float64 (a
+        ``custom_jvp`` slogdet over ``lu`` whose transposed derivative mixes the raised float64 with the
+        rule's float32) makes the passes unusable for the rest of the check: :class:`Unserved`."""
+        try:
+            return fn(*args)
+        except ValueError as exc:
+            if "lower" not in str(exc):
+                raise
+            self.usable = False
+            raise Unserved(str(exc).splitlines()[0]) from exc
 
     def _pass(self, t: int) -> Callable[..., Any]:
         """The jitted pass for judged output ``t``: ``(args, cols) -> (weighted sums, forward values)``,
@@ -170,7 +187,7 @@ class Derivatives:
                                                         for k in self.floats)))
         signs = [np.where(rng.random((SIGNS, *np.shape(wide[k]))) < 0.5, -1.0, 1.0) for k in self.floats]
         with _compat.enable_x64():
-            lows, ys = self._lower(wide, signs)
+            lows, ys = self._served(self._lower, wide, signs)
         out = [(np.asarray(lo), np.asarray(y)) for lo, y in zip(lows, ys)]
         self._seen = (list(args), [y for _, y in out])  # the arrays held: their ids cannot be reused
         return out
@@ -204,7 +221,7 @@ class Derivatives:
         fixed = [np.asarray(a) for a in trials[0]]
         stacks = [np.stack([np.asarray(t[k], np.float64) for t in trials]) for k in self.floats]
         with _compat.enable_x64():
-            return [np.asarray(v) for v in self._forward(fixed, stacks)]
+            return [np.asarray(v) for v in self._served(self._forward, fixed, stacks)]
 
     def exact_rows(self, args: Sequence[np.ndarray], t: int, flat: np.ndarray,
                    negligible: np.ndarray | None = None) -> np.ndarray:
@@ -326,7 +343,7 @@ class Derivatives:
                 # what is left when it is a few rows (the lens often asks for one element).
                 size = small if len(cols) - start <= small else self.chunk
                 part = cols[start:start + size]
-                s, y = run(wide, jnp.asarray(np.resize(part, size), jnp.int32))
+                s, y = self._served(run, wide, jnp.asarray(np.resize(part, size), jnp.int32))
                 table_s[start:start + len(part)] = np.asarray(s)[:len(part)]
                 table_v[start:start + len(part)] = np.asarray(y)[:len(part)]
                 start += len(part)
