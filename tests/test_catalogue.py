@@ -326,7 +326,7 @@ def test_the_table_covers_every_rule_of_the_catalogue():
     covered |= {"bregman", "bernoulli_kl"}
     covered |= {"lgamma_sum", "lgamma_near_one"}  # log-gamma: tests/test_rewrites_gamma.py
     covered |= {"center"}  # normalisation: tests/test_rewrites_center.py
-    covered |= {"xlogy"}  # zero times log zero (issue 39): tests/test_rewrites_xlogy.py
+    covered |= {"xlogy", "exp_xlogy"}  # zero times log zero (issues 39, 47): tests/test_rewrites_xlogy.py
     covered |= {"log_normal_mass", "log_logistic_mass"}  # tails (issue 39): test_rewrites_normal_tails.py
     # derivatives that lose (issue 39): tests/test_rewrites_gradients.py
     covered |= {"softplus_kink", "hypot_constant", "norm_quotient", "jvp_rule", "norm_floor"}

@@ -199,3 +199,47 @@ def test_a_log_of_an_argument_that_can_be_zero_is_guarded():
     t = jnp.ones(4, jnp.float32)
     assert "xlogy" in _rules(lambda t, x: t * jnp.log(x * x), t, t)  # x² is 0 at x = 0
     assert "xlogy" in _rules(lambda t, x: t * jnp.log(jnp.exp(x) + x), t, t)  # may be 0
+
+
+# ------------------------------------------------------------------- log-space targets: exp(a)·(a - b)
+def _kl_log_targets(log_p, log_t):
+    return jnp.sum(jnp.exp(log_t) * (log_t - log_p), axis=-1)
+
+
+def _kl_log_targets_swapped(log_p, log_t):
+    return jnp.sum((log_t - log_p) * jnp.exp(log_t), axis=-1)
+
+
+@pytest.mark.parametrize("fn", [_kl_log_targets, _kl_log_targets_swapped], ids=["exp_first", "exp_last"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_kl_with_log_targets_at_a_masked_class(fn, dtype):
+    # targets from a log-softmax over a masked vocabulary: -inf at the masked classes
+    rng = np.random.default_rng(11)
+    logits = rng.normal(size=(4, 7)) * 3
+    mask = rng.random((4, 7)) > 0.3
+    mask[:, 0] = True
+    with enable_x64() if dtype == np.float64 else contextlib.nullcontext():
+        log_t = np.asarray(jax.nn.log_softmax(jnp.where(mask, logits, -jnp.inf).astype(dtype)))
+        log_p = np.asarray(jax.nn.log_softmax(jnp.asarray(rng.normal(size=(4, 7)), dtype)))
+        assert "exp_xlogy" in _rules(fn, log_p, log_t)
+        assert np.isnan(np.asarray(fn(log_p, log_t))).all()  # 0 * -inf in every row, as written
+        got = jst.stabilize(fn)(log_p, log_t)
+        g_p, g_t = jax.grad(lambda a, b: jnp.sum(jst.stabilize(fn)(a, b)), argnums=(0, 1))(log_p, log_t)
+    with mp.workdps(60):
+        for row in range(4):
+            terms = [mp.exp(mp.mpf(float(t))) * (mp.mpf(float(t)) - mp.mpf(float(p)))
+                     for t, p, keep in zip(log_t[row], log_p[row], mask[row]) if keep]
+            assert _ulps(got[row], [mp.fsum(terms)], dtype) <= 4  # seven products summed, 1 ulp each
+            for k in range(7):
+                t = mp.exp(mp.mpf(float(log_t[row, k]))) if mask[row, k] else mp.mpf(0)
+                # d/dlog_p = -t; d/dlog_t = t·(log t - log p + 1): 0 at a masked class
+                assert _ulps([g_p[row, k]], [-t], dtype) <= 1
+                lt, lp = mp.mpf(float(log_t[row, k])), mp.mpf(float(log_p[row, k]))
+                ref = t * (lt - lp + 1) if mask[row, k] else 0
+                assert _ulps([g_t[row, k]], [ref], dtype) <= 4
+
+
+def test_exp_xlogy_away_from_minus_inf_is_the_written_product():
+    a = np.array([-3.0, 0.5, 2.0], np.float32)
+    b = np.array([-1.0, -0.25, 1.0], np.float32)
+    assert np.array_equal(np.asarray(jst.stabilize(_kl_log_targets)(b, a)), np.asarray(_kl_log_targets(b, a)))

@@ -70,7 +70,7 @@ from ._stability_select import ONE_HOT_NLL, SELECT_RULES
 from ._stability_special import SPECIAL_RULES
 from ._stability_stats import STATS_RULES
 from ._stability_written import SCALED_SIGMOID, WRITTEN_RULES
-from ._stability_xlogy import XLOGY
+from ._stability_xlogy import EXP_XLOGY, XLOGY
 
 x, y, a, b, A = var("x"), var("y"), var("a"), var("b"), var("A")
 ONE = const(1.0)
@@ -438,6 +438,7 @@ STABILITY: tuple[Rule, ...] = (
     ONE_MINUS_SIGMOID,
     EXPM1,
     *BACKWARD_RULES,  # expm1(x) + 1 (a derivative rule's spelling of exp), pow(x, 0)
+    EXP_XLOGY,  # exp(a)·(a - b): a KL with log targets, 0 at a log target of -inf
     LOG_EXP,
     *INVERSE_RULES,  # the other round trips (atanh(tanh x), exp(log x), sqrt(x²), ...)
     LOG_SCALED_EXP,

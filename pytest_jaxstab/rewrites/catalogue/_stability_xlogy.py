@@ -36,7 +36,7 @@ from ..engine._rule import Rule
 from ..forms import _xlogy as _fx
 from ._stability_written import _named
 
-__all__ = ["XLOGY"]
+__all__ = ["EXP_XLOGY", "XLOGY"]
 
 ONE = const(1.0)
 _X, _Y, _A, _B, _C = var("x"), var("y"), var("a"), var("b"), var("c")
@@ -175,4 +175,19 @@ XLOGY = Rule(
     # the pattern is what the matcher matches: jst.verify_rule spells out its alternatives
     "xlogy", _PATTERN, _xlogy, matcher=_match, roots=frozenset({"mul"}),
     example=lambda t, p: t * jnp.log(p), example_shapes=((8,), (8,)), example_domain=(0.0, 1e4),
+)
+
+
+def _exp_xlogy(a: Any, b: Any) -> Any:
+    """exp(a)·(a - b) = t·log(t/p) for a = log t, b = log p: 0 where a = -inf (t = 0; written,
+    0·-inf is NaN), the written product elsewhere."""
+    return _fx.exp_times_difference(a, b)
+
+
+_EXP_A = op("exp", _A)
+# The KL divergence with log targets, exp(log t)·(log t - log p): a pattern rule (no log to wait for)
+EXP_XLOGY = Rule(
+    "exp_xlogy", any_of(op("mul", _EXP_A, op("sub", _A, _B)), op("mul", op("sub", _A, _B), _EXP_A)),
+    _exp_xlogy, where=lambda m: all(jnp.issubdtype(m.aval(n).dtype, jnp.floating) for n in ("a", "b")),
+    example=lambda a, b: jnp.exp(a) * (a - b), example_shapes=((8,), (8,)), example_domain=(-80.0, 80.0),
 )

@@ -20,7 +20,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-__all__ = ["xlog1py", "xlog_ratio", "xlogy", "xlogy_difference"]
+__all__ = ["exp_times_difference", "xlog1py", "xlog_ratio", "xlogy", "xlogy_difference"]
 
 
 def _safe(zero: Any, v: Any) -> Any:
@@ -53,3 +53,15 @@ def xlogy_difference(x: Any, a: Any, b: Any = None, c: Any = None, sign: float =
     first = jnp.log(_safe(zx & (a == 0), a))
     second = jnp.log(_safe(zx & (b == 0), b)) if b is not None else _safe(zx & jnp.isinf(c), c)
     return x * (sign * (first - second))
+
+
+def exp_times_difference(a: Any, b: Any) -> Any:
+    """exp(a)·(a - b), 0 where a = -inf: the KL term ``t·log(t/p)`` in log space (``a = log t``,
+    ``b = log p``), whose written value at a log target of -inf is ``0·-inf = NaN`` (optax's
+    ``kl_divergence_with_log_targets`` at a masked class). Each operand reads 0 there, so neither the
+    value nor the derivative (0 in both) meets an inf. Example: ``exp_times_difference(-inf, 0.0)`` is 0.
+    """
+    gone = a == -jnp.inf
+    a_safe = jnp.where(gone, jnp.zeros_like(a), a)
+    b_safe = jnp.where(gone, jnp.zeros_like(b), b)
+    return jnp.where(gone, jnp.zeros_like(a_safe), jnp.exp(a_safe) * (a_safe - b_safe))
