@@ -173,6 +173,23 @@ IDENTITIES = [
     Identity("weighted_lse[signed]", "weighted_lse", lambda w, x: jnp.log(jnp.sum(w * jnp.exp(x))),
              (f32(2.0, -1.0, 0.5, 3.0), f32(100.0, 99.0, 30.0, -150.0)),
              lambda w, x: MP.log(MP.fsum(u * MP.exp(v) for u, v in zip(_mp(w), _mp(x))))),
+    # SciPy's logsumexp(a, b=...) as it was written, the shift the max over every entry, a pruned
+    # (zero-weight) component's among them: the weighted terms underflow to 0 and the log is -inf.
+    # The shift stays in x and is added back: its rounding (a - m, then + m) is the 3 bits allowed
+    Identity("weighted_lse[log|sum(b exp(a - max a))| + max a]", "weighted_lse",
+             lambda b, a: (lambda m: jnp.log(jnp.abs(jnp.sum(b * jnp.exp(a - m), axis=-1))) + m[..., 0])(
+                 jnp.max(a, axis=-1, keepdims=True)),
+             (np.array([[1.0, 0.0, 0.5], [0.2, 0.3, 0.0]], F32),
+              np.array([[-1000.0, -2.0, -990.0], [-300.0, -310.0, 40.0]], F32)),
+             lambda b, a: [MP.log(MP.fsum(u * MP.exp(v) for u, v in zip(rb, ra)))
+                           for rb, ra in zip(_rows(b), _rows(a))], bits=3.0),
+    # the same with a negative weight whose row sums below 0: log|sum|, the signed form's magnitude
+    Identity("weighted_lse[log|sum| signed]", "weighted_lse",
+             lambda b, a: (lambda m: jnp.log(jnp.abs(jnp.sum(b * jnp.exp(a - m), axis=-1))) + m[..., 0])(
+                 jnp.max(a, axis=-1, keepdims=True)),
+             (np.array([[1.0, 0.0, -2.0]], F32), np.array([[-1000.0, -2.0, -1000.5]], F32)),
+             lambda b, a: [MP.log(abs(MP.fsum(u * MP.exp(v) for u, v in zip(rb, ra))))
+                           for rb, ra in zip(_rows(b), _rows(a))], bits=3.0),
     # two normalised vectors and a sum of four products: each rounds, 3 ulps
     Identity("cosine[linalg.norm]", "cosine",
              lambda a, b: jnp.dot(a, b) / (jnp.linalg.norm(a) * jnp.linalg.norm(b)),

@@ -310,15 +310,27 @@ def _weighted_lse_jvp(ax: tuple[int, ...], primals: Any, tangents: Any) -> Any:
     return out, jnp.sum(dw * tw + dx * tx, axis=ax)
 
 
-def _weighted_lse(w: Any, x: Any, axes: tuple[int, ...]) -> Any:
+def _weighted_lse(w: Any, x: Any, axes: tuple[int, ...], absolute: bool = False) -> Any:
     """log(sum(w·exp(x))) = logsumexp(x + log w) where every w >= 0 (w = 0 adds nothing);
     m + log(sum(sign(w)·exp(x + log|w| - m))), m = max(x + log|w|), elsewhere (exp overflows for
     x > 88 in float32 and underflows below -103, where the weighted sum is still a normal number).
     Weights that broadcast against the terms (a mixture's ``(1, k)`` weights times ``(n, k)``
-    densities, as ``mul`` broadcasts them) are broadcast first: the form takes one shape."""
+    densities, as ``mul`` broadcasts them) are broadcast first: the form takes one shape.
+    ``absolute``: log(|sum(w·exp(x))|) (SciPy's ``logsumexp(a, b=...)`` as written before
+    ``return_sign``), the magnitude of the signed form where a weight is negative."""
     shape = np.broadcast_shapes(np.shape(w), np.shape(x))
     w, x = jnp.broadcast_to(w, shape), jnp.broadcast_to(x, shape)
-    return _weighted_lse_form(w, x, tuple(int(i) for i in axes))
+    ax = tuple(int(i) for i in axes)
+    out = _weighted_lse_form(w, x, ax)
+    if not absolute:
+        return out
+    nonneg = jnp.all(w >= 0, axis=ax, keepdims=True)
+    ws = jnp.where(nonneg, jnp.ones_like(w), w)  # the untaken branch reads a safe input (no log 0)
+    t = x + jnp.log(jnp.abs(ws))
+    m = lax.stop_gradient(jnp.max(t, axis=ax, keepdims=True))
+    m = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
+    magnitude = jnp.log(jnp.abs(jnp.sum(jnp.sign(ws) * jnp.exp(t - m), axis=ax, keepdims=True))) + m
+    return jnp.where(jnp.squeeze(nonneg, axis=ax), out, jnp.squeeze(magnitude, axis=ax))
 
 
 def _broadcastable(m: Match) -> bool:
@@ -327,11 +339,16 @@ def _broadcastable(m: Match) -> bool:
     return len(w) == len(x) and all(a == b or 1 in (a, b) for a, b in zip(w, x))
 
 
+_WEIGHTED_SUM = op("reduce_sum", op("mul", var("w"), op("exp", x, recompute=True)), axes=AXES, recompute=True)
 # A mixture's log-density as users write it, log(sum(weights * pdf)) with pdf = exp(logpdf)
 # (jax.scipy.stats' pdf functions are exp of their logpdf): the components underflow together.
 WEIGHTED_LSE = Rule(
     "weighted_lse",
-    op("log", op("reduce_sum", op("mul", var("w"), op("exp", x, recompute=True)), axes=AXES)),
+    any_of(op("log", _WEIGHTED_SUM),
+           # SciPy's and JAX's old ``logsumexp(a, b=...)``, log|sum(b·exp(a - max a))| + max a, the max
+           # taken over zero weights too (jax#5370: a pruned component's large term underflows the
+           # others to -inf); the shift stays in x and is added back as written
+           fixed(op("log", op("abs", _WEIGHTED_SUM)), absolute=True)),
     _weighted_lse,
     where=lambda m: _broadcastable(m) and _real(m) and _real(m, "w"),
     **_example(lambda w, x: jnp.log(jnp.sum(w * jnp.exp(x))), ((8,), (8,)), domain=(0.0, 1e4)),
