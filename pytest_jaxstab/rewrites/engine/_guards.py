@@ -416,8 +416,12 @@ def _masked_where(pred: Any, plans: tuple[Any, ...], **rest: Any) -> Any:
 # the structural rules after it, which would otherwise never see them (an ``xlogy`` product inside a
 # ``where``: chi²'s log-density at 0, issue 47). No rule's ``where`` is matched again (the scope test
 # in ``_match_masked``).
+# Derivative only: the values are the program's own, bit for bit (a select between equal values, the
+# same primitives re-bound), so it is never applied inside a custom derivative's primal body, whose
+# derivative is the rule's (jax.nn.soft_sign's where(isinf(x), sign(x), x / (|x| + 1)) in 0.12.1).
 MASKED_WHERE = Rule(
     "masked_where", None, _masked_where, matcher=_match_masked, roots=_WHERE_ROOTS, composable=True,
+    derivative_only=True,
     example=lambda x, m: jnp.where(m > 0, jnp.exp(x), 0.0), example_shapes=((8,), (8,)))
 
 
@@ -498,7 +502,9 @@ def _masked_clip(plan: Any, **free: Any) -> Any:
     return clip(replay(None, *masked))
 
 
-# Composable for the same reason as ``masked_where``; its own clip is never matched again.
+# Composable and derivative only for the same reasons as ``masked_where``; its own clip is never
+# matched again.
 MASKED_CLIP = Rule(
     "masked_clip", None, _masked_clip, matcher=_match_clipped, roots=_CLIP_ROOTS, composable=True,
+    derivative_only=True,
     example=lambda p: jnp.clip(jnp.log(p), -100.0), example_shapes=((8,),), example_domain=(0.0, 10.0))
