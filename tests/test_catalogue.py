@@ -314,7 +314,8 @@ def test_the_table_covers_every_rule_of_the_catalogue():
                 "div_exp", "exp_power", "one_plus_tanh", "sqdist", "std", "masked_where",
                 "sum_p_log_p"}
     # the spellings of benchmarks/bench_unseen.py (issue 26) have theirs in tests/test_rewrites_unseen.py
-    covered |= {"log_select_softmax", "softplus_minus", "written_sigmoid", "written_tanh", "sech2",
+    covered |= {"log_select_softmax", "softplus_minus", "logit_likelihood", "written_sigmoid", "written_tanh",
+                "sech2",
                 "logdiffexp", "one_minus_cos_over_sq", "cosine", "rms", "var", "exp_mean_log",
                 "lse_minus_selected", "weighted_lse", "log_sigmoid_ratio", "scaled_sigmoid"}
     # the composable identities (issue 26 item 3) have theirs in tests/test_rewrites_compose.py

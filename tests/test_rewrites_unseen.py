@@ -173,6 +173,20 @@ IDENTITIES = [
     Identity("weighted_lse[signed]", "weighted_lse", lambda w, x: jnp.log(jnp.sum(w * jnp.exp(x))),
              (f32(2.0, -1.0, 0.5, 3.0), f32(100.0, 99.0, 30.0, -150.0)),
              lambda w, x: MP.log(MP.fsum(u * MP.exp(v) for u, v in zip(_mp(w), _mp(x))))),
+    # the Bernoulli log-likelihood with logits as the textbook writes it: y·x - softplus(x) is 0 in
+    # float32 at x = 20, y = 1 (exactly -2.1e-9), and the binomial's k·x - n·log1p(exp x) overflows
+    Identity("logit_likelihood[y*x - log1p(exp x)]", "logit_likelihood",
+             lambda x, y: y * x - jnp.log1p(jnp.exp(x)),
+             (f32(20.0, 35.0, -30.0, 0.5), f32(1.0, 1.0, 0.0, 0.25)),
+             lambda x, y: [u * v - MP.log1p(MP.exp(v)) for v, u in zip(_mp(x), _mp(y))]),
+    Identity("logit_likelihood[loss: softplus(x) - x*y]", "logit_likelihood",
+             lambda x, y: jax.nn.softplus(x) - x * y, (f32(18.0, 40.0, -25.0, 2.0), f32(1.0, 1.0, 0.0, 0.75)),
+             lambda x, y: [MP.log1p(MP.exp(v)) - u * v for v, u in zip(_mp(x), _mp(y))]),
+    Identity("logit_likelihood[c + k*x - n*log(1 + exp x)]", "logit_likelihood",
+             lambda c, k, x: c + k * x - 20.0 * jnp.log(1 + jnp.exp(x)),
+             (f32(0.0, 0.0, 1.5, 0.0), f32(20.0, 20.0, 3.0, 20.0), f32(60.0, 25.0, -2.0, 1e3)),
+             lambda c, k, x: [a + u * v - 20 * MP.log1p(MP.exp(v))
+                              for a, u, v in zip(_mp(c), _mp(k), _mp(x))]),
     # SciPy's logsumexp(a, b=...) as it was written, the shift the max over every entry, a pruned
     # (zero-weight) component's among them: the weighted terms underflow to 0 and the log is -inf.
     # The shift stays in x and is added back: its rounding (a - m, then + m) is the 3 bits allowed
@@ -244,6 +258,21 @@ def test_identity_fires_and_is_accurate_where_the_written_form_fails(case: Ident
     # each row is chosen where the form as written fails: this asserts the rule matters
     assert _bits(original, exact, F32) >= case.wrong or not np.all(np.isfinite(original)), original
     assert _bits(stabilized, exact, F32) <= case.bits, (stabilized, exact)
+
+
+def test_logit_likelihood_gradient_is_k_sigmoid_minus_x_less_the_rest():
+    # d/dx (k·x - n·softplus(x)) = k·s(-x) - (n - k)·s(x); autodiff of the written form gives
+    # k - n·s(x), 0 in float32 at x = 20, k = n = 1 (exactly 2.1e-9). 2 bits: two sigmoids, a
+    # product and a difference of terms of one sign or of a small one
+    x, k = f32(20.0, 30.0, -15.0, 1.0), f32(1.0, 1.0, 0.0, 0.5)
+
+    def fn(x, k):
+        return k * x - jax.nn.softplus(x)
+
+    grad = jax.vmap(jax.grad(jst.stabilize(fn)))(x, k)
+    exact = [u / (1 + MP.exp(v)) - (1 - u) / (1 + MP.exp(-v)) for v, u in zip(_mp(x), _mp(k))]
+    assert _bits(np.asarray(jax.vmap(jax.grad(fn))(x, k)), exact, F32) >= 8  # as written
+    assert _bits(np.asarray(grad), exact, F32) <= 2
 
 
 # ------------------------------------------------------------------------------------ near misses

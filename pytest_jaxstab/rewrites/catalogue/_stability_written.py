@@ -1,6 +1,7 @@
 """Stability rules for hand-written forms of functions the libraries provide, as small identities.
 
-``softplus(x) - x = softplus(-x)`` (the difference cancels for large ``x``), the written logistic
+``softplus(x) - x = softplus(-x)`` (the difference cancels for large ``x``), the Bernoulli and
+binomial log-likelihoods with logits ``k·x - n·softplus(x)`` (each term's loss cancels), the written logistic
 ``exp(x) / (1 + exp(x))`` and tanh ``(exp(2u) - 1) / (exp(2u) + 1)``, ``1 - tanh(x)²``, the
 log-difference of exponentials ``log(exp(a) - exp(b))`` and ``(1 - cos x) / x²``. Each rule's
 docstring states the identity; each holds over the reals on the whole domain.
@@ -13,9 +14,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ..engine._pattern import any_of, const, op, square_of, var
+from ..engine._pattern import any_of, const, fixed, op, square_of, var
 from ..engine._rule import Rule
 from ..forms import _core as _forms
+from ..forms import _labels
 
 x, u, a, b = var("x"), var("u"), var("a"), var("b")
 ONE = const(1.0)
@@ -61,6 +63,37 @@ SOFTPLUS_MINUS = Rule(
                         recompute=True), x)),
     _softplus_minus, gate=lambda g, i: g.head(g.eqns[i].invars[0])[0] in _SOFTPLUS_HEADS,
     **_example(lambda x: jnp.log(1 + jnp.exp(x)) - x),
+)
+
+
+# ---------------------------------------------------------------------- k·x - n·softplus(x)
+def _logit_likelihood(x: Any, k: Any, n: Any = None, c: Any = None, negate: bool = False) -> Any:
+    """k·x - n·softplus(x) = -k·softplus(-x) - (n - k)·softplus(x) (n = 1 where not written): the
+    log-likelihood of k successes in n trials with logit x. As written the two terms cancel for
+    large |x| (``y·x - softplus(x)`` at x = 20, y = 1 is 0 in float32, -2.1e-9 exactly); here both
+    are <= 0 for 0 <= k <= n and nothing cancels (elsewhere the difference as written; the partials
+    written out: ``forms/_labels.logit_likelihood``). ``negate``: the loss, ``n·softplus(x) - k·x``;
+    ``c``: a term added before the subtraction (a binomial coefficient's log, ``c + k·x - n·sp``)."""
+    total = jnp.ones_like(x) if n is None else n
+    out = _labels.logit_likelihood(x, k, total)
+    out = -out if negate else out
+    return out if c is None else c + out
+
+
+_SP = any_of(_softplus_call(x), op("log", op("add", ONE, _EXP)), op("log1p", _EXP),
+             op("custom_jvp_call", x, const(0.0), call_jaxpr=_named("logaddexp"), recompute=True))
+_KX = op("mul", var("k"), x)
+_NSP = op("mul", var("n"), _SP)
+LOGIT_LIKELIHOOD = Rule(
+    "logit_likelihood",
+    any_of(op("sub", _KX, _SP), op("sub", _KX, _NSP),
+           fixed(op("sub", _SP, _KX), negate=True), fixed(op("sub", _NSP, _KX), negate=True),
+           # a log-probability written in one chain: log C(n, k) + k·x - n·softplus(x)
+           op("sub", op("add", var("c"), _KX), _SP), op("sub", op("add", var("c"), _KX), _NSP)),
+    _logit_likelihood,
+    where=lambda m: all(jnp.issubdtype(m.aval(v).dtype, jnp.floating) for v in ("x", "k")),
+    examples=(lambda x: 3.0 * x - 5.0 * jax.nn.softplus(x), lambda x: jnp.log1p(jnp.exp(x)) - 0.25 * x),
+    **_example(lambda x: 0.5 * x - jnp.log(1 + jnp.exp(x)), domain=(-1e3, 1e3)),
 )
 
 
@@ -194,5 +227,5 @@ SCALED_SIGMOID = Rule(
 
 
 #: The rules of this module, in the order the catalogue tries them (see ``_stability.STABILITY``).
-WRITTEN_RULES: tuple[Rule, ...] = (SOFTPLUS_MINUS, WRITTEN_SIGMOID, WRITTEN_TANH, SECH2, LOGDIFFEXP,
-                                   ONE_MINUS_COS_OVER_SQ)
+WRITTEN_RULES: tuple[Rule, ...] = (SOFTPLUS_MINUS, LOGIT_LIKELIHOOD, WRITTEN_SIGMOID, WRITTEN_TANH, SECH2,
+                                   LOGDIFFEXP, ONE_MINUS_COS_OVER_SQ)
