@@ -311,15 +311,24 @@ def _private_core(g: Graph, members: set[int], branch: Any) -> set[int]:
     the part of a cone a guard may swallow when some of its values have other uses (``x - m`` both
     exponentiated under a mask and returned: only the ``exp`` is the branch's own)."""
     core = {j for j in members if j not in g.claimed}
-    changed = True
-    while changed:
-        changed = False
-        for j in sorted(core):
-            out = g.eqns[j].outvars[0]
-            inside = sum(1 for k in core for a in g.eqns[k].invars if a is out) + (out is branch)
-            if g.uses[out] != inside:
-                core.discard(j)
-                changed = True
+    reads: dict[Any, int] = {}
+    for j in core:
+        for a in g.eqns[j].invars:
+            if not _compat.is_literal(a):
+                reads[a] = reads.get(a, 0) + 1
+    todo = sorted(core)
+    while todo:  # a worklist: dropping a member may leave its operands' producers read outside
+        j = todo.pop()
+        out = g.eqns[j].outvars[0]
+        if j not in core or g.uses[out] == reads.get(out, 0) + (out is branch):
+            continue
+        core.discard(j)
+        for a in g.eqns[j].invars:
+            if not _compat.is_literal(a):
+                reads[a] -= 1
+                producer = g.producer.get(a)
+                if producer in core:
+                    todo.append(producer)
     return core
 
 
