@@ -44,7 +44,6 @@ def _precision():
         yield
 
 
-_bits, _identical = bits, identical
 
 
 def _applied(fn, *args):
@@ -78,9 +77,9 @@ def test_a_nan_tested_branch_gets_the_gradient_of_the_observed_entries(dtype):
         assert np.isnan(np.asarray(before)[~observed]).all()  # 0 · 2·NaN, as written
         # exact: 2 (p - t) / n on observed entries (one rounding of p - t, exact doublings, one
         # division: JAX's own arithmetic there, which the mask keeps bit for bit), 0 on the others
-        assert _identical(np.asarray(after)[observed], np.asarray(before)[observed])
+        assert identical(np.asarray(after)[observed], np.asarray(before)[observed])
         assert (np.asarray(after)[~observed] == 0).all()
-        assert _identical(jst.stabilize(_masked_mse)(pred, target), _masked_mse(pred, target))
+        assert identical(jst.stabilize(_masked_mse)(pred, target), _masked_mse(pred, target))
 
 
 def test_an_isfinite_test_of_a_cone_member_masks_the_branch_under_vmap_and_jit():
@@ -133,7 +132,7 @@ def test_a_masked_exp_whose_operand_is_read_elsewhere_is_masked_alone():
     # for bit (the same program on the same allowed values), 0 on the disallowed actions, and as
     # accurate as JAX's own at the quiet scores against mpmath (dH/ds_i = -p_i (log p_i + H)), within
     # a bit: the entries cancel (tens of ulps between jitted and eager), so no ulp bound of its own
-    assert _identical(after, masked_grad(quiet, mask))
+    assert identical(after, masked_grad(quiet, mask))
     assert (after[~mask] == 0).all()
     exact = []
     for row, keep in zip(s.astype(float), mask):
@@ -142,8 +141,8 @@ def test_a_masked_exp_whose_operand_is_read_elsewhere_is_masked_alone():
         h = -mp.fsum(q * mp.log(q) for q in p if q)
         exact.extend(-q * (mp.log(q) + h) if q else mp.mpf(0) for q in p)
     written = np.asarray(grad(quiet, mask)).ravel()
-    assert np.max(_bits(after.ravel(), exact)) <= np.max(_bits(written, exact)) + 1
-    assert _identical(masked(large, mask), _masked_entropy(large, mask))
+    assert np.max(bits(after.ravel(), exact)) <= np.max(bits(written, exact)) + 1
+    assert identical(masked(large, mask), _masked_entropy(large, mask))
     # the whole catalogue (which also takes p·log p) keeps it finite, 0 on the disallowed actions
     whole = np.asarray(jax.grad(lambda s, m: jnp.sum(jst.stabilize(_masked_entropy)(s, m)))(large, mask))
     assert np.isfinite(whole).all() and (whole[~mask] == 0).all()
@@ -172,10 +171,10 @@ def test_clamped_log_loss_has_the_clipped_functions_gradient_at_saturated_probab
             d += mp.mpf(1 - yv) / (1 - mp.mpf(pv))
         exact.append(d)
     # 1 bit: the exact quotients round once, JAX's 1/p (p = 0.25, 0.9) rounds once more
-    assert np.max(_bits(after, exact)) <= 1
+    assert np.max(bits(after, exact)) <= 1
     # the value: bit for bit where only the clips are rewritten (the catalogue also takes log(1 - p)
     # to log1p(-p), a value change of its own)
-    assert _identical(jst.stabilize(_bce, rules=["masked_clip"])(p, y), _bce(p, y))
+    assert identical(jst.stabilize(_bce, rules=["masked_clip"])(p, y), _bce(p, y))
 
 
 @pytest.mark.parametrize("clip", [
@@ -194,14 +193,14 @@ def test_every_clip_spelling_of_a_root_keeps_jax_gradient_wherever_it_is_finite(
     before = np.asarray(jax.vmap(jax.grad(f))(v))
     after = np.asarray(jax.jit(jax.vmap(jax.grad(jst.stabilize(f))))(v))
     finite = np.isfinite(before)
-    assert _identical(after[finite], before[finite])  # ties included: JAX's half share is kept
+    assert identical(after[finite], before[finite])  # ties included: JAX's half share is kept
     root = np.sqrt(v)
     bound_taken = np.asarray(clip(root)) != root
     assert (~finite & bound_taken).any()  # the case: sqrt'(0) = inf times the clip's 0, NaN as written
     assert (after[~finite & bound_taken] == 0).all()  # the clipped function is flat there
     genuine = ~finite & ~bound_taken  # sqrt'(0) = inf where no bound is taken: the function's own
-    assert _identical(after[genuine], before[genuine])
-    assert _identical(jst.stabilize(f)(v), f(v))
+    assert identical(after[genuine], before[genuine])
+    assert identical(jst.stabilize(f)(v), f(v))
 
 
 def test_a_clip_of_plain_arithmetic_is_left_as_written():
@@ -224,10 +223,10 @@ def test_a_polynomial_in_powers_of_arange_has_its_derivative_at_zero(dtype):
         after = jax.vmap(jax.grad(jst.stabilize(_poly)))(x)
         assert np.isnan(np.asarray(before)[:2]).all()
         exact = [1 + 2 * mp.mpf(float(v)) + 3 * mp.mpf(float(v)) ** 2 for v in x]
-        assert np.max(_bits(after[:2], exact[:2], dtype)) == 0  # exactly 1
+        assert np.max(bits(after[:2], exact[:2], dtype)) == 0  # exactly 1
         finite = np.isfinite(np.asarray(before))
-        assert _identical(np.asarray(after)[finite], np.asarray(before)[finite])  # JAX's elsewhere
-        assert _identical(jst.stabilize(_poly)(x), _poly(x))
+        assert identical(np.asarray(after)[finite], np.asarray(before)[finite])  # JAX's elsewhere
+        assert identical(jst.stabilize(_poly)(x), _poly(x))
 
 
 def test_pow_derivative_in_the_exponent_and_its_gates():
@@ -263,9 +262,9 @@ def test_reciprocal_expm1_value_and_derivative_past_overflow(fn, value, slope):
     after_v = jst.stabilize(fn)(u)
     after_d = jax.vmap(jax.grad(jst.stabilize(fn)))(u)
     assert "reciprocal_expm1" in _applied(fn, u)
-    assert np.max(_bits(before, exact_d)) >= 20  # expm1(u)² overflows past u = 44: 0 or NaN
-    assert np.max(_bits(after_v, exact_v)) <= 3
+    assert np.max(bits(before, exact_d)) >= 20  # expm1(u)² overflows past u = 44: 0 or NaN
+    assert np.max(bits(after_v, exact_v)) <= 3
     # the derivative away from 0: below |u| ~ 0.5, u·(1/expm1)' + 1/expm1 cancels in autodiff's
     # product rule, as written and after alike (about 9 bits at 1e-3); not what this rule repairs
     away = np.abs(u) >= 0.5
-    assert np.max(_bits(np.asarray(after_d)[away], np.array(exact_d, dtype=object)[away])) <= 3
+    assert np.max(bits(np.asarray(after_d)[away], np.array(exact_d, dtype=object)[away])) <= 3

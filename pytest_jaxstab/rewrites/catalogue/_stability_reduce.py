@@ -276,12 +276,19 @@ EXP_MEAN_LOG = Rule(
 )
 
 # -------------------------------------------------------------------------------- weighted_lse
+def _signed_sum(w: Any, t: Any, ax: tuple[int, ...]) -> tuple[Any, Any]:
+    """``(s, m)`` with ``sum(sign(w)·exp(t)) = s·exp(m)`` (keepdims), ``t = x + log|w|``: ``m`` the
+    largest ``t`` (0 where it is not finite), ``s = sum(sign(w)·exp(t - m))``."""
+    m = lax.stop_gradient(jnp.max(t, axis=ax, keepdims=True))
+    m = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
+    return jnp.sum(jnp.sign(w) * jnp.exp(t - m), axis=ax, keepdims=True), m
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
 def _weighted_lse_form(w: Any, x: Any, ax: tuple[int, ...]) -> Any:
     t = x + jnp.log(jnp.abs(w))  # log|w| = -inf for w = 0: its term is exp(-inf) = 0
-    m = lax.stop_gradient(jnp.max(t, axis=ax, keepdims=True))
-    m = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
-    signed = jnp.log(jnp.sum(jnp.sign(w) * jnp.exp(t - m), axis=ax, keepdims=True)) + m
+    s, m = _signed_sum(w, t, ax)
+    signed = jnp.log(s) + m
     nonneg = jnp.all(w >= 0, axis=ax, keepdims=True)
     # where no weight is negative: the accurate logsumexp of t (m + log1p of the others)
     safe_t = jnp.where(nonneg, t, jnp.zeros_like(t))
@@ -326,10 +333,8 @@ def _weighted_lse(w: Any, x: Any, axes: tuple[int, ...], absolute: bool = False)
         return out
     nonneg = jnp.all(w >= 0, axis=ax, keepdims=True)
     ws = jnp.where(nonneg, jnp.ones_like(w), w)  # the untaken branch reads a safe input (no log 0)
-    t = x + jnp.log(jnp.abs(ws))
-    m = lax.stop_gradient(jnp.max(t, axis=ax, keepdims=True))
-    m = jnp.where(jnp.isfinite(m), m, jnp.zeros_like(m))
-    magnitude = jnp.log(jnp.abs(jnp.sum(jnp.sign(ws) * jnp.exp(t - m), axis=ax, keepdims=True))) + m
+    s, m = _signed_sum(ws, x + jnp.log(jnp.abs(ws)), ax)
+    magnitude = jnp.log(jnp.abs(s)) + m
     return jnp.where(jnp.squeeze(nonneg, axis=ax), out, jnp.squeeze(magnitude, axis=ax))
 
 

@@ -402,6 +402,14 @@ def _match_masked(g: Graph, i: int) -> Match | None:
     return _planned_match(i, captures, atoms, swallowed, plans)
 
 
+def _derivative_kept(keep: Any, v: Any) -> Any:
+    """``v`` where ``keep`` holds, ``stop_gradient(v)`` elsewhere (the same values); an integer or
+    boolean operand, which carries no derivative, as it is."""
+    if not jnp.issubdtype(jnp.result_type(v), jnp.inexact):
+        return v
+    return jnp.where(keep, v, lax.stop_gradient(v))
+
+
 def _masked_where(pred: Any, plans: tuple[Any, ...], **rest: Any) -> Any:
     """where(m, A(u, ...), B(v, ...)) = where(m, A(u', ...), B(v', ...)), each operand u of a branch
     replaced by u' = where(m, u, stop_gradient(u)) (the mask negated for the false branch): the
@@ -411,13 +419,7 @@ def _masked_where(pred: Any, plans: tuple[Any, ...], **rest: Any) -> Any:
     branches: dict[str, Any] = {"t": rest.get("t"), "f": rest.get("f")}
     for label, replay, n_free in plans:
         keep = pred if label == "t" else jnp.logical_not(pred)
-        free = []
-        for k in range(n_free):
-            v = rest[f"{label}{k}"]
-            if jnp.issubdtype(jnp.result_type(v), jnp.inexact):
-                v = jnp.where(keep, v, lax.stop_gradient(v))
-            free.append(v)
-        branches[label] = replay(None, *free)
+        branches[label] = replay(None, *[_derivative_kept(keep, rest[f"{label}{k}"]) for k in range(n_free)])
     return jnp.where(pred, branches["t"], branches["f"])
 
 
@@ -506,9 +508,7 @@ def _masked_clip(plan: Any, **free: Any) -> Any:
     values = [free[f"u{n}"] for n in range(n_free)]
     u0 = replay(None, *[lax.stop_gradient(v) for v in values])
     keep = clip(u0) == u0
-    masked = [jnp.where(keep, v, lax.stop_gradient(v)) if jnp.issubdtype(jnp.result_type(v), jnp.inexact)
-              else v for v in values]
-    return clip(replay(None, *masked))
+    return clip(replay(None, *[_derivative_kept(keep, v) for v in values]))
 
 
 # Composable and derivative only for the same reasons as ``masked_where``; its own clip is never
