@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import re
 
@@ -87,23 +88,33 @@ def test_the_suite_runs_the_packages_doctests():
     assert "tests/" not in test_recipe  # no path that narrows testpaths
 
 
-def _imports(module: str) -> set[str]:
+def _imports_in_turn(modules: list[str]) -> list[set[str]]:
+    """Which of pytest, hypothesis and jax are loaded after importing each of ``modules`` in turn, in
+    one fresh interpreter. Importing only adds to ``sys.modules``: a module absent after the k-th import
+    was imported by none of the first k, and one that appears first after the k-th was imported by it
+    (one interpreter for all, where one each took 7 s of the fast tier)."""
     import subprocess
     import sys
 
-    code = (f"import sys, {module}; "
-            "print(' '.join(m for m in ('pytest', 'hypothesis', 'jax') if m in sys.modules))")
+    code = ("import importlib, sys\n"
+            f"for m in {modules!r}:\n"
+            "    importlib.import_module(m)\n"
+            "    print(' '.join(n for n in ('pytest', 'hypothesis', 'jax') if n in sys.modules) or '-')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return set(out.stdout.split())
+    return [set(line.split()) - {"-"} for line in out.stdout.splitlines()]
 
 
 def test_stages_know_only_the_stages_to_their_left():
     # docs/architecture.md, "Data flow": nothing left of the plugin imports pytest, and the oracle and
-    # the rewrites do not import the fuzzer (Hypothesis).
-    for stage in ("oracles", "rewrites"):
-        assert _imports(f"pytest_jaxstab.{stage}") & {"pytest", "hypothesis"} == set(), stage
-    for stage in ("strategies", "_check", "_diagnostics", "_report", "_baseline"):
-        assert "pytest" not in _imports(f"pytest_jaxstab.{stage}"), stage
+    # the rewrites do not import the fuzzer (Hypothesis). The stages that must not load Hypothesis are
+    # imported first, so that a stage loading it later cannot hide one of theirs.
+    stages = ["oracles", "rewrites", "strategies", "_check", "_diagnostics", "_report", "_baseline"]
+    loaded = _imports_in_turn([f"pytest_jaxstab.{stage}" for stage in stages])
+    assert len(loaded) == len(stages)
+    for stage, modules in zip(stages, loaded):
+        banned = {"pytest", "hypothesis"} if stage in ("oracles", "rewrites") else {"pytest"}
+        assert modules & banned == set(), stage
+    assert "jax" in loaded[0]  # the probe sees what an import loads
 
 
 # --- The import graph (docs/architecture.md, "Stage order") ---------------------------------------------
@@ -120,7 +131,9 @@ def _module_name(path: pathlib.Path) -> str:
     return ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
 
 
+@functools.cache
 def _import_graph() -> dict[str, set[str]]:
+    """Read once a session: three tests walk it."""
     import ast
 
     files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
