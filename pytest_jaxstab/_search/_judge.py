@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import oracles
 from .._dtypes import dtype_info
-from ._expr import Term, evaluate_jax, is_array_program
+from ._expr import Table, Term, evaluate_jax, is_array_program, op
 
 __all__ = ["Samples", "jax_function", "program_callable"]
 
@@ -36,13 +36,21 @@ def jax_function(term: Term, dtype: Any, out_shape: tuple[int, ...] | None = Non
     result has that shape (reductions keep their axes in the term)."""
     def fn(*args: Any) -> Any:
         out = evaluate_jax(term, args, dtype)
-        if out_shape is None:
-            return out
-        if math.prod(jax.numpy.shape(out)) == math.prod(out_shape):
-            return jax.numpy.reshape(out, out_shape)
-        return jax.numpy.broadcast_to(out, out_shape)
+        return out if out_shape is None else _shaped(out, out_shape)
 
     return fn
+
+
+def _shaped(out: Any, out_shape: tuple[int, ...]) -> Any:
+    """One example's result as ``out_shape``: reshaped where it has as many elements, else broadcast."""
+    if math.prod(jax.numpy.shape(out)) == math.prod(out_shape):
+        return jax.numpy.reshape(out, out_shape)
+    return jax.numpy.broadcast_to(out, out_shape)
+
+
+#: The bytes of sub-term values a :class:`Samples` keeps for the candidates it judges (it forgets them
+#: all when they exceed this, and starts again).
+_VALUES_BUDGET = 256 * 2**20
 
 
 @dataclasses.dataclass
@@ -59,6 +67,11 @@ class Samples:
     #: Per point: drawn uniformly over the domain's values (True) or its bit patterns (False); None for
     #: points not drawn by ``_sampler.sample``. The never-worse rule holds on each apart.
     strata: np.ndarray | None = None
+    #: Sub-term -> (value at these points, whether it varies along the examples' axis): the search judges
+    #: thousands of candidates that share most of their sub-terms (measured on a localized search:
+    #: 190,000 operator evaluations, 4,300 distinct sub-terms), so ``eager_errors`` computes each once.
+    _values: dict[Term, Any] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+    _values_bytes: int = dataclasses.field(default=0, init=False, repr=False, compare=False)
 
     @classmethod
     def build(cls, original: Term, dtype: np.dtype[Any], args: list[np.ndarray],
@@ -96,11 +109,43 @@ class Samples:
         return bits
 
     def eager_errors(self, term: Term) -> np.ndarray:
-        """Errors of ``term`` evaluated op by op (no compile; the search's inner loop)."""
-        device = [jax.numpy.asarray(a) for a in self.args]
-        if self.out_shape is not None:
-            return self.errors(self.function(term)(*device))
-        return self.errors(evaluate_jax(term, device, self.dtype))
+        """Errors of ``term`` evaluated op by op (no compile; the search's inner loop).
+
+        The values are ``self.function(term)``'s run eagerly, to the bit: op by op nothing is fused, so
+        a sub-term's value is the same in every candidate holding it and is computed once (``_values``).
+        An array program's operators run batched over the examples' axis one at a time, as ``vmap``
+        runs them in ``self.function``; a sub-term of constants alone is not batched there either."""
+        if self._values_bytes > _VALUES_BUDGET:
+            self._values.clear()
+            self._values_bytes = 0
+        value, batched = self._value(term)
+        shape = self.out_shape
+        if shape is None:
+            return self.errors(value)
+        if batched:
+            return self.errors(jax.vmap(lambda v: _shaped(v, shape))(value))
+        n = self.args[0].shape[0] if self.args else 1
+        return self.errors(jax.numpy.broadcast_to(_shaped(value, shape), (n, *shape)))
+
+    def _value(self, t: Term) -> tuple[Any, bool]:
+        hit = self._values.get(t)
+        if hit is not None:
+            return hit
+        if t[0] == "var":
+            out: tuple[Any, bool] = (jax.numpy.asarray(self.args[t[1]]), True)
+        elif t[0] == "const":
+            c = t[1].array(self.dtype) if isinstance(t[1], Table) else jax.numpy.asarray(t[1], self.dtype)
+            out = (c, False)
+        else:
+            kids = [self._value(c) for c in t[1:]]
+            fn, values = op(t[0]).jax, [v for v, _ in kids]
+            if self.out_shape is not None and any(b for _, b in kids):
+                out = (jax.vmap(fn, in_axes=tuple(0 if b else None for _, b in kids))(*values), True)
+            else:  # scalar points: every operator is elementwise over them
+                out = (fn(*values), any(b for _, b in kids))
+            self._values_bytes += int(getattr(out[0], "nbytes", 0))
+        self._values[t] = out
+        return out
 
     def jit_errors(self, fn: Callable[..., Any]) -> np.ndarray:
         """Errors of a JAX function, jitted as users run it."""
