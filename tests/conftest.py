@@ -146,7 +146,8 @@ SLOW_ONLY: dict[str, str] = {
         "test_one_row_with_a_computed_label[log_softmax_index-f64]",
         "test_the_one_hot_spellings[one_hot_product-f64]",
         "test_the_one_hot_spellings[one_hot_log_softmax-f64]",
-        "test_one_hot_targets_keep_their_derivative[f64]")},
+        "test_one_hot_targets_keep_their_derivative[f64]",
+        "test_the_one_hot_spellings[lse_minus_one_hot-f64]")},
     # the costliest first-alternative checks (2.4-8.8 s each on 2 cores, jax 0.10; the second line's
     # 1.7-3.0 s each in a fresh clone's `make test`, jax 0.12.1, 2026-12-07): the slow tier checks every
     # alternative of these rules, the first among them, in jit, grad, sum and shared
