@@ -45,6 +45,7 @@ from ._expr import (
     selection_shape,
     variables,
 )
+from ._stacked import ELEMENTWISE, Stacked, through_stack
 
 #: Where each operator node was written: (user ``file:line`` or None, primitive name) -> its terms.
 Sites = dict[tuple[str | None, str], list[Term]]
@@ -81,6 +82,8 @@ _CALLS = {"jit", "closed_call", "core_call", "remat", "remat2", "checkpoint", "c
 #: Primitives that only move elements: of an array constant, computed here (``_folded``).
 _STRUCTURAL = {"slice", "dynamic_slice", "gather", "reshape", "transpose", "squeeze",
                "expand_dims", "concatenate", "rev", "pad", "select_n", "copy", "copy_p"}
+#: Equations a stacked value goes through slice by slice (``_stacked``).
+_STACK_ELEMENTWISE = frozenset(_DIRECT) | frozenset(_LOGIC) | ELEMENTWISE
 #: The largest closed-over array the search takes as a constant leaf (``_expr.Table``): every term that
 #: holds it hashes and prints its values.
 _TABLE_LIMIT = 4096
@@ -117,6 +120,9 @@ def _lower(closed: Any, sites: Sites | None) -> Term:
     shapes = Shapes([tuple(_compat.aval(v).shape) for v in _compat.invars(closed)])
     (term,) = _run(closed, [("var", i) for i in range(len(_compat.invars(closed)))], consts, sites, None,
                    shapes)
+    if isinstance(term, Stacked):
+        raise Unsupported("the function returns a stacked array (jnp.stack) whole; the search takes a stack "
+                          "reduced over its axis")
     if sites is None and any(t[0] == "const" and isinstance(t[1], Table) for t in _all_subterms(term)):
         raise Unsupported("the function closes over a non-uniform array constant; the search takes scalar "
                           "elementwise expressions here (jst.improve takes it as an array program)")
@@ -172,6 +178,12 @@ def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any], sites: Site
         name = _compat.primitive_name(eqn)
         args = [_read(env, a) for a in eqn.invars]
         where = _compat.location(eqn) or outer
+        if name == "stack" or (any(isinstance(a, Stacked) for a in args) and not _is_body_call(eqn, name)):
+            outs = _stacked_equation(eqn, name, args, sites, where, shapes)
+            for var, term in zip(eqn.outvars, outs):
+                if not _compat.is_dropvar(var):
+                    env[var] = term
+            continue
         outs = _folded(eqn, args, force=False) if name not in _CALLS else None
         if outs is None:
             try:
@@ -193,6 +205,41 @@ def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any], sites: Site
             if not _compat.is_dropvar(var):
                 env[var] = term
     return [_read(env, v) for v in _compat.outvars(closed)]
+
+
+def _is_body_call(eqn: Any, name: str) -> bool:
+    """A call whose body ``_run`` reads (a stacked operand goes in whole), not a named library function."""
+    return name in _CALLS and _NAMED.get(str(eqn.params.get("name", "")) or _library_callee(eqn)) is None
+
+
+def _stacked_equation(eqn: Any, name: str, args: list[Any], sites: Sites | None, where: str | None,
+                      shapes: Shapes) -> list[Any]:
+    """``eqn`` where it is a ``stack`` or reads one (``_stacked``): each slice's terms checked against the
+    traced shape less the stacked axis, a joined reduction's against the traced result."""
+    place = _where(eqn)
+    # a call that reaches here is a named library function (softplus, xlogy, ...): elementwise
+    elementwise = _STACK_ELEMENTWISE | ({name} if name in _CALLS else frozenset())
+    outs = through_stack(eqn, name, args, elementwise,
+                         lambda at: _equation(eqn, name, at, sites, where, shapes), shapes.widened, place,
+                         Unsupported)
+    for k, out in enumerate(outs):
+        if isinstance(out, Stacked):  # a slice may be smaller and broadcast (a value spread, a scalar)
+            part_shape = out.shape[:out.axis] + out.shape[out.axis + 1:]
+            terms = list(out.parts)
+        else:  # a joined reduction's result: widened where an array program reads it whole, as fit() does
+            part_shape = tuple(getattr(_compat.aval(eqn.outvars[0]), "shape", ()))
+            out = outs[k] = shapes.widened(out, part_shape) if sites is not None else out
+            terms = [out]
+        for term in terms:
+            try:  # as everywhere here, shapes line up by their dimensions other than 1
+                spread = tuple(np.broadcast_shapes(_nonunit(shapes.of(term)), _nonunit(part_shape)))
+            except ValueError:
+                spread = ()
+            if spread != _nonunit(part_shape):
+                raise Unsupported(f"{name} ({place}) of a stacked array: its slices' shapes do not line up")
+            if sites is not None and term[0] not in ("var", "const"):
+                sites.setdefault((where, name), []).append(term)
+    return outs
 
 
 def _library_callee(eqn: Any) -> str:
