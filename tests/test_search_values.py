@@ -64,9 +64,8 @@ def test_scalar_candidates_judged_with_shared_values_are_judged_as_alone(dtype):
         shared = Samples.build(terms[0], dt, args)
         cands = _candidates(terms)
         order = [cands[i] for i in rng.permutation(len(cands))]
-        for term in order:
-            alone = Samples.build(terms[0], dt, args)  # a fresh set: no value shared
-            own = alone.errors(evaluate_jax(term, [jnp.asarray(a) for a in shared.args], dt))
+        for term in order:  # each candidate's own values, computed alone (no value shared)
+            own = shared.errors(evaluate_jax(term, [jnp.asarray(a) for a in shared.args], dt))
             assert _same(shared.eager_errors(term), own), term
         assert len(shared._values) > 0
 

@@ -25,8 +25,8 @@ import numpy as np
 from . import _special
 
 __all__ = ["BOOLEAN_OPS", "OPS", "REDUCTIONS", "Op", "Table", "Term", "broadcast_name", "broadcast_shape",
-           "const", "cost", "evaluate_jax", "evaluate_mp", "is_array_op", "is_array_program", "is_broadcast",
-           "is_const", "is_number", "is_reduction",
+           "const", "const_array", "cost", "evaluate_jax", "evaluate_mp", "is_array_op", "is_array_program",
+           "is_broadcast", "is_const", "is_number", "is_reduction",
            "is_selection", "op", "reduction_axes", "replace", "selection_name", "selection_spec",
            "selection_shape", "signed_terms", "size", "subterms", "variables"]
 
@@ -423,13 +423,18 @@ def evaluate_jax(term: Term, args: Sequence[Any], dtype: Any) -> Any:
         if t[0] == "var":
             out = args[t[1]]
         elif t[0] == "const":
-            out = t[1].array(dtype) if isinstance(t[1], Table) else jnp.asarray(t[1], dtype)
+            out = const_array(t, dtype)
         else:
             out = op(t[0]).jax(*(go(c) for c in t[1:]))
         memo[t] = out
         return out
 
     return go(term)
+
+
+def const_array(t: Term, dtype: Any) -> Any:
+    """A constant leaf's value as a JAX array of ``dtype`` (a :class:`Table`'s whole array)."""
+    return t[1].array(dtype) if isinstance(t[1], Table) else jnp.asarray(t[1], dtype)
 
 
 def evaluate_mp(term: Term, args: Sequence[Any]) -> Any:

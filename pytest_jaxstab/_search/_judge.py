@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import oracles
 from .._dtypes import dtype_info
-from ._expr import Table, Term, evaluate_jax, is_array_program, op
+from ._expr import Term, const_array, evaluate_jax, is_array_program, op
 
 __all__ = ["Samples", "jax_function", "program_callable"]
 
@@ -134,8 +134,7 @@ class Samples:
         if t[0] == "var":
             out: tuple[Any, bool] = (jax.numpy.asarray(self.args[t[1]]), True)
         elif t[0] == "const":
-            c = t[1].array(self.dtype) if isinstance(t[1], Table) else jax.numpy.asarray(t[1], self.dtype)
-            out = (c, False)
+            out = (const_array(t, self.dtype), False)
         else:
             kids = [self._value(c) for c in t[1:]]
             fn, values = op(t[0]).jax, [v for v, _ in kids]
