@@ -26,8 +26,8 @@ from . import _special
 
 __all__ = ["BOOLEAN_OPS", "OPS", "REDUCTIONS", "Op", "Table", "Term", "broadcast_name", "broadcast_shape",
            "const", "const_array", "cost", "evaluate_jax", "evaluate_mp", "is_array_op", "is_array_program",
-           "is_broadcast", "is_const", "is_number", "is_reduction",
-           "is_selection", "op", "reduction_axes", "replace", "selection_name", "selection_spec",
+           "is_broadcast", "is_const", "is_number", "is_reduction", "is_reshape", "is_selection", "op",
+           "reduction_axes", "replace", "reshape_name", "reshape_shape", "selection_name", "selection_spec",
            "selection_shape", "signed_terms", "size", "subterms", "variables"]
 
 Term = tuple[Any, ...]
@@ -58,6 +58,14 @@ def _mp_logaddexp(a: Any, b: Any) -> Any:
 
 def _mp_where(c: Any, a: Any, b: Any) -> Any:
     return a if c else b
+
+
+def _jax_nanif(c: Any, a: Any) -> Any:
+    return jnp.where(c, jnp.asarray(jnp.nan, jnp.result_type(a)), a)
+
+
+def _mp_nanif(c: Any, a: Any) -> Any:
+    return mpmath.nan if c else a
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +137,10 @@ OPS: dict[str, Op] = {o.name: o for o in (
     _op("eq", 2, jnp.equal, lambda a, b: a == b, 1, "{0} == {1}", True),  # where(x == 0, ...) guards
     _op("ne", 2, jnp.not_equal, lambda a, b: a != b, 1, "{0} != {1}", True),
     _op("where", 3, jnp.where, _mp_where, 1, "jnp.where({0}, {1}, {2})"),
+    # ``where(c, nan, x)``: a library's NaN for inputs outside its domain (``jnp.where(n <= 0, nan, v)``),
+    # chosen by the inputs. NaN is no number an identity can reason with, so the guard is one opaque
+    # operator: the identities rewrite ``x`` under it, and the judge drops the points it makes NaN.
+    _op("nanif", 2, _jax_nanif, _mp_nanif, 1, "jnp.where({0}, jnp.nan, {1})"),
     # One element as a rank-0 value: a regime's split key of an array program (a whole reduction, whose
     # kept axes would otherwise broadcast its comparison into the rank of every input it guards).
     _op("scalar", 1, lambda a: jnp.reshape(a, ()), lambda a: a, 0, "jnp.reshape({0}, ())"),
@@ -271,9 +283,9 @@ def is_selection(kind: str) -> bool:
 
 
 def is_array_op(kind: str) -> bool:
-    """Whether ``kind`` works on whole arrays (a reduction, a selection or a broadcast): a program with one
-    is judged on whole arrays."""
-    return is_reduction(kind) or is_selection(kind) or is_broadcast(kind)
+    """Whether ``kind`` works on whole arrays (a reduction, a selection, a broadcast or a reshape): a
+    program with one is judged on whole arrays."""
+    return is_reduction(kind) or is_selection(kind) or is_broadcast(kind) or is_reshape(kind)
 
 
 #: A broadcast that replicates its operand: ``jnp.broadcast_to(x, shape)``, named ``bcast_`` then the
@@ -315,6 +327,46 @@ def _broadcast_op(kind: str) -> Op:
     return Op(kind, 1, apply, _no_mp, 0, f"jnp.broadcast_to({{0}}, {shape!r})")
 
 
+#: A reshape that only inserts or drops size-1 axes, so that the operand's axes sit where the traced
+#: program put them (``x[:, None]``, ``x[..., None] ** powers``, ``a[:, None, :] - b[None, :, :]``):
+#: named ``rs_`` then the shape's dimensions joined by ``x`` (``rs_32x1``). Used only where trailing
+#: broadcasting would put them elsewhere. Arrays only (no mpmath).
+_RESHAPE = "rs_"
+
+
+def reshape_name(shape: Sequence[int]) -> str:
+    """The operator name of the reshape to ``shape`` (same elements, size-1 axes inserted or dropped)."""
+    return _RESHAPE + "x".join(str(int(d)) for d in shape)
+
+
+def reshape_shape(kind: str) -> tuple[int, ...] | None:
+    """The shape a reshape operator name gives; None for other names."""
+    if not kind.startswith(_RESHAPE):
+        return None
+    try:
+        shape = tuple(int(d) for d in kind[len(_RESHAPE):].split("x"))
+    except ValueError:
+        return None
+    return shape if shape and all(d >= 1 for d in shape) else None
+
+
+def is_reshape(kind: str) -> bool:
+    """Whether ``kind`` names a size-1-axes reshape (``rs_32x1``)."""
+    return reshape_shape(kind) is not None
+
+
+@functools.cache
+def _reshape_op(kind: str) -> Op:
+    shape = reshape_shape(kind)
+    if shape is None:
+        raise KeyError(kind)
+
+    def apply(x: Any) -> Any:
+        return jnp.reshape(x, shape)
+
+    return Op(kind, 1, apply, _no_mp, 0, f"jnp.reshape({{0}}, {shape!r})")
+
+
 def selection_shape(kind: str) -> tuple[int, ...]:
     """The shape a selection's result has (its operand's rank)."""
     spec = selection_spec(kind)
@@ -339,11 +391,13 @@ def _selection_op(kind: str) -> Op:
 
 def op(kind: str) -> Op:
     """The operator named ``kind``: an elementwise one of :data:`OPS`, a reduction (``sum_ax1``), a
-    selection (``sel_0x1x1``) or a broadcast (``bcast_2``)."""
+    selection (``sel_0x1x1``), a broadcast (``bcast_2``) or a size-1-axes reshape (``rs_2x1``)."""
     if kind in OPS:
         return OPS[kind]
     if is_broadcast(kind):
         return _broadcast_op(kind)
+    if is_reshape(kind):
+        return _reshape_op(kind)
     return _selection_op(kind) if is_selection(kind) else _reduction_op(kind)
 
 

@@ -36,7 +36,7 @@ NARROW_BITS = 4.0
 #: Points per input for the local-error analysis (elements of one batch, or batches of array inputs).
 _LOCAL_POINTS = 64
 _MAX_BATCHES = 4
-_OPAQUE = frozenset({"lt", "le", "eq", "ne", "where"})
+_OPAQUE = frozenset({"lt", "le", "eq", "ne", "where", "nanif"})
 _PRIMITIVE = {"sum": "reduce_sum", "prod": "reduce_prod", "max": "reduce_max", "min": "reduce_min",
               "lse": "logsumexp"}
 

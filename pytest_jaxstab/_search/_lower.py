@@ -32,19 +32,15 @@ from ._expr import (
     BOOLEAN_OPS,
     Table,
     Term,
-    broadcast_name,
-    broadcast_shape,
     const,
     evaluate_mp,
-    is_broadcast,
     is_reduction,
-    is_selection,
     reduction_axes,
     reduction_name,
     selection_name,
-    selection_shape,
     variables,
 )
+from ._shapes import REDUCE, SELECT, Shapes, Unsupported, located, nonunit
 from ._stacked import ELEMENTWISE, Stacked, through_stack
 
 #: Where each operator node was written: (user ``file:line`` or None, primitive name) -> its terms.
@@ -72,9 +68,6 @@ _NAMED = {"softplus": "softplus", "xlogy": "xlogy", "xlog1py": "xlog1py", "log_n
           "logaddexp": "logaddexp", "ndtri": "ndtri", "ndtr": "ndtr", "i0_impl": "i0", "_i1": "i1"}
 _IDENTITY = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "copy", "copy_p",
              "optimization_barrier", "stop_gradient"}
-_REDUCE = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max", "reduce_min": "min"}
-#: Static selections (``_expr.selection_name``): a slice, and a dynamic slice or gather at constant indices.
-_SELECT = {"slice", "dynamic_slice", "gather"}
 _CALLS = {"jit", "closed_call", "core_call", "remat", "remat2", "checkpoint", "custom_jvp_call",
           "custom_vjp_call", "custom_vjp_call_jaxpr"}
 
@@ -87,10 +80,6 @@ _STACK_ELEMENTWISE = frozenset(_DIRECT) | frozenset(_LOGIC) | ELEMENTWISE
 #: The largest closed-over array the search takes as a constant leaf (``_expr.Table``): every term that
 #: holds it hashes and prints its values.
 _TABLE_LIMIT = 4096
-
-
-class Unsupported(Exception):
-    """The program is not an elementwise expression the search can take; ``str()`` says what."""
 
 
 def lower(closed: Any) -> Term:
@@ -161,6 +150,10 @@ def _constant(value: Any) -> Term:
     return const(float(flat[0]))
 
 
+def _is_nan(term: Term) -> bool:
+    return term[0] == "const" and isinstance(term[1], float) and math.isnan(term[1])
+
+
 def _read(env: dict[Any, Term], atom: Any) -> Term:
     if _compat.is_literal(atom):
         return _constant(_compat.literal_value(atom))
@@ -184,6 +177,7 @@ def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any], sites: Site
                 if not _compat.is_dropvar(var):
                     env[var] = term
             continue
+        _integers_exact(eqn, name, args)
         outs = _folded(eqn, args, force=False) if name not in _CALLS else None
         if outs is None:
             try:
@@ -207,6 +201,26 @@ def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any], sites: Site
     return [_read(env, v) for v in _compat.outvars(closed)]
 
 
+#: What integers computed from the inputs (counts of booleans) may go through: operations whose float
+#: result is the integer result while the values stay below 2**24 (float32's exact integers).
+_INTEGER_EXACT = frozenset({"add", "add_any", "sub", "mul", "neg", "abs", "sign", "max", "min", "clamp",
+                            "reduce_sum", "reduce_max", "reduce_min", "lt", "le", "eq", "ne", "gt", "ge",
+                            "select_n", "convert_element_type"}) | _IDENTITY | SELECT
+
+
+def _integers_exact(eqn: Any, name: str, args: list[Any]) -> None:
+    """Refuses an equation that reads an integer computed from the inputs (a count, lowered as a sum of
+    ``where(b, 1, 0)``) unless the float term computes the same integer (no division, no bit logic)."""
+    if name in _INTEGER_EXACT or name in _CALLS:
+        return
+    for atom, term in zip(eqn.invars, args):
+        dtype = np.dtype(getattr(_compat.aval(atom), "dtype", np.float32))
+        if (np.issubdtype(dtype, np.integer) and not isinstance(term, Stacked) and variables(term)):
+            raise Unsupported(f"the {dtype} operation {name!r} ({located(eqn)}) of a value computed from the "
+                              "inputs; the search takes counts (sums of booleans) through sums, differences, "
+                              "products, comparisons and selections only")
+
+
 def _is_body_call(eqn: Any, name: str) -> bool:
     """A call whose body ``_run`` reads (a stacked operand goes in whole), not a named library function."""
     return name in _CALLS and _NAMED.get(str(eqn.params.get("name", "")) or _library_callee(eqn)) is None
@@ -216,7 +230,7 @@ def _stacked_equation(eqn: Any, name: str, args: list[Any], sites: Sites | None,
                       shapes: Shapes) -> list[Any]:
     """``eqn`` where it is a ``stack`` or reads one (``_stacked``): each slice's terms checked against the
     traced shape less the stacked axis, a joined reduction's against the traced result."""
-    place = _where(eqn)
+    place = located(eqn)
     # a call that reaches here is a named library function (softplus, xlogy, ...): elementwise
     elementwise = _STACK_ELEMENTWISE | ({name} if name in _CALLS else frozenset())
     outs = through_stack(eqn, name, args, elementwise,
@@ -232,10 +246,10 @@ def _stacked_equation(eqn: Any, name: str, args: list[Any], sites: Sites | None,
             terms = [out]
         for term in terms:
             try:  # as everywhere here, shapes line up by their dimensions other than 1
-                spread = tuple(np.broadcast_shapes(_nonunit(shapes.of(term)), _nonunit(part_shape)))
+                spread = tuple(np.broadcast_shapes(nonunit(shapes.of(term)), nonunit(part_shape)))
             except ValueError:
                 spread = ()
-            if spread != _nonunit(part_shape):
+            if spread != nonunit(part_shape):
                 raise Unsupported(f"{name} ({place}) of a stacked array: its slices' shapes do not line up")
             if sites is not None and term[0] not in ("var", "const"):
                 sites.setdefault((where, name), []).append(term)
@@ -292,7 +306,7 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
         return [args[0]]
     if name in _LOGIC:
         if any(np.dtype(_compat.aval(v).dtype) != np.bool_ for v in eqn.invars):
-            raise Unsupported(f"the bitwise {name!r} of integers ({_where(eqn)}); the search takes logic on "
+            raise Unsupported(f"the bitwise {name!r} of integers ({located(eqn)}); the search takes logic on "
                               "booleans (the conditions of a where)")
         return [(_LOGIC[name], *args)]
     if name == "polynomial" and len(args) >= 2:  # lax.polynomial(x, a_0..a_N): Horner, as JAX computes it
@@ -309,9 +323,14 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
         new = np.dtype(eqn.params["new_dtype"])
         if new == np.bool_ and np.dtype(_compat.aval(eqn.invars[0]).dtype) == np.bool_:
             return [args[0]]
-        if not np.issubdtype(new, np.floating):
-            raise Unsupported(f"a conversion to {new} of a value computed from the inputs ({_where(eqn)}); "
-                              "the search takes real-valued programs (integer arithmetic only on constants)")
+        old = np.dtype(_compat.aval(eqn.invars[0]).dtype)
+        if np.issubdtype(new, np.integer) and old == np.bool_:  # a count: jnp.sum(~isnan(a), dtype=int)
+            return [("where", args[0], const(1.0), const(0.0))]
+        if not np.issubdtype(new, np.floating) and not (np.issubdtype(new, np.integer)
+                                                        and np.issubdtype(old, np.integer)):
+            raise Unsupported(f"a conversion to {new} of a value computed from the inputs ({located(eqn)}); "
+                              "the search takes real-valued programs (integers only as counts of booleans "
+                              "and on constants)")
         return [args[0]]
     if name == "integer_pow":
         return [("pow", args[0], const(int(eqn.params["y"])))]
@@ -327,13 +346,18 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
         return [("lt" if name == "gt" else "le", args[1], args[0])]
     if name == "select_n":
         if len(args) != 3:
-            raise Unsupported(f"select_n with {len(args) - 1} cases ({_where(eqn)})")
+            raise Unsupported(f"select_n with {len(args) - 1} cases ({located(eqn)})")
         if not variables(args[0]):  # a condition of constants (jnp.var's ddof < n guard): decided here
             try:
                 return [args[2] if bool(evaluate_mp(args[0], [])) else args[1]]
             except TypeError:  # a reduction of constants has no scalar value: kept as a where
                 pass
-        return [("where", args[0], args[2], args[1])]  # select_n(p, f, t) picks t where p
+        cond, taken, other = args[0], args[2], args[1]  # select_n(p, f, t) picks t where p
+        if _is_nan(taken) and not _is_nan(other):  # a library's NaN outside its domain: one opaque guard
+            return [("nanif", cond, other)]
+        if _is_nan(other) and not _is_nan(taken):
+            return [("nanif", ("not", cond), taken)]
+        return [("where", cond, taken, other)]
     if name in _CALLS:
         named = _NAMED.get(str(eqn.params.get("name", "")) or _library_callee(eqn))
         if named == "logaddexp" and len(args) == 2 and const(0.0) in args:
@@ -346,19 +370,19 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
             body = _compat.subjaxprs(eqn)[0][1]
         _, consts = _compat.parts(body)
         return _run(body, args, consts, sites, where, shapes)
-    if sites is not None and (name in _REDUCE or name in _SELECT or name == "dot_general"):
+    if sites is not None and (name in REDUCE or name in SELECT or name == "dot_general"):
         # An operand that is a value spread over the array (a broadcast kept small) is read whole here.
         args = [shapes.widened(t, tuple(getattr(_compat.aval(a), "shape", ())))
                 for t, a in zip(args, eqn.invars)]
-    if name in _REDUCE and sites is not None:
+    if name in REDUCE and sites is not None:
         rank = len(getattr(_compat.aval(eqn.invars[0]), "shape", ()))
         axes = tuple(sorted(int(a) for a in eqn.params.get("axes", ())))
-        return [(reduction_name(_REDUCE[name], None if axes == tuple(range(rank)) else axes), args[0])]
+        return [(reduction_name(REDUCE[name], None if axes == tuple(range(rank)) else axes), args[0])]
     if name == "dot_general" and sites is not None:
         return [_dot(eqn, args)]
-    if name in _SELECT and sites is not None:
+    if name in SELECT and sites is not None:
         return [_selection(eqn, name, args)]
-    raise Unsupported(f"the primitive {name!r} ({_where(eqn)}) is not an elementwise operation the search "
+    raise Unsupported(f"the primitive {name!r} ({located(eqn)}) is not an elementwise operation the search "
                       f"knows")
 
 
@@ -386,111 +410,6 @@ def _all_subterms(term: Term) -> list[Term]:
     return out
 
 
-class Shapes:
-    """The shape each term evaluates to (``_expr.evaluate_jax``: reductions keep their axes, broadcasts
-    and reshapes are identities), checked against the traced program's shape at every equation.
-
-    A term's elements are in the traced value's order when the two shapes have the same dimensions
-    other than 1 (``[n, 1]`` for ``[n]``); a broadcast must put its operand where trailing broadcasting
-    would. Where either fails, :class:`Unsupported` (the identity reading would compute another thing).
-    """
-
-    def __init__(self, inputs: list[tuple[int, ...]]) -> None:
-        self.inputs = inputs
-        self.memo: dict[Term, tuple[int, ...]] = {}
-
-    def of(self, term: Term) -> tuple[int, ...]:
-        hit = self.memo.get(term)
-        if hit is not None:
-            return hit
-        if term[0] == "var":
-            out = self.inputs[term[1]]
-        elif term[0] == "const":
-            out = term[1].shape if isinstance(term[1], Table) else ()
-        elif term[0] == "scalar":
-            out = ()
-        elif is_broadcast(term[0]):
-            out = broadcast_shape(term[0]) or ()
-        elif is_selection(term[0]):
-            out = selection_shape(term[0])
-        elif is_reduction(term[0]):
-            parsed = reduction_axes(term[0])
-            assert parsed is not None
-            inner = self.of(term[1])
-            axes = range(len(inner)) if parsed[1] is None else parsed[1]
-            out = tuple(1 if i in axes else d for i, d in enumerate(inner))
-        else:
-            try:
-                out = tuple(np.broadcast_shapes(*(self.of(c) for c in term[1:])))
-            except ValueError:
-                raise Unsupported("operands whose shapes the search cannot line up") from None
-        self.memo[term] = out
-        return out
-
-    def widened(self, term: Term, real: tuple[int, ...]) -> Term:
-        """``term`` spread to the traced shape ``real`` (``bcast_<real>``) where its own shape is smaller
-        and broadcasts to it (a value spread over an array: ``c * ones(n)``, ``full``, a scalar's
-        ``broadcast_in_dim``); ``term`` itself where the two have the same dimensions other than 1."""
-        kept = self.of(term)
-        if _nonunit(kept) == _nonunit(real) or len(kept) > len(real):
-            return term
-        padded = (1,) * (len(real) - len(kept)) + kept
-        if any(k not in (1, r) for k, r in zip(padded, real)):
-            return term
-        return (broadcast_name(real), term)
-
-    def fit(self, term: Term, real: tuple[int, ...], name: str, eqn: Any, operands: list[tuple[int, ...]],
-            widen: bool) -> Term:
-        """``term`` checked against the traced shape (:meth:`check`). A broadcast that spreads its
-        operand stays that operand, small, so that identities still see ``where(c, exp(x), 0.0)``; an
-        elementwise result that is smaller than the trace because all its operands were is widened there
-        (with ``widen``: an array program), as a reduction, a selection or a product widens what it reads."""
-        if widen and name == "broadcast_in_dim" and self._spreads(term, real, eqn, operands):
-            return term
-        if widen and name not in _REDUCE and name not in _SELECT and name != "broadcast_in_dim":
-            term = self.widened(term, real)
-        self.check(term, real, name, eqn, operands)
-        return term
-
-    def _spreads(self, term: Term, real: tuple[int, ...], eqn: Any, operands: list[tuple[int, ...]]) -> bool:
-        """Whether a ``broadcast_in_dim`` only repeats its operand ``term`` along new or unit axes, the
-        operand's own axes where trailing broadcasting puts them."""
-        kept = self.of(term)
-        if len(kept) > len(real):
-            return False
-        expected = [1] * len(real)
-        for i, d in enumerate(eqn.params["broadcast_dimensions"]):
-            expected[int(d)] = operands[0][i]
-        padded = (1,) * (len(real) - len(kept)) + kept
-        return (all(k in (1, e) for k, e in zip(padded, expected))
-                and _nonunit(padded) == _nonunit(tuple(expected)))
-
-    def check(self, term: Term, real: tuple[int, ...], name: str, eqn: Any,
-              operands: list[tuple[int, ...]]) -> None:
-        kept = self.of(term)
-        bad = _nonunit(kept) != _nonunit(real)
-        if (name in _REDUCE or name in _SELECT) and self.of(term[1]) != operands[0]:
-            # The axes refer to the operand as traced: it must be that exact shape, unless the reduction
-            # takes every element (sum of a matrix-vector product, whose term keeps a unit axis).
-            whole = is_reduction(term[0]) and (reduction_axes(term[0]) or ("", ()))[1] is None
-            bad = not (whole and _nonunit(self.of(term[1])) == _nonunit(operands[0]))
-        if name == "broadcast_in_dim" and _nonunit(kept):
-            expected = [1] * len(real)
-            for i, d in enumerate(eqn.params["broadcast_dimensions"]):
-                expected[int(d)] = operands[0][i]
-            padded = (1,) * (len(real) - len(kept)) + kept
-            bad = len(kept) > len(real) or any(k not in (1, e) for k, e in zip(padded, expected))
-            bad = bad or (_nonunit(padded) != _nonunit(tuple(expected)))
-        if bad:
-            raise Unsupported(f"{name} ({_where(eqn)}) rearranges axes in a way the search cannot follow "
-                              f"(shape {real}); it takes elementwise operations, reductions and broadcasts "
-                              "of their results")
-
-
-def _nonunit(shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(d for d in shape if d != 1)
-
-
 def _dot(eqn: Any, args: list[Term]) -> Term:
     """``dot_general`` as a sum of products, where that is an elementwise product then a reduction:
     no batch dimensions, and the contracted axes the last of the left operand and all of the right."""
@@ -499,7 +418,7 @@ def _dot(eqn: Any, args: list[Term]) -> Term:
     rr = len(_compat.aval(eqn.invars[1]).shape)
     lc, rc = tuple(int(a) for a in lc), tuple(int(a) for a in rc)
     if lb or rb or rc != tuple(range(rr)) or lc != tuple(range(lr - rr, lr)):
-        raise Unsupported(f"dot_general with batch or leading contracted dimensions ({_where(eqn)}); the "
+        raise Unsupported(f"dot_general with batch or leading contracted dimensions ({located(eqn)}); the "
                           "search takes vector dots and matrix-vector products (a sum of products)")
     axes = None if lr == rr else tuple(range(lr - rr, lr))
     return (reduction_name("sum", axes), ("mul", args[0], args[1]))
@@ -509,12 +428,12 @@ def _static_index(term: Term, eqn: Any) -> int:
     """The value of an index computed from constants only (``jnp.take``'s wrap of a negative index)."""
     if variables(term):
         raise Unsupported(f"{_compat.primitive_name(eqn)} at an index computed from the inputs "
-                          f"({_where(eqn)}); the search takes selections at constant indices")
+                          f"({located(eqn)}); the search takes selections at constant indices")
     try:
         value = float(evaluate_mp(term, []))
     except (TypeError, ValueError, KeyError):
         raise Unsupported(f"{_compat.primitive_name(eqn)} at an index the search cannot fold "
-                          f"({_where(eqn)})") from None
+                          f"({located(eqn)})") from None
     return int(value)
 
 
@@ -539,7 +458,7 @@ def _selection(eqn: Any, name: str, args: list[Term]) -> Term:
     offsets = tuple(int(d) for d in dn.offset_dims)
     if (getattr(dn, "operand_batching_dims", ()) or len(mapped) != 1
             or int(np.prod(index_shape)) != 1 or offsets != tuple(range(len(offsets)))):
-        raise Unsupported(f"gather of several blocks or with batch dimensions ({_where(eqn)}); the search "
+        raise Unsupported(f"gather of several blocks or with batch dimensions ({located(eqn)}); the search "
                           "takes one element or block at a constant index")
     index = _static_index(args[1], eqn)
     axis, size = mapped[0], sizes[mapped[0]]
@@ -547,12 +466,8 @@ def _selection(eqn: Any, name: str, args: list[Term]) -> Term:
     if not 0 <= index <= shape[axis] - size:
         if "CLIP" not in mode.upper():
             raise Unsupported(f"gather at index {index} outside the operand's {shape[axis]} elements "
-                              f"({_where(eqn)}): JAX fills that with NaN")
+                              f"({located(eqn)}): JAX fills that with NaN")
         index = min(max(index, 0), shape[axis] - size)
     starts = tuple(index if d == axis else 0 for d in range(len(shape)))
     limits = tuple(a + z for a, z in zip(starts, sizes))
     return (selection_name(starts, limits), args[0])
-
-
-def _where(eqn: Any) -> str:
-    return _compat.location(eqn) or "in the traced program"

@@ -208,7 +208,7 @@ def _key_values(t: Term, samples: Samples) -> np.ndarray | None:
 
 
 #: Sub-expressions that are no split keys: comparisons and selections (already a split).
-_UNSPLIT = {"lt", "le", "eq", "ne", "where"}
+_UNSPLIT = {"lt", "le", "eq", "ne", "where", "nanif"}
 
 
 def _representative(errs: np.ndarray, points: np.ndarray, samples: Samples) -> list[float | Table]:

@@ -50,7 +50,7 @@ def through_stack(eqn: Any, name: str, args: list[Any], elementwise: frozenset[s
     """The outputs of ``eqn`` (``name``) where it is a ``stack`` or reads a :class:`Stacked` ``args``:
     a :class:`Stacked`, or the term of a reduction that joined one. ``equation`` reads the equation at
     terms (one slice's); ``elementwise``: the names it reads elementwise; ``widen``: a term spread to a
-    shape where a reduction reads it whole (``_lower.Shapes.widened``)."""
+    shape where a reduction reads it whole (``_shapes.Shapes.widened``)."""
     out_shape = tuple(getattr(_compat.aval(eqn.outvars[0]), "shape", ()))
     if name == "stack":
         if any(isinstance(a, Stacked) for a in args):
