@@ -288,45 +288,25 @@ def is_array_op(kind: str) -> bool:
     return is_reduction(kind) or is_selection(kind) or is_broadcast(kind) or is_reshape(kind)
 
 
-#: A broadcast that replicates its operand: ``jnp.broadcast_to(x, shape)``, named ``bcast_`` then the
-#: shape's dimensions joined by ``x`` (``bcast_2x3``). ``c * jnp.ones(n)`` or ``jnp.full(n, c)`` lowers
-#: to it; a broadcast that only adds or drops size-1 axes stays an identity. Arrays only (no mpmath).
-_BROADCAST = "bcast_"
+def _shaped_name(prefix: str, shape: Sequence[int]) -> str:
+    return prefix + "x".join(str(int(d)) for d in shape)
 
 
-def broadcast_name(shape: Sequence[int]) -> str:
-    """The operator name of the broadcast to ``shape``."""
-    return _BROADCAST + "x".join(str(int(d)) for d in shape)
-
-
-def broadcast_shape(kind: str) -> tuple[int, ...] | None:
-    """The shape a broadcast operator name broadcasts to; None for other names."""
-    if not kind.startswith(_BROADCAST):
+def _shape_of_name(prefix: str, kind: str) -> tuple[int, ...] | None:
+    """The shape after ``prefix`` in an operator name (``bcast_2x3``: (2, 3)); None for other names."""
+    if not kind.startswith(prefix):
         return None
     try:
-        shape = tuple(int(d) for d in kind[len(_BROADCAST):].split("x"))
+        shape = tuple(int(d) for d in kind[len(prefix):].split("x"))
     except ValueError:
         return None
     return shape if shape and all(d >= 1 for d in shape) else None
 
 
-def is_broadcast(kind: str) -> bool:
-    """Whether ``kind`` names a replicating broadcast (``bcast_2``)."""
-    return broadcast_shape(kind) is not None
-
-
-@functools.cache
-def _broadcast_op(kind: str) -> Op:
-    shape = broadcast_shape(kind)
-    if shape is None:
-        raise KeyError(kind)
-
-    def apply(x: Any) -> Any:
-        return jnp.broadcast_to(x, shape)
-
-    return Op(kind, 1, apply, _no_mp, 0, f"jnp.broadcast_to({{0}}, {shape!r})")
-
-
+#: A broadcast that replicates its operand: ``jnp.broadcast_to(x, shape)``, named ``bcast_`` then the
+#: shape's dimensions joined by ``x`` (``bcast_2x3``). ``c * jnp.ones(n)`` or ``jnp.full(n, c)`` lowers
+#: to it; a broadcast that only adds or drops size-1 axes stays an identity. Arrays only (no mpmath).
+_BROADCAST = "bcast_"
 #: A reshape that only inserts or drops size-1 axes, so that the operand's axes sit where the traced
 #: program put them (``x[:, None]``, ``x[..., None] ** powers``, ``a[:, None, :] - b[None, :, :]``):
 #: named ``rs_`` then the shape's dimensions joined by ``x`` (``rs_32x1``). Used only where trailing
@@ -334,20 +314,29 @@ def _broadcast_op(kind: str) -> Op:
 _RESHAPE = "rs_"
 
 
+def broadcast_name(shape: Sequence[int]) -> str:
+    """The operator name of the broadcast to ``shape``."""
+    return _shaped_name(_BROADCAST, shape)
+
+
+def broadcast_shape(kind: str) -> tuple[int, ...] | None:
+    """The shape a broadcast operator name broadcasts to; None for other names."""
+    return _shape_of_name(_BROADCAST, kind)
+
+
+def is_broadcast(kind: str) -> bool:
+    """Whether ``kind`` names a replicating broadcast (``bcast_2``)."""
+    return broadcast_shape(kind) is not None
+
+
 def reshape_name(shape: Sequence[int]) -> str:
     """The operator name of the reshape to ``shape`` (same elements, size-1 axes inserted or dropped)."""
-    return _RESHAPE + "x".join(str(int(d)) for d in shape)
+    return _shaped_name(_RESHAPE, shape)
 
 
 def reshape_shape(kind: str) -> tuple[int, ...] | None:
     """The shape a reshape operator name gives; None for other names."""
-    if not kind.startswith(_RESHAPE):
-        return None
-    try:
-        shape = tuple(int(d) for d in kind[len(_RESHAPE):].split("x"))
-    except ValueError:
-        return None
-    return shape if shape and all(d >= 1 for d in shape) else None
+    return _shape_of_name(_RESHAPE, kind)
 
 
 def is_reshape(kind: str) -> bool:
@@ -356,15 +345,15 @@ def is_reshape(kind: str) -> bool:
 
 
 @functools.cache
-def _reshape_op(kind: str) -> Op:
-    shape = reshape_shape(kind)
-    if shape is None:
-        raise KeyError(kind)
-
-    def apply(x: Any) -> Any:
-        return jnp.reshape(x, shape)
-
-    return Op(kind, 1, apply, _no_mp, 0, f"jnp.reshape({{0}}, {shape!r})")
+def _shaped_op(kind: str) -> Op:
+    """The broadcast or reshape operator named ``kind``."""
+    spread, placed = broadcast_shape(kind), reshape_shape(kind)
+    if spread is not None:
+        return Op(kind, 1, lambda x: jnp.broadcast_to(x, spread), _no_mp, 0,
+                  f"jnp.broadcast_to({{0}}, {spread!r})")
+    if placed is not None:
+        return Op(kind, 1, lambda x: jnp.reshape(x, placed), _no_mp, 0, f"jnp.reshape({{0}}, {placed!r})")
+    raise KeyError(kind)
 
 
 def selection_shape(kind: str) -> tuple[int, ...]:
@@ -394,10 +383,8 @@ def op(kind: str) -> Op:
     selection (``sel_0x1x1``), a broadcast (``bcast_2``) or a size-1-axes reshape (``rs_2x1``)."""
     if kind in OPS:
         return OPS[kind]
-    if is_broadcast(kind):
-        return _broadcast_op(kind)
-    if is_reshape(kind):
-        return _reshape_op(kind)
+    if is_broadcast(kind) or is_reshape(kind):
+        return _shaped_op(kind)
     return _selection_op(kind) if is_selection(kind) else _reduction_op(kind)
 
 
