@@ -275,6 +275,26 @@ def test_logit_likelihood_gradient_is_k_sigmoid_minus_x_less_the_rest():
     assert _bits(np.asarray(grad), exact, F32) <= 2
 
 
+def test_logit_likelihood_keeps_a_normal_product_of_a_count_and_a_subnormal_tail():
+    # numpyro's binomial log-probability at logits a regression head produces: k = n = 20 at x = 90 is
+    # -20·softplus(-90) = -1.64e-38, a normal float32 whose factor e^-90 is subnormal (XLA:CPU flushes it:
+    # 0, 23 bits); k = 0 at x = -90 likewise. The value and the gradient in x (k·s(-x) - (n - k)·s(x),
+    # the same tails) within 2 bits: e^(y+24), two products, the difference of terms of one sign.
+    x, k = f32(90.0, -90.0, 88.0, 89.5, 30.0), f32(20.0, 0.0, 19.0, 20.0, 7.0)
+    n = np.float32(20.0)
+
+    def fn(x, k):
+        return k * x - n * jnp.log1p(jnp.exp(x))
+
+    value = np.asarray(jax.jit(jax.vmap(jst.stabilize(fn)))(x, k))
+    grad = np.asarray(jax.jit(jax.vmap(jax.grad(jst.stabilize(fn))))(x, k))
+    mn = MP.mpf(float(n))
+    exact = [u * v - mn * MP.log1p(MP.exp(v)) for v, u in zip(_mp(x), _mp(k))]
+    slope = [u / (1 + MP.exp(v)) - (mn - u) / (1 + MP.exp(-v)) for v, u in zip(_mp(x), _mp(k))]
+    assert _bits(value, exact, F32) <= 2, value
+    assert _bits(grad, slope, F32) <= 2, grad
+
+
 # ------------------------------------------------------------------------------------ near misses
 def test_a_selection_that_is_not_only_a_selection_is_not_moved():
     # a gather whose out-of-bounds fill is a finite number: log(fill) is not the fill

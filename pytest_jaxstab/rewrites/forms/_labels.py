@@ -25,6 +25,7 @@ by a mask that the rule builds from the program's selection).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -153,9 +154,23 @@ def logit_likelihood(x: Any, k: Any, n: Any) -> Any:
     return _logit_value(x, k, n)
 
 
+def _times_tail(c: Any, y: Any, tail: Any) -> Any:
+    """``c·tail(y)`` for ``tail`` softplus or the logistic, both ``e^y`` to within ``e^y`` relative where
+    ``e^y`` is below the dtype's smallest normal: there ``tail(y)`` is subnormal, which XLA:CPU flushes to
+    0, while ``c·e^y`` may be normal (20 successes at logit 90 in float32: -1.6e-38, written 0). Computed
+    as ``(c·e^(y+K))·e^-K`` with an integer ``K``: ``y + K`` is exact (an integer added where it lowers
+    the magnitude), so three roundings; elsewhere ``c·tail(y)``."""
+    dtype = jnp.result_type(y)
+    tiny = float(jnp.finfo(dtype).tiny)
+    shift = float(int(-math.log(tiny) / 4))  # e^-K stays normal; y + K < 0 for every y below log(tiny)
+    low = y < math.log(tiny)
+    scaled = (c * jnp.exp(jnp.where(low, y, -shift) + shift)) * jnp.asarray(math.exp(-shift), dtype)
+    return jnp.where(low, scaled, c * tail(y))
+
+
 def _logit_value(x: Any, k: Any, n: Any) -> Any:
     inside = (k >= 0) & (k <= n)
-    split = -(k * softplus(-x) + (n - k) * softplus(x))
+    split = -(_times_tail(k, -x, softplus) + _times_tail(n - k, x, softplus))
     return jnp.where(inside, split, k * x - n * softplus(x))
 
 
@@ -163,6 +178,7 @@ def _logit_value(x: Any, k: Any, n: Any) -> Any:
 def _logit_likelihood_jvp(primals: Any, tangents: Any) -> Any:
     (x, k, n), (tx, tk, tn) = primals, tangents
     inside = (k >= 0) & (k <= n)
-    up, down = lax.logistic(x), lax.logistic(-x)
-    slope = jnp.where(inside, k * down - (n - k) * up, k - n * up)
+    up = lax.logistic(x)
+    slope = jnp.where(inside, _times_tail(k, -x, lax.logistic) - _times_tail(n - k, x, lax.logistic),
+                      k - n * up)
     return _logit_value(x, k, n), slope * tx + x * tk - softplus(x) * tn
