@@ -60,6 +60,10 @@ def _mp_where(c: Any, a: Any, b: Any) -> Any:
     return a if c else b
 
 
+def _truth(a: Any) -> Any:
+    return jnp.asarray(a, bool)
+
+
 def _jax_nanif(c: Any, a: Any) -> Any:
     return jnp.where(c, jnp.asarray(jnp.nan, jnp.result_type(a)), a)
 
@@ -73,22 +77,27 @@ class Table:
     """An array constant (hashable, so that it can sit in a term): an array the function closes over whose
     elements differ (``_lower``: weights, a mask, a distribution's parameters), or the one drawn example a
     regime's guard of an array program feeds the branch not taken (``_regimes``). Float values,
-    row-major, exact (a float32 or integer array's values are float64 numbers)."""
+    row-major, exact (a float32 or integer array's values are float64 numbers); ``boolean``: a mask
+    (``t == 0`` of a closed-over array, folded), 0.0 and 1.0 read as False and True."""
 
     shape: tuple[int, ...]
     values: tuple[float, ...]
+    boolean: bool = False
 
     @classmethod
     def of(cls, array: Any) -> Table:
-        a = np.asarray(array, np.float64)
-        return cls(tuple(int(d) for d in a.shape), tuple(float(v) for v in a.ravel()))
+        raw = np.asarray(array)
+        a = raw.astype(np.float64)
+        return cls(tuple(int(d) for d in a.shape), tuple(float(v) for v in a.ravel()), raw.dtype == np.bool_)
 
     def array(self, dtype: Any) -> Any:
-        return jnp.asarray(np.reshape(np.asarray(self.values, np.float64), self.shape), dtype)
+        return jnp.asarray(np.reshape(np.asarray(self.values, np.float64), self.shape),
+                           bool if self.boolean else dtype)
 
     def nested(self) -> Any:
-        """The values as nested lists (what ``jnp.asarray`` reads back)."""
-        return np.reshape(np.asarray(self.values, np.float64), self.shape).tolist()
+        """The values as nested lists (what ``jnp.asarray`` reads back; booleans for a mask)."""
+        values = np.reshape(np.asarray(self.values, np.float64), self.shape)
+        return (values != 0).tolist() if self.boolean else values.tolist()
 
 
 def _no_mp(*_: Any) -> Any:
@@ -182,9 +191,12 @@ OPS: dict[str, Op] = {o.name: o for o in (
     _op("nextafter", 2, jnp.nextafter, _special.mp_nextafter, 1, "jnp.nextafter({0}, {1})"),
     # Booleans: a finiteness test and the logic that combines the conditions of a ``where``.
     _op("isfinite", 1, jnp.isfinite, _special.mp_isfinite, 1, "jnp.isfinite({0})"),
-    _op("and", 2, jnp.logical_and, _special.mp_and, 1, "jnp.logical_and({0}, {1})"),
-    _op("or", 2, jnp.logical_or, _special.mp_or, 1, "jnp.logical_or({0}, {1})"),
-    _op("not", 1, jnp.logical_not, _special.mp_not, 1, "jnp.logical_not({0})"),
+    # (a folded mask is an array constant of 0.0 and 1.0: read as booleans, not promoted with them)
+    _op("and", 2, lambda a, b: jnp.logical_and(_truth(a), _truth(b)), _special.mp_and, 1,
+        "jnp.logical_and({0}, {1})"),
+    _op("or", 2, lambda a, b: jnp.logical_or(_truth(a), _truth(b)), _special.mp_or, 1,
+        "jnp.logical_or({0}, {1})"),
+    _op("not", 1, lambda a: jnp.logical_not(_truth(a)), _special.mp_not, 1, "jnp.logical_not({0})"),
 )}
 
 #: Operators whose value is a boolean (a program cannot return one; ``where`` takes one as its condition).

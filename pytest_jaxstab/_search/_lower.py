@@ -324,7 +324,7 @@ def _equation(eqn: Any, name: str, args: list[Term], sites: Sites | None, where:
         if new == np.bool_ and np.dtype(_compat.aval(eqn.invars[0]).dtype) == np.bool_:
             return [args[0]]
         old = np.dtype(_compat.aval(eqn.invars[0]).dtype)
-        if np.issubdtype(new, np.integer) and old == np.bool_:  # a count: jnp.sum(~isnan(a), dtype=int)
+        if old == np.bool_ and new != np.bool_:  # a count (jnp.sum(~isnan(a), dtype=int)) or an indicator
             return [("where", args[0], const(1.0), const(0.0))]
         if not np.issubdtype(new, np.floating) and not (np.issubdtype(new, np.integer)
                                                         and np.issubdtype(old, np.integer)):

@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import jax
 import numpy as np
 
 from .._check._trace import positional, trace_case
@@ -43,6 +42,8 @@ from ._gamma import lgamma_pairings
 from ._judge import Samples, program_callable
 from ._localize import Focus, batches_for, localize, localize_whole
 from ._lower import Shapes, Unsupported, lower_program, reduction_counts
+from ._measured import catalogue as catalogue_of
+from ._measured import catalogue_reference, conditioning, lifted
 from ._regimes import infer
 from ._result import Candidate, Improvement, Offer
 from ._roots import root_candidates
@@ -50,7 +51,6 @@ from ._rules import RULES, rules_for
 from ._sampler import RECHECK_POINTS, domains, sample, strata
 from ._series import series_candidates
 from ._source import expression, function_source
-from ._stable import Conditioning
 from ._subterm_rewrites import identity_candidates
 
 __all__ = ["run"]
@@ -107,9 +107,11 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     except (ValueError, TypeError) as exc:
         raise ArgumentError(f"domain={domain!r}: {exc}") from None
 
+    reference = whole  # whose exact values the candidates are judged against (the catalogue's, below)
+
     def drawn(region: Term, count: int, at: int) -> Samples:
         """Valid-output points of the whole program (``_sampler``), judged against ``region``."""
-        got = sample(whole, dt, shapes if array else [()] * len(names), doms, count, at,
+        got = sample(reference, dt, shapes if array else [()] * len(names), doms, count, at,
                      out_shape if array else None)
         if region == whole:
             return got
@@ -121,17 +123,25 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
         samples = drawn(whole, min(n, _ARRAY_EXAMPLES) if array else n, seed)
     except JaxstabError as exc:
         return result(f"not searched: the oracle cannot judge {function_name(fn)}: {exc}")
+    if samples.count == 0:  # no exact value anywhere (0·log 0): the catalogue's limit, where it has one
+        reference = catalogue_reference(fn, names, by_keyword, dt, shapes, array, whole) or whole
+        if reference != whole:
+            try:
+                samples = drawn(whole, min(n, _ARRAY_EXAMPLES) if array else n, seed)
+            except JaxstabError:
+                reference = whole
     points = samples.args
     times["judge"] = time.perf_counter() - t
-    try:
-        focus = _focus(positional(fn, names, by_keyword), dt, shapes, whole, sites, points, array)
+    try:  # against the catalogue's values the whole program is the region: its lines have none of their own
+        focus = (Focus(whole, whole, None) if reference != whole else
+                 _focus(positional(fn, names, by_keyword), dt, shapes, whole, sites, points, array))
     except Unsupported as exc:
         return result(f"not searched: {exc}")
     original = focus.region
     times["localize"] = time.perf_counter() - t0 - times["judge"]
     # At inputs where the problem is ill-conditioned, a candidate is judged by the stability lens.
-    cond = _conditioning(fn, names, by_keyword, dt, shapes, case, array, deadline + 0.25 * time_limit
-                         ) if original == whole else None
+    cond = conditioning(fn, names, by_keyword, dt, shapes, case, array, deadline + 0.25 * time_limit
+                        ) if original == whole == reference else None
 
     bits = dtype_info(dt).mantissa_bits
 
@@ -160,7 +170,7 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
 
     # The catalogue's rewrite: a candidate, and where the search starts when it is better.
     t = time.perf_counter()
-    catalogue = _catalogue(fn, names, by_keyword, dt, shapes, samples, array)
+    catalogue = catalogue_of(fn, names, by_keyword, dt, shapes, samples, array)
     start, start_focus = original, focus
     measured: list[tuple[Candidate, np.ndarray]] = []
     cat_callable: tuple[Candidate, np.ndarray, Callable[..., Any]] | None = None
@@ -293,7 +303,10 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     if cat_callable is not None and judged_safe(cat_callable[1], orig_errs, samples)[0]:
         safe.append(cat_callable[0])
     frontier = pareto.frontier([orig, *[c for c in safe if c.term is not None]])
-    why = f" ({stats_text}" + ("; time limit hit" if hit_limit else "") + focus.describe() + ")"
+    why = stats_text + ("; time limit hit" if hit_limit else "") + focus.describe() + (
+        "" if reference == whole else "; judged against the exact values of jst.stabilize's program: the "
+        "written one has none at any input drawn (0·log 0, 0·inf), the rewrite gives their limit")
+    why = f" ({why.removeprefix('; ')})" if why else ""
     if not safe:
         return result("nothing better found" + why, original=orig, best=orig, frontier=frontier,
                       samples=samples.count)
@@ -308,7 +321,7 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
     def program_of(cand: Candidate) -> Callable[..., Any]:  # evaluates the candidate on the fresh points
         if cand.term is None:
             assert cat_callable is not None
-            return _lifted(cat_callable[2], array)
+            return lifted(cat_callable[2], array)
         return fresh.function(cand.term)
 
     def rechecked(cand: Candidate) -> Rechecked | None:
@@ -375,19 +388,6 @@ def run(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]]
                        most_accurate=accurate_offer, cheapest=cheap_offer, original_seconds=secs[0])
 
 
-def _conditioning(fn: Callable[..., Any], names: list[str], by_keyword: bool, dt: np.dtype[Any],
-                  shapes: list[tuple[int, ...]], case: Any, array: bool, deadline: float,
-                  ) -> Conditioning | None:
-    """The conditioning at one sample: the program traced at one example's shapes (scalars for an
-    elementwise program judged per point, whatever shapes it was called with); None when it cannot be."""
-    try:
-        if not array and any(s != () for s in shapes):
-            case = trace_case(positional(fn, names, by_keyword), dt, [()] * len(shapes))
-    except Exception:  # the conditioning is a bonus: without it, nothing is excused
-        return None
-    return Conditioning(case.closed, case.judged_outputs[0], dt, deadline) if case.judged_outputs else None
-
-
 def _focus(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ...]], whole: Term, sites: Any,
            points: list[np.ndarray], array: bool) -> Focus:
     """The region and sub-expression to search: by local error at the drawn ``points``."""
@@ -398,31 +398,6 @@ def _focus(fn: Callable[..., Any], dt: np.dtype[Any], shapes: list[tuple[int, ..
     loc_shapes, batches = batches_for(points, shapes)
     closed = trace_case(fn, dt, loc_shapes).closed if batches else None
     return localize(whole, sites, closed, [list(batch) for batch in batches])
-
-
-def _catalogue(fn: Callable[..., Any], names: list[str], by_keyword: bool, dt: np.dtype[Any],
-               shapes: list[tuple[int, ...]], samples: Samples, array: bool,
-               ) -> tuple[Term | None, Any, Callable[..., Any], np.ndarray] | None:
-    """``jst.stabilize``'s rewrite of ``fn``: its term (None when it does not lower), where its operations
-    were written, the rewritten function, and its errors on ``samples``. None when it cannot run."""
-    from ..rewrites._transform import stabilize
-
-    try:
-        cat_fn = stabilize(positional(fn, names, by_keyword))
-        closed = trace_case(cat_fn, dt, shapes).closed
-    except (JaxstabError, Exception):  # the catalogue is a bonus: never the reason improve fails
-        return None
-    try:
-        term, sites = lower_program(closed)
-    except Unsupported:
-        term, sites = None, {}
-    if term is not None and is_array_program(term) != array:
-        term = None  # judged another way than the original: keep it as a function
-    try:
-        errs = samples.jit_errors(samples.function(term) if term is not None else _lifted(cat_fn, array))
-    except Exception:
-        return None
-    return term, sites, cat_fn, errs
 
 
 #: Sub-terms judged on their own by :func:`_locally_improved`, and exact evaluations it may spend.
@@ -525,10 +500,6 @@ def _rebuild(term: Term, improved: dict[Term, Term]) -> Term:
     if term[0] in ("var", "const"):
         return term
     return (term[0], *(_rebuild(c, improved) for c in term[1:]))
-
-
-def _lifted(fn: Callable[..., Any], array: bool) -> Callable[..., Any]:
-    return jax.vmap(fn) if array else fn
 
 
 def _best_eager(terms: list[Term], samples: Samples) -> float:
