@@ -158,6 +158,28 @@ def test_stabilize_with_search_runs_the_improved_program():
     assert jnp.isfinite(plain(jnp.array([1000.0, 0.0])))
 
 
+@pytest.mark.slow
+def test_the_searched_program_keeps_the_catalogues_derivative_repairs():
+    # The search fixes the value (the conjugate of sqrt(x + 1) - sqrt(x)) and keeps the guard; autodiff
+    # of its where still sends a zero cotangent into sqrt(x) at x = -1 (inf * 0: NaN). stabilize(search=)
+    # runs it with the catalogue's derivative-only rules (values bit for bit): the gradient there is 0.
+    def fn(x):
+        return jnp.where(x > 0, jnp.sqrt(x + 1) - jnp.sqrt(x), 0.0)
+
+    options = dict(LIMITS, domain=(-10.0, 1e8))
+    imp = jst.improve(fn, shapes=[()], dtype="float32", **options)
+    assert imp.improved, imp.status
+    assert np.isnan(float(jax.grad(imp.fn)(jnp.float32(-1.0))))  # the searched program alone
+    fixed = jst.stabilize(fn, search=options)
+    xs = jnp.asarray([-1.0, 3.0, 1e7], jnp.float32)
+    assert np.array_equal(np.asarray(jax.vmap(fixed)(xs)), np.asarray(jax.vmap(imp.fn)(xs)))  # bit for bit
+    assert float(jax.grad(fixed)(jnp.float32(-1.0))) == 0.0
+    x = mpmath.mpf(3.0)
+    exact = float(1 / (2 * mpmath.sqrt(x + 1)) - 1 / (2 * mpmath.sqrt(x)))
+    # 4 bits: the two terms (0.25 and 0.289) cancel to 0.039, which turns their roundings into ~3 bits
+    assert oracles.error_bits(np.float32(jax.grad(fixed)(jnp.float32(3.0))), np.float32(exact)) <= 4.0
+
+
 def test_lowering_sees_through_jit_and_keeps_constants():
     from pytest_jaxstab._search._lower import lower
 

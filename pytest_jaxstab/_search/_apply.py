@@ -21,7 +21,10 @@ def searched(fn: Callable[..., Any], rewritten: Callable[..., Any],
 
     On the first call per (shapes, dtype) of the positional float arguments, ``improve`` searches with
     those; when it finds nothing better (or the program is not an elementwise expression), the
-    catalogue's ``rewritten`` function runs instead. The result is cached per signature.
+    catalogue's ``rewritten`` function runs instead. The result is cached per signature. The searched
+    program keeps the catalogue's derivative-only repairs (rules that keep the value bit for bit and
+    give the derivative where autodiff of the value would not: ``0·inf`` in a backward pass, an
+    untaken branch's NaN), so that choosing it never loses what ``stabilize`` did for gradients there.
     """
     cache: dict[Any, Callable[..., Any]] = {}
 
@@ -41,7 +44,7 @@ def searched(fn: Callable[..., Any], rewritten: Callable[..., Any],
                 with jax.ensure_compile_time_eval():
                     result = improve(fn, shapes=[np.shape(a) for a in args], dtype=dtype, **improve_kwargs)
                 if result.improved:
-                    chosen = result.fn
+                    chosen = _with_derivative_repairs(result.fn)
             cache[key] = chosen
         return chosen(*args)
 
@@ -49,3 +52,10 @@ def searched(fn: Callable[..., Any], rewritten: Callable[..., Any],
     return run
 
 
+def _with_derivative_repairs(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` rewritten by the catalogue's derivative-only rules: its values bit for bit, its derivative
+    repaired where those rules match."""
+    from ..rewrites._transform import stabilize
+    from ..rewrites.catalogue import STABILITY
+
+    return stabilize(fn, rules=[r for r in STABILITY if r.derivative_only])
