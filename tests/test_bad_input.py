@@ -58,6 +58,29 @@ def test_check_raises_when_nothing_is_judged():
     assert result.discarded > 0 and result.samples > result.discarded
 
 
+_TARGETS = np.array([[0.5, 0.5, 0.0], [0.0, 1.0, 0.0]], np.float32)  # soft labels with exact zeros
+
+
+def _kl(log_predictions):  # optax's kl_divergence before its fix: 0 * (log 0 - p) is NaN
+    return jnp.sum(_TARGETS * (jnp.log(_TARGETS) - log_predictions), axis=-1)
+
+
+def test_undefined_everywhere_as_written_is_judged_against_the_rewrite_that_defines_it():
+    # Every input is outside the real domain as written (0·log 0 at a zero target the function closes
+    # over), so nothing could be judged, and narrowing the domain would not help. The rewrite (xlogy)
+    # defines the limit: the check judges against it, fails the function as written (NaN, at the log's
+    # line) and passes the rewritten one, and says what it judged against.
+    result = jst.check(_kl, shapes=[(2, 3)], dtype="float32", domain=(-20.0, 0.0), max_examples=20, seed=0)
+    assert result.outcome == "failed" and result.original.max_error_bits == 32.0
+    assert result.rewritten.max_error_bits <= 8.0  # the default tolerance
+    assert "Judged against the exact values of the rewritten function" in result.message
+    assert any(o.primitive == "log" for o in result.nan_origins)
+    # Without a rewrite that defines it, the message and the advice stay (nothing to judge against).
+    with pytest.raises(ArgumentError, match="Narrow the domain"):
+        jst.check(lambda p: jnp.sum(jnp.log(-1.0 - jnp.abs(p)) * _TARGETS[0]), shapes=[(3,)],
+                  dtype="float32", max_examples=20, seed=0)
+
+
 # --- item 6: replayed inputs must fit the current case -----------------------------------------------
 
 _DB_CONFTEST = '''

@@ -193,7 +193,11 @@ def judge_case(case: Case, s: Settings, run: RunContext, *, derivative: bool = F
     rules = resolve_rules(s.rules)
     with x64_scope(case.dtype):
         programs = _programs(case, s, rules, derivative, run.profile)
-        acc, minimal = _inputs(case, s, run, programs, judged)
+        try:
+            acc, minimal = _inputs(case, s, run, programs, judged, undefined_ok=True)
+        except _Undefined:  # no exact value anywhere as written: the rewrite's (its limit), said so
+            programs = _against_rewritten(programs, s, derivative, run.profile)
+            acc, minimal = _inputs(case, s, run, programs, judged)
         origins, local, timings = _diagnose(programs, acc, minimal, s, judged, run.profile)
     # A derivative-only rewrite (``Rule.derivative_only``: the value bit for bit, a better derivative)
     # is reported where the derivative is judged: in a check of the value it changed nothing judged,
@@ -300,9 +304,29 @@ def _run_with(case: Case, s: Settings, programs: _Programs, rules: Sequence[Any]
         return evaluator(ex.args)
 
 
+class _Undefined(Exception):
+    """Every input drawn is outside the function's real domain as written, and a rewrite applied."""
+
+
+def _against_rewritten(programs: _Programs, s: Settings, derivative: bool, prof: StageTimes) -> _Programs:
+    """``programs`` judged against the rewritten program's exact values: where the function as written
+    has none at any input (``0·log 0`` or ``0·-inf`` at an exact zero it closes over: a KL divergence's
+    zero targets, a masked class), the rewrite keeps the value wherever the written one has one (each
+    rule checked against the oracle) and gives its limit where it has none."""
+    traced = programs.traced
+    evaluator = Evaluator(traced.closed, programs.rewritten, traced.judged_outputs, s.atol, prof, s.judge,
+                          float(s.tolerance_bits), derivative, reference=programs.rewritten)
+    note = ("Judged against the exact values of the rewritten function: the function as written has none "
+            "at any input drawn (0·log 0 or 0·inf at an exact zero it closes over), the rewrite gives "
+            "their limit there and the same values elsewhere.")
+    return dataclasses.replace(programs, evaluator=evaluator, note=f"{programs.note} {note}".strip())
+
+
 def _inputs(case: Case, s: Settings, run: RunContext, programs: _Programs, judged: str,
-            ) -> tuple[_JudgedCount, SampleResult | None]:
-    """Witnesses, stored failures, drawn inputs, then the simplest failing input shrunk."""
+            undefined_ok: bool = False) -> tuple[_JudgedCount, SampleResult | None]:
+    """Witnesses, stored failures, drawn inputs, then the simplest failing input shrunk. With
+    ``undefined_ok``, :class:`_Undefined` where every input was outside the domain as written and a
+    rule that changes values applied (``_against_rewritten`` judges again)."""
     prof = run.profile
     evaluator = programs.evaluator
     acc = _JudgedCount(float(s.tolerance_bits), judged, s.judge)
@@ -322,6 +346,9 @@ def _inputs(case: Case, s: Settings, run: RunContext, programs: _Programs, judge
             f"{case.case_id}: stopped drawing after {runner.stopped_after:.0f} s (time_budget="
             f"{s.time_budget:g} s): judged {acc.samples} inputs, not max_examples={s.max_examples}. "
             "Use smaller shapes or fewer examples, or raise time_budget."), stacklevel=4)
+    value_rules = [a for a in programs.applied if not getattr(a, "derivative_only", False)]
+    if acc.judged_elements == 0 and undefined_ok and value_rules and acc.discarded >= acc.samples > 0:
+        raise _Undefined
     if acc.judged_elements == 0:
         raise ArgumentError(nothing_judged(case.case_id, acc.samples, acc.discarded, acc.uncertain,
                                            case.domain, programs.traced.out_dtypes, case.shapes,
