@@ -41,6 +41,7 @@ from ._gradient import derivative_case, with_gradient
 from ._localize import local_error_records
 from ._message import CheckWarning, failure_message, nothing_judged, passing_note
 from ._regression import RegressionWatch, apply_regression
+from ._seeds import constant_inputs
 from ._shrink import Shrinker
 from ._spec import Case, build_strategy, make_case, resolve_rules
 from ._trace import trace_case, x64_scope
@@ -336,6 +337,11 @@ def _inputs(case: Case, s: Settings, run: RunContext, programs: _Programs, judge
             acc.add(evaluator(w.args), drawn=False)
         else:
             skipped += 1
+    # The program's own array constants as inputs (``_seeds``: a kernel at its training points).
+    value_closed = (programs.value if programs.value is not None else programs.traced).closed
+    for args in constant_inputs(value_closed, case.dtype, case.shapes, case.domains,
+                                _warmup_args(case.dtype, case.shapes, case.domains)):
+        acc.add(evaluator(args), drawn=False)
     runner = Runner(case.strategy, evaluator, acc, case.case_id, s.max_examples, s.seed, run.derandomize,
                     prof, s.time_budget, case.domain)
     skipped_stored = runner.replay(case.dtype, case.shapes, case.domains)

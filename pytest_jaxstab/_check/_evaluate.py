@@ -24,7 +24,15 @@ from .._errors import JaxstabError
 from .._primitives import DISCONTINUOUS
 from .._results import Point, VariantStats, Witness
 from ..oracles import error_bits, evaluate
-from ..oracles.interpreter._limits import confirm, evaluate_near, resolve
+from ..oracles.interpreter._limits import (
+    FAR_STEP,
+    Resolved,
+    confirm,
+    evaluate_near,
+    resolve,
+    vanishing,
+    vanishing_candidates,
+)
 from ._conditioning import reduction_terms
 from ._stability import StabilityLens
 from ._trace import x64_scope
@@ -243,6 +251,7 @@ class Evaluator:
         near = [plus, evaluate_near(self.reference, list(args), -1)]
         out_e, out_s, out_k, count = [], [], [], 0
         second: list[Any] | None = None
+        far: list[Any] | None = None
         for j, i in enumerate(self.judged_outputs):
             (p, pc), (m, mc) = ((np.asarray(r.values[i]).astype(exact[j].dtype), np.asarray(r.certain[i]))
                                 for r in near)
@@ -255,6 +264,15 @@ class Evaluator:
                                     for q in second)
                 r = confirm(r, resolve(exact[j], sure[j], p, pc, m, mc, derivative=self.derivative),
                             exact[j], derivative=self.derivative)
+            zero = vanishing_candidates(exact[j], sure[j], near[0].values[i], near[0].certain[i],
+                                        near[1].values[i], near[1].certain[i])
+            if zero.any():  # no value at x, neighbours of opposite signs: a limit of 0 if they shrink
+                if far is None:
+                    far = [evaluate_near(self.reference, list(args), side * FAR_STEP) for side in (1, -1)]
+                (fp, fpc), (fm, fmc) = ((np.asarray(q.values[i]), np.asarray(q.certain[i])) for q in far)
+                zero = vanishing(zero, near[0].values[i], near[1].values[i], fp, fm, fpc & fmc)
+                r = Resolved(np.where(zero, np.zeros_like(r.values), r.values), r.certain, r.limits | zero,
+                             r.kinks)
             out_e.append(r.values)
             out_s.append(r.certain & ~r.kinks)
             out_k.append(r.kinks)

@@ -46,10 +46,13 @@ from ._evaluate import (
 )
 from ._interpreter import check_supported, to_value
 
-__all__ = ["GUARD_BITS", "Resolved", "confirm", "evaluate_near", "resolve"]
+__all__ = ["FAR_STEP", "GUARD_BITS", "Resolved", "confirm", "evaluate_near", "resolve", "vanishing",
+           "vanishing_candidates"]
 
 #: How far below an input's last bit its neighbours lie.
 GUARD_BITS = 64
+#: The longer step (in neighbour steps) at which a limit of 0 is confirmed (``vanishing``).
+FAR_STEP = 4
 
 
 def _shift(v: Any, side: int, p: int, emin: int) -> Any:
@@ -176,3 +179,41 @@ def confirm(first: Resolved, second: Resolved, value: np.ndarray, *, derivative:
     out[lost] = np.nan
     kinks = first.kinks | (lost & ~np.isnan(v) if derivative else np.zeros(v.shape, bool))
     return Resolved(out, first.certain, agreed, kinks)
+
+
+def vanishing_candidates(value: np.ndarray, certain: np.ndarray, plus: np.ndarray, plus_certain: np.ndarray,
+                         minus: np.ndarray, minus_certain: np.ndarray) -> np.ndarray:
+    """Elements with no value at ``x`` whose two neighbours have values that differ, of opposite signs or
+    one of them 0: where the limit may be 0, approached from both sides (the derivative of a smooth
+    kernel at zero distance, ``-c (x - y) / |x - y|`` times a factor that vanishes with ``x - y``)."""
+    v = np.asarray(value)
+    p, m = np.broadcast_to(np.asarray(plus), v.shape), np.broadcast_to(np.asarray(minus), v.shape)
+    if any(np.iscomplexobj(a) or not np.issubdtype(a.dtype, np.floating) for a in (v, p, m)):
+        return np.zeros(v.shape, bool)  # a complex limit has no sign to cross: not looked for
+    c = np.broadcast_to(np.asarray(certain, bool), v.shape)
+    both = (np.broadcast_to(np.asarray(plus_certain, bool), v.shape)
+            & np.broadcast_to(np.asarray(minus_certain, bool), v.shape))
+    with np.errstate(invalid="ignore"):
+        crossing = np.sign(p) * np.sign(m) <= 0
+    return c & np.isnan(v) & both & np.isfinite(p) & np.isfinite(m) & ~_same(p, m) & crossing
+
+
+def vanishing(candidates: np.ndarray, plus: np.ndarray, minus: np.ndarray, far_plus: np.ndarray,
+              far_minus: np.ndarray, far_certain: np.ndarray) -> np.ndarray:
+    """Of ``candidates``, those whose neighbours' values shrink with the step on both sides: at
+    :data:`FAR_STEP` times the step each side's magnitude grows by ``FAR_STEP**a`` with ``1/4 <= a <= 2``
+    (a value ``~ d**a``, which goes to 0 with ``d``). A jump or a kink keeps its values as the step
+    changes (``a = 0``) and is not taken; nor is a side that is exactly 0 at both steps unless the
+    other side shrinks."""
+    lo, hi = float(FAR_STEP) ** 0.25, float(FAR_STEP) ** 2
+    out = np.array(candidates, copy=True)
+    for near, far in ((plus, far_plus), (minus, far_minus)):
+        n = np.abs(np.broadcast_to(np.asarray(near, np.float64), out.shape))
+        f = np.abs(np.broadcast_to(np.asarray(far, np.float64), out.shape))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = f / n
+        shrinks = (n == 0) & (f == 0) | ((ratio >= lo) & (ratio <= hi))
+        out &= shrinks
+    zero_both = (np.broadcast_to(np.asarray(plus), out.shape) == 0) & (np.broadcast_to(np.asarray(minus),
+                                                                                      out.shape) == 0)
+    return out & ~zero_both & np.broadcast_to(np.asarray(far_certain, bool), out.shape)
