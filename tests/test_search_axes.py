@@ -61,6 +61,21 @@ def test_new_axes_lower_to_terms_that_compute_the_same(case):
     np.testing.assert_array_max_ulp(got, want, maxulp=4)
 
 
+def test_a_squeezed_selection_keeps_its_axis_as_reductions_keep_theirs():
+    # q[..., 0] is a selection whose term keeps its axis (4, 1), as sum(., -1) keeps its own: squeezing it
+    # is left to that convention (placing it as (4,) would meet the kept (4, 1) of the sum: a (4, 4)
+    # term, refused). Then [..., None] puts the axis back where the kept term already has it.
+    def rotation_factor(q):
+        w, n2 = q[..., 0], jnp.sum(q[..., 1:] ** 2, axis=-1)
+        return (jnp.where(n2 < 0.5, w, 2.0 * w) / (1.0 + n2))[..., None] * q[..., 1:]
+
+    term = _lowered(rotation_factor, (4, 3))
+    xs = np.random.default_rng(9).normal(size=(6, 4, 3)).astype(np.float32)
+    want = np.stack([np.asarray(jax.jit(rotation_factor)(x)) for x in xs])
+    got = np.asarray(jax.vmap(jax_function(term, np.float32, (4, 2)))(xs))
+    np.testing.assert_array_max_ulp(got, want, maxulp=4)
+
+
 def test_a_trailing_broadcast_stays_as_it_was():
     # x (5,) against a (3, 5) constant needs no placing: the lowering is unchanged (no rs_ node).
     m = np.arange(15, dtype=np.float32).reshape(3, 5)

@@ -178,6 +178,9 @@ def _run(closed: Any, inputs: Sequence[Term], consts: Sequence[Any], sites: Site
                     env[var] = term
             continue
         _integers_exact(eqn, name, args)
+        if sites is not None and (name in _DIRECT or name in _LOGIC or name == "select_n"):
+            args = shapes.aligned(args, [tuple(getattr(_compat.aval(a), "shape", ())) for a in eqn.invars],
+                                  tuple(getattr(_compat.aval(eqn.outvars[0]), "shape", ())))
         outs = _folded(eqn, args, force=False) if name not in _CALLS else None
         if outs is None:
             try:

@@ -126,7 +126,28 @@ class Shapes:
         kept = self.of(term)
         if nonunit(kept) != nonunit(placed) or _lead_stripped(kept) == _lead_stripped(placed):
             return term
+        if len(placed) < len(kept):  # a squeeze of axes a reduction or selection kept: left kept, as
+            return term              # every other term keeps them (their shapes compare by nonunit)
         return (reshape_name(placed), term)
+
+    def aligned(self, args: list[Term], operands: list[tuple[int, ...]], real: tuple[int, ...]) -> list[Term]:
+        """The operands of an elementwise equation, each placed at its traced shape (``rs_``) where their
+        kept shapes would broadcast to another than ``real``'s: a squeezed reduction's kept ``(n, 1)``
+        beside an ``(n,)`` input. Unchanged where they already broadcast as traced."""
+        try:
+            spread = tuple(np.broadcast_shapes(*(self.of(t) for t in args)))
+        except ValueError:
+            spread = None
+        if spread is not None and nonunit(spread) == nonunit(real):
+            return args
+        out = []
+        for term, traced in zip(args, operands):
+            kept = self.of(term)
+            scalar = term[0] == "const" and not isinstance(term[1], Table)
+            if not scalar and traced and kept != traced and nonunit(kept) == nonunit(traced):
+                term = (reshape_name(traced), term)
+            out.append(term)
+        return out
 
     def _spreads(self, term: Term, real: tuple[int, ...], eqn: Any, operands: list[tuple[int, ...]]) -> bool:
         """Whether a ``broadcast_in_dim`` only repeats its operand ``term`` along new or unit axes, the
