@@ -119,7 +119,7 @@ def _lower(closed: Any, sites: Sites | None) -> Term:
         raise Unsupported("the function returns a comparison, not a float")
     if sites is not None:  # a program that returns a spread value (broadcast_to(c, n)) returns it whole
         term = shapes.widened(term, tuple(_compat.aval(outs[0]).shape))
-    if any(t[0] == "const" and isinstance(t[1], float) and math.isnan(t[1]) for t in _all_subterms(term)):
+    if any(_is_nan(t) for t in _all_subterms(term)):
         # NaN is no number the identities can reason with (and a term with NaN in it never equals itself).
         raise Unsupported("the function returns NaN on a branch its inputs select (a NaN constant); the "
                           "search takes expressions of numbers")

@@ -49,13 +49,8 @@ def catalogue_reference(fn: Callable[..., Any], names: list[str], by_keyword: bo
     (``whole``) has no exact value at any input drawn; None when it does not lower, is the written
     program, or is judged another way (an array program for an elementwise one)."""
     found = _stabilized(fn, names, by_keyword, dt, shapes)
-    if found is None:
-        return None
-    try:
-        term, _ = lower_program(found[1])
-    except Unsupported:
-        return None
-    return term if term != whole and is_array_program(term) == array else None
+    term = None if found is None else _lowered(found[1], array)[0]
+    return term if term != whole else None
 
 
 def conditioning(fn: Callable[..., Any], names: list[str], by_keyword: bool, dt: np.dtype[Any],
@@ -80,14 +75,19 @@ def catalogue(fn: Callable[..., Any], names: list[str], by_keyword: bool, dt: np
     if found is None:
         return None
     cat_fn, closed = found
-    try:
-        term, sites = lower_program(closed)
-    except Unsupported:
-        term, sites = None, {}
-    if term is not None and is_array_program(term) != array:
-        term = None  # judged another way than the original: keep it as a function
+    term, sites = _lowered(closed, array)
     try:
         errs = samples.jit_errors(samples.function(term) if term is not None else lifted(cat_fn, array))
     except Exception:
         return None
     return term, sites, cat_fn, errs
+
+
+def _lowered(closed: Any, array: bool) -> tuple[Term | None, Any]:
+    """The rewrite's term and sites; no term where it does not lower or is judged another way than the
+    original (an array program for an elementwise one): then it is kept as a function."""
+    try:
+        term, sites = lower_program(closed)
+    except Unsupported:
+        return None, {}
+    return (term, sites) if is_array_program(term) == array else (None, sites)
